@@ -1,0 +1,47 @@
+"""xla_explorer: XLA's operation semantics, executable and visible.
+
+Build a computation with the spec's ops (``xe.Gather``, ``xe.Pad``, ...), or parse HLO
+text, see its shapes, run it on the NumPy reference executor, and look at how each op
+maps indices.  ``xe.status_table()`` shows what is implemented in which layer.
+"""
+from . import dtypes
+from .builder import Constant, ConstantR0, Parameter, XlaBuilder, XlaOp
+from .computation import XlaComputation
+from .errors import ExecutionError, HloParseError, ShapeError, SizeLimitError
+from .ops import *  # noqa: F401,F403  (the op functions, named as in the spec)
+from .ops import __all__ as _ops_all
+from .ops.index_map import Access, IndexMap
+from .shapes import Shape
+
+__version__ = "0.1.0"
+
+
+def parse_hlo(text):
+    """Parse HLO text (as XLA prints it and as JAX emits it) into an XlaComputation."""
+    from .hlo.parser import parse_hlo as _parse
+    return _parse(text)
+
+
+def from_jax(f, *args, **kwargs):
+    """Import ``jax.jit(f).lower(*args)`` as an XlaComputation (needs jax)."""
+    from .jax_bridge import from_jax as _from_jax
+    return _from_jax(f, *args, **kwargs)
+
+
+def index_map(comp_or_opcode, instruction=None, *args, **attrs):
+    """The index map of an op: ``index_map(comp, "gather.1", *args)`` for an instruction of
+    a computation (values of the module's arguments evaluate its operands), or
+    ``index_map("pad", *operand_values, padding_config=...)`` for an op on values."""
+    from .inspect import index_map as _index_map
+    return _index_map(comp_or_opcode, instruction, *args, **attrs)
+
+
+def status_table(file=None):
+    """Print (and return) the op x layer table, generated from the registries."""
+    from .status import status_table as _status_table
+    return _status_table(file=file)
+
+
+__all__ = ["Shape", "XlaBuilder", "XlaOp", "XlaComputation", "Parameter", "Constant", "ConstantR0",
+           "ShapeError", "HloParseError", "ExecutionError", "SizeLimitError", "parse_hlo", "from_jax",
+           "index_map", "status_table", "IndexMap", "Access", "dtypes"] + list(_ops_all)

@@ -1,0 +1,89 @@
+"""``XlaComputation``: an HLO module (an entry computation and what it calls), runnable."""
+from .hlo.ir import computation_closure
+
+#: backend name -> "module:function" running (module, args, **options)
+BACKENDS = {
+    "numpy": "xla_explorer.executors.reference:run",
+}
+
+
+class XlaComputation:
+    """An HLO module: ``entry`` and the computations it calls, plus module attributes."""
+
+    def __init__(self, entry, name=None, module_attrs=None, computations=None):
+        self.entry = entry
+        self.name = name or entry.name
+        #: raw module-header attributes (entry_computation_layout, frontend_attributes, ...)
+        self.module_attrs = dict(module_attrs or {})
+        self._computations = computations
+
+    @property
+    def computations(self):
+        """Every computation of the module, callees first, the entry last."""
+        if self._computations is not None:
+            return list(self._computations)
+        return computation_closure(self.entry)
+
+    def computation(self, name):
+        for c in self.computations:
+            if c.name == name:
+                return c
+        raise KeyError(f"no computation named {name!r} in module {self.name!r}")
+
+    def instruction(self, name):
+        """Find an instruction by name in any computation of the module."""
+        for c in self.computations:
+            for inst in c.instructions:
+                if inst.name == name:
+                    return inst
+        raise KeyError(f"no instruction named {name!r} in module {self.name!r}")
+
+    @property
+    def parameter_shapes(self):
+        return self.entry.parameter_shapes
+
+    @property
+    def result_shape(self):
+        return self.entry.result_shape
+
+    def program_shape(self):
+        return self.entry.signature()
+
+    # -- running ------------------------------------------------------------------------
+    def run(self, *args, backend="numpy", **options):
+        """Run on NumPy arrays; one array, or a tuple for a tuple-shaped result."""
+        return _backend(backend)(self, args, **options)
+
+    def run_replicated(self, per_replica_args, backend="numpy", **options):
+        """Run once per replica (device), collectives exchanging data; one result per replica."""
+        from .executors.reference import run_replicated
+        return run_replicated(self, per_replica_args, backend=backend, **options)
+
+    # -- text ---------------------------------------------------------------------------
+    def as_hlo_text(self):
+        from .hlo.printer import print_module
+        return print_module(self)
+
+    def __str__(self):
+        return self.as_hlo_text()
+
+    def __repr__(self):
+        return f"<XlaComputation {self.name}: {self.program_shape()}>"
+
+    def verify(self):
+        """Re-infer every instruction's shape with the shape rules; raise on disagreement."""
+        from .executors.reference import verify_module
+        verify_module(self)
+        return self
+
+
+def _backend(name):
+    import importlib
+    try:
+        target = BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}") from None
+    if callable(target):
+        return target
+    mod, _, fn = target.partition(":")
+    return getattr(importlib.import_module(mod), fn)

@@ -1,0 +1,27 @@
+"""The errors xla_explorer raises: each names the op, the rule it broke and the values."""
+
+
+class ShapeError(ValueError):
+    """An op's arguments break one of the spec's shape rules (raised at build time)."""
+
+
+class HloParseError(ValueError):
+    """HLO text that does not parse; the message points at the line and column."""
+
+    def __init__(self, message, line=None, column=None, text_line=None):
+        where = ""
+        if line is not None:
+            where = f"line {line}, column {column}: "
+        caret = ""
+        if text_line is not None and column is not None:
+            caret = f"\n  {text_line}\n  {' ' * (column - 1)}^"
+        super().__init__(f"{where}{message}{caret}")
+        self.line, self.column = line, column
+
+
+class ExecutionError(RuntimeError):
+    """A run-time failure of an instruction (bad argument values, a missing channel, ...)."""
+
+
+class SizeLimitError(ShapeError):
+    """A result would be larger than the configured element limit: refused before allocating."""

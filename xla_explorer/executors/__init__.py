@@ -1,0 +1,1 @@
+"""Executors: ``reference`` (NumPy, the oracle); the CPU and CUDA kernel layers register later."""

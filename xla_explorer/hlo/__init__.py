@@ -1,0 +1,1 @@
+"""The IR (modules, computations, instructions) and HLO text in and out."""

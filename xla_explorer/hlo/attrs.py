@@ -1,0 +1,290 @@
+"""HLO attribute codecs: the text after ``key=`` <-> the ops' Python keyword values.
+
+Each op declares a schema, a list of ``Attr`` objects.  An ``Attr`` owns one HLO
+attribute (``window=``, ``slice=``, ``dimensions=``) and the Python keywords it stands
+for (``window_dimensions``, ``window_strides``, ... for ``window=``).  The parser hands
+it the raw text; the printer asks it for the text back.  Attributes no schema claims
+stay raw in ``Instruction.extra``.
+"""
+import re
+
+from ..errors import HloParseError
+
+REQUIRED = object()
+
+
+def split_top(text, sep=","):
+    """Split at ``sep`` outside brackets and quotes."""
+    parts, depth, cur, quote, i = [], 0, [], False, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            cur.append(c)
+            if c == "\\" and i + 1 < len(text):
+                cur.append(text[i + 1])
+                i += 1
+            elif c == '"':
+                quote = False
+        elif c == '"':
+            quote = True
+            cur.append(c)
+        elif c in "{([":
+            depth += 1
+            cur.append(c)
+        elif c in "})]":
+            depth -= 1
+            cur.append(c)
+        elif c == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    if "".join(cur).strip() or parts:
+        parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _strip_braces(raw, what):
+    raw = raw.strip()
+    if not (raw.startswith("{") and raw.endswith("}")):
+        raise HloParseError(f"expected {what} in braces {{...}}, got {raw!r}")
+    return raw[1:-1].strip()
+
+
+def parse_ints(raw):
+    body = _strip_braces(raw, "a list of integers")
+    return tuple(int(x) for x in body.split(",")) if body else ()
+
+
+def format_ints(v):
+    return "{" + ",".join(str(int(x)) for x in v) + "}"
+
+
+def parse_int_lists(raw):
+    """``{{0,1},{2,3}}`` -> ((0, 1), (2, 3)); also XLA's iota form ``[2,2]<=[4]``."""
+    raw = raw.strip()
+    m = re.fullmatch(r"\[([\d,\s]+)\]<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?", raw)
+    if m:
+        import numpy as np
+        shape = [int(x) for x in m.group(1).split(",")]
+        reshape = [int(x) for x in m.group(2).split(",")]
+        ids = np.arange(int(np.prod(reshape))).reshape(reshape)
+        if m.group(3):
+            ids = ids.transpose([int(x) for x in m.group(3).split(",")])
+        return tuple(tuple(int(x) for x in row) for row in ids.reshape(shape))
+    body = _strip_braces(raw, "a list of lists")
+    return tuple(parse_ints(p) for p in split_top(body)) if body else ()
+
+
+def format_int_lists(v):
+    return "{" + ",".join(format_ints(g) for g in v) + "}"
+
+
+def unquote(raw):
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+        return bytes(raw[1:-1], "utf-8").decode("unicode_escape")
+    return raw
+
+
+def quote(s):
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+_SIMPLE = {
+    "int": (lambda raw, r: int(raw), lambda v, n: str(int(v))),
+    "float": (lambda raw, r: float(raw), lambda v, n: repr(float(v))),
+    "ints": (lambda raw, r: parse_ints(raw), lambda v, n: format_ints(v)),
+    "int_lists": (lambda raw, r: parse_int_lists(raw), lambda v, n: format_int_lists(v)),
+    "bool": (lambda raw, r: raw.strip() == "true", lambda v, n: "true" if v else "false"),
+    "str": (lambda raw, r: raw.strip(), lambda v, n: str(v)),
+    "qstr": (lambda raw, r: unquote(raw), lambda v, n: quote(v)),
+    "raw": (lambda raw, r: raw, lambda v, n: v),
+    "computation": (lambda raw, r: r(raw.strip()), lambda v, n: n(v)),
+    "computations": (lambda raw, r: [r(x) for x in split_top(_strip_braces(raw, "computation names"))],
+                     lambda v, n: "{" + ", ".join(n(c) for c in v) + "}"),
+}
+
+
+class Attr:
+    """One HLO attribute for one Python keyword, of a simple kind (see ``_SIMPLE``).
+
+    ``default`` is used when the attribute is absent from HLO text (``REQUIRED``: it must
+    be there); a value equal to the default is not printed unless ``always_print``.
+    """
+
+    def __init__(self, kw, kind, hlo=None, default=REQUIRED, always_print=False):
+        if kind not in _SIMPLE:
+            raise ValueError(f"unknown attribute kind {kind!r}")
+        self.kw, self.kind, self.hlo = kw, kind, hlo or kw
+        self.default, self.always_print = default, always_print
+        self.kws = (kw,)
+
+    def parse(self, raw, resolve):
+        try:
+            return {self.kw: _SIMPLE[self.kind][0](raw, resolve)}
+        except HloParseError:
+            raise
+        except (ValueError, KeyError, TypeError) as e:
+            raise HloParseError(f"attribute {self.hlo}={raw}: expected {self.kind} ({e})") from None
+
+    def missing(self):
+        if self.default is REQUIRED:
+            return None
+        return {self.kw: self.default}
+
+    def format(self, attrs, inst, name_of):
+        if self.kw not in attrs:
+            return None
+        v = attrs[self.kw]
+        if v is None or (not self.always_print and self.default is not REQUIRED and _same(v, self.default)):
+            return None
+        return _SIMPLE[self.kind][1](v, name_of)
+
+
+def _same(a, b):
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+class PaddingConfig:
+    """``padding=0_0_0x1_2_1`` <-> ``padding_config=[(0, 0, 0), (1, 2, 1)]`` (low, high, interior)."""
+
+    def __init__(self, kw="padding_config", hlo="padding"):
+        self.kw, self.hlo, self.kws = kw, hlo, (kw,)
+
+    def parse(self, raw, resolve):
+        triples = []
+        for part in raw.strip().split("x"):
+            nums = [int(x) for x in part.split("_")]
+            if len(nums) == 2:
+                nums.append(0)
+            if len(nums) != 3:
+                raise HloParseError(f"padding={raw}: each dimension is low_high or low_high_interior")
+            triples.append(tuple(nums))
+        return {self.kw: tuple(triples)}
+
+    def missing(self):
+        return None
+
+    def format(self, attrs, inst, name_of):
+        cfg = attrs.get(self.kw)
+        if cfg is None:
+            return None
+        if len(cfg) == 0:
+            return None
+        # XLA prints the interior part for every dimension as soon as one has it
+        with_interior = any(int(t[2]) for t in cfg)
+        return "x".join("_".join(str(int(v)) for v in (t if with_interior else t[:2])) for t in cfg)
+
+
+class SliceAttr:
+    """``slice={[0:4:2], [1:3]}`` <-> ``start_indices``, ``limit_indices``, ``strides``."""
+
+    kws = ("start_indices", "limit_indices", "strides")
+    hlo = "slice"
+
+    def parse(self, raw, resolve):
+        starts, limits, strides = [], [], []
+        for part in split_top(_strip_braces(raw, "slice ranges")):
+            part = part.strip()
+            if not (part.startswith("[") and part.endswith("]")):
+                raise HloParseError(f"slice={raw}: each range is [start:limit] or [start:limit:stride]")
+            nums = [int(x) for x in part[1:-1].split(":")]
+            starts.append(nums[0])
+            limits.append(nums[1])
+            strides.append(nums[2] if len(nums) > 2 else 1)
+        return {"start_indices": tuple(starts), "limit_indices": tuple(limits), "strides": tuple(strides)}
+
+    def missing(self):
+        return None
+
+    def format(self, attrs, inst, name_of):
+        strides = attrs.get("strides") or [1] * len(attrs["start_indices"])
+        parts = []
+        for s, l, st in zip(attrs["start_indices"], attrs["limit_indices"], strides):
+            parts.append(f"[{s}:{l}]" if st == 1 else f"[{s}:{l}:{st}]")
+        return "{" + ", ".join(parts) + "}"
+
+
+class Window:
+    """``window={size=3x3 stride=2x2 pad=1_1x0_0 lhs_dilate=.. rhs_dilate=..}``.
+
+    ``fields`` maps the window's field names to Python keywords, e.g. for ReduceWindow
+    ``{"size": "window_dimensions", "stride": "window_strides", "pad": "padding",
+    "lhs_dilate": "base_dilations", "rhs_dilate": "window_dilations"}``.  Absent fields
+    default to 1 (0 for pad); ``size_from`` gives the sizes when they are not a keyword
+    (convolution: the kernel's spatial sizes), as ``size_from(inst) -> list``.
+    """
+
+    hlo = "window"
+
+    def __init__(self, fields, size_from=None):
+        self.fields = dict(fields)
+        self.kws = tuple(self.fields.values())
+        self.size_from = size_from
+
+    def parse(self, raw, resolve):
+        body = _strip_braces(raw, "window fields")
+        got = {}
+        for item in body.split():
+            key, _, val = item.partition("=")
+            if key == "pad":
+                got[key] = tuple(tuple(int(x) for x in p.split("_")) for p in val.split("x"))
+            elif key == "rhs_reversal":
+                got[key] = tuple(bool(int(x)) for x in val.split("x"))
+            else:
+                got[key] = tuple(int(x) for x in val.split("x"))
+        rank = len(got.get("size", ()))
+        out = {}
+        for field, kw in self.fields.items():
+            if field in got:
+                out[kw] = got[field]
+            elif field == "pad":
+                out[kw] = tuple((0, 0) for _ in range(rank))
+            elif field == "rhs_reversal":
+                out[kw] = tuple(False for _ in range(rank))
+            else:
+                out[kw] = tuple(1 for _ in range(rank))
+        return out
+
+    def missing(self):
+        return {kw: () for kw in self.kws}
+
+    def format(self, attrs, inst, name_of):
+        if "size" in self.fields:
+            size = attrs[self.fields["size"]]
+        else:
+            size = self.size_from(inst)
+        if len(size) == 0:
+            return None
+        parts = ["size=" + "x".join(map(str, size))]
+        for field in ("stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
+            kw = self.fields.get(field)
+            if kw is None or attrs.get(kw) is None:
+                continue
+            v = attrs[kw]
+            if field == "pad":
+                if any(tuple(p) != (0, 0) for p in v):
+                    parts.append("pad=" + "x".join(f"{int(a)}_{int(b)}" for a, b in v))
+            elif field == "rhs_reversal":
+                if any(v):
+                    parts.append("rhs_reversal=" + "x".join(str(int(bool(x))) for x in v))
+            elif any(int(x) != 1 for x in v):
+                parts.append(f"{field}=" + "x".join(map(str, v)))
+        return "{" + " ".join(parts) + "}"
+
+
+def parse_attribute_list(text):
+    """``a=1, b={x}, c="s"`` -> [(key, raw), ...] (keys in order)."""
+    out = []
+    for part in split_top(text):
+        if not part:
+            continue
+        key, eq, raw = part.partition("=")
+        if not eq:
+            raise HloParseError(f"expected key=value, got {part!r}")
+        out.append((key.strip(), raw.strip()))
+    return out

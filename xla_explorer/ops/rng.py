@@ -1,0 +1,2 @@
+"""rng ops (being written)."""
+__all__ = []

@@ -1,0 +1,2 @@
+"""slicing ops (being written)."""
+__all__ = []

@@ -1,0 +1,356 @@
+"""Shapes in XLA's syntax, and broadcasting as MLIR's Broadcastable trait states it.
+
+``Shape("f32", (2, 3))`` prints ``f32[2,3]``; a dimension is an ``int`` (static), ``None``
+(dynamic, ``?``) or bounded dynamic (``<=N``, given as the string ``"<=N"`` or via
+``bounds``).  Tuple shapes hold other shapes; ``token[]`` is a shape of its own.
+Layouts (``{1,0}``) are accepted by the parser and kept for printing, but never change
+a value: values here are logical arrays.
+"""
+import re
+
+from . import dtypes
+from .errors import ShapeError
+
+#: refuse results larger than this many elements before allocating (changeable)
+MAX_ELEMENTS = 1 << 31
+
+
+class Shape:
+    __slots__ = ("element_type", "dims", "bounds", "layout", "tuple_shapes")
+
+    def __init__(self, element_type, dims=(), bounds=None, layout=None, tuple_shapes=None):
+        if tuple_shapes is not None or element_type == "tuple":
+            self.element_type = "tuple"
+            self.tuple_shapes = tuple(tuple_shapes or ())
+            self.dims, self.bounds, self.layout = (), (), None
+            return
+        if not isinstance(element_type, str):
+            element_type = dtypes.from_numpy(element_type)
+        self.element_type = dtypes.check_type(element_type)
+        self.tuple_shapes = None
+        if isinstance(dims, int):
+            dims = (dims,)
+        out_dims, out_bounds = [], []
+        for i, d in enumerate(dims):
+            b = None if bounds is None else bounds[i]
+            if isinstance(d, str):
+                d = d.strip()
+                if d == "?":
+                    d = None
+                elif d.startswith("<="):
+                    d, b = None, int(d[2:])
+                else:
+                    d = int(d)
+            elif d is not None:
+                d = int(d)  # accepts numpy integers
+                if d < 0:
+                    raise ShapeError(f"Shape: dimension {i} is negative ({d}) in {element_type}{list(dims)}")
+            out_dims.append(d)
+            out_bounds.append(b)
+        self.dims = tuple(out_dims)
+        self.bounds = tuple(out_bounds)
+        self.layout = tuple(layout) if layout is not None else None
+
+    # -- constructors -------------------------------------------------------------------
+    @classmethod
+    def tuple(cls, shapes):
+        return cls("tuple", tuple_shapes=[s if isinstance(s, Shape) else Shape.parse(s) for s in shapes])
+
+    @classmethod
+    def token(cls):
+        return cls("token")
+
+    @classmethod
+    def scalar(cls, element_type):
+        return cls(element_type, ())
+
+    @classmethod
+    def parse(cls, text):
+        """Parse XLA's shape syntax: ``f32[3,4]{1,0}``, ``s32[?,<=5]``, ``(f32[], token[])``."""
+        parser = _ShapeText(text)
+        shape = parser.shape()
+        parser.end()
+        return shape
+
+    @classmethod
+    def of(cls, value):
+        """The shape of a NumPy array or scalar (or a tuple of them)."""
+        import numpy as np
+        if isinstance(value, (tuple, list)):
+            return cls.tuple([cls.of(v) for v in value])
+        arr = np.asarray(value)
+        return cls(dtypes.from_numpy(arr.dtype), arr.shape)
+
+    # -- properties ---------------------------------------------------------------------
+    @property
+    def is_tuple(self):
+        return self.element_type == "tuple"
+
+    @property
+    def is_token(self):
+        return self.element_type == "token"
+
+    @property
+    def is_array(self):
+        return not self.is_tuple and not self.is_token
+
+    @property
+    def rank(self):
+        return len(self.dims)
+
+    @property
+    def dtype(self):
+        return dtypes.to_numpy(self.element_type)
+
+    @property
+    def is_static(self):
+        if self.is_tuple:
+            return all(s.is_static for s in self.tuple_shapes)
+        return all(d is not None for d in self.dims)
+
+    def is_dynamic_dimension(self, i):
+        return self.dims[i] is None
+
+    @property
+    def numel(self):
+        n = 1
+        for i, d in enumerate(self.dims):
+            n *= d if d is not None else (self.bounds[i] or 0)
+        return n
+
+    def with_type(self, element_type):
+        return Shape(element_type, self.dims, self.bounds)
+
+    def with_dims(self, dims):
+        return Shape(self.element_type, dims)
+
+    # -- value semantics (layouts do not count) -----------------------------------------
+    def _key(self):
+        if self.is_tuple:
+            return ("tuple", tuple(s._key() for s in self.tuple_shapes))
+        return (self.element_type, self.dims, self.bounds)
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = Shape.parse(other)
+        return isinstance(other, Shape) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def compatible(self, other):
+        """Equal up to dynamic dimensions (a ``?`` matches any size)."""
+        if self.is_tuple or other.is_tuple:
+            return (self.is_tuple and other.is_tuple and len(self.tuple_shapes) == len(other.tuple_shapes)
+                    and all(a.compatible(b) for a, b in zip(self.tuple_shapes, other.tuple_shapes)))
+        return (self.element_type == other.element_type and self.rank == other.rank
+                and all(a is None or b is None or a == b for a, b in zip(self.dims, other.dims)))
+
+    def dim_str(self, i):
+        d = self.dims[i]
+        if d is not None:
+            return str(d)
+        return f"<={self.bounds[i]}" if self.bounds[i] is not None else "?"
+
+    def __str__(self):
+        return self.to_string(layout=False)
+
+    def to_string(self, layout=False):
+        if self.is_tuple:
+            return "(" + ", ".join(s.to_string(layout) for s in self.tuple_shapes) + ")"
+        if self.is_token:
+            return "token[]"
+        text = f"{self.element_type}[{','.join(self.dim_str(i) for i in range(self.rank))}]"
+        if layout and self.rank:
+            lay = self.layout if self.layout is not None else tuple(range(self.rank - 1, -1, -1))
+            text += "{" + ",".join(map(str, lay)) + "}"
+        return text
+
+    def __repr__(self):
+        return f"Shape({str(self)!r})"
+
+    def leaves(self):
+        """The array shapes of a (nested) tuple shape, depth first."""
+        if self.is_tuple:
+            return [leaf for s in self.tuple_shapes for leaf in s.leaves()]
+        return [self]
+
+
+class _ShapeText:
+    _TOKEN = re.compile(r"\s*([A-Za-z][A-Za-z0-9]*)")
+
+    def __init__(self, text, pos=0):
+        self.text, self.pos = text, pos
+
+    def error(self, what):
+        raise ShapeError(f"Shape.parse: expected {what} at column {self.pos + 1} of {self.text!r}")
+
+    def skip(self):
+        while self.pos < len(self.text) and self.text[self.pos] in " \t\n":
+            self.pos += 1
+        # comments such as /*index=5*/ inside tuple shapes
+        while self.text.startswith("/*", self.pos):
+            end = self.text.find("*/", self.pos)
+            if end < 0:
+                self.error("the end of a /* comment */")
+            self.pos = end + 2
+            while self.pos < len(self.text) and self.text[self.pos] in " \t\n":
+                self.pos += 1
+
+    def peek(self):
+        self.skip()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def expect(self, ch):
+        if self.peek() != ch:
+            self.error(repr(ch))
+        self.pos += 1
+
+    def end(self):
+        if self.peek():
+            self.error("the end of the shape")
+
+    def shape(self):
+        if self.peek() == "(":
+            self.pos += 1
+            parts = []
+            if self.peek() != ")":
+                parts.append(self.shape())
+                while self.peek() == ",":
+                    self.pos += 1
+                    parts.append(self.shape())
+            self.expect(")")
+            return Shape.tuple(parts)
+        m = self._TOKEN.match(self.text, self.pos)
+        if not m:
+            self.error("an element type (f32, s32, pred, ...) or '('")
+        name = m.group(1)
+        if name not in dtypes.ALL_TYPES:
+            self.error(f"a known element type, not {name!r}")
+        self.pos = m.end()
+        if name == "token":
+            if self.peek() == "[":
+                self.pos += 1
+                self.expect("]")
+            return Shape.token()
+        self.expect("[")
+        dims = []
+        if self.peek() != "]":
+            dims.append(self.dim())
+            while self.peek() == ",":
+                self.pos += 1
+                dims.append(self.dim())
+        self.expect("]")
+        layout = None
+        if self.peek() == "{":
+            layout = self.layout()
+        return Shape(name, dims, layout=layout)
+
+    def dim(self):
+        self.skip()
+        m = re.compile(r"(<=\s*\d+|\?|\d+)").match(self.text, self.pos)
+        if not m:
+            self.error("a dimension size (an integer, '?' or '<=N')")
+        self.pos = m.end()
+        return m.group(1).replace(" ", "")
+
+    def layout(self):
+        start = self.pos
+        depth = 0
+        while self.pos < len(self.text):
+            c = self.text[self.pos]
+            depth += (c == "{") - (c == "}")
+            self.pos += 1
+            if depth == 0:
+                break
+        body = self.text[start + 1:self.pos - 1]
+        minor = body.split(":")[0].strip()
+        if not minor:
+            return None
+        try:
+            return tuple(int(x) for x in minor.split(","))
+        except ValueError:
+            return None
+
+
+def as_shape(x):
+    if isinstance(x, Shape):
+        return x
+    if isinstance(x, str):
+        return Shape.parse(x)
+    raise TypeError(f"expected a Shape or shape text, got {type(x).__name__}")
+
+
+# ---------------------------------------------------------------------------------------
+# Broadcasting: MLIR's Broadcastable trait (spec/002), dynamic dims included.
+
+def infer_dim(dim0, dim1, *, op="broadcast", dim=None):
+    """The trait's InferDim table: ``None`` is a dynamic (``?``) size."""
+    if dim0 is None and dim1 is None:
+        return None
+    if dim0 is None:
+        return None if dim1 == 1 else dim1          # (?, 1) -> ?; (?, >1) -> dim1
+    if dim1 is None:
+        return None if dim0 == 1 else dim0          # (1, ?) -> ?; (>1, ?) -> dim0
+    if dim0 == 1:
+        return dim1
+    if dim1 == 1 or dim0 == dim1:
+        return dim0
+    where = "" if dim is None else f" in result dimension {dim}"
+    raise ShapeError(f"{op}: sizes {dim0} and {dim1}{where} are not broadcast-compatible "
+                     "(static sizes must be equal, or one of them 1)")
+
+
+def _dims(s):
+    return list(s.dims) if isinstance(s, Shape) else [None if d in (None, "?") else int(d) for d in s]
+
+
+def infer_shape(dims0, dims1, *, op="broadcast"):
+    """InferShape: expand the shorter rank with 1s on the left, then InferDim per dimension."""
+    a, b = _dims(dims0), _dims(dims1)
+    rank = max(len(a), len(b))
+    a = [1] * (rank - len(a)) + a
+    b = [1] * (rank - len(b)) + b
+    return tuple(infer_dim(x, y, op=op, dim=i) for i, (x, y) in enumerate(zip(a, b)))
+
+
+def infer_result_shape(operand_shapes, *, op="broadcast"):
+    """InferResultShape over any number of operands (``None`` entries are unranked)."""
+    ranked = [s for s in operand_shapes if s is not None]
+    if not ranked:
+        return None
+    inferred = tuple(_dims(ranked[0]))
+    for s in ranked[1:]:
+        inferred = infer_shape(inferred, s, op=op)
+    return inferred
+
+
+def verify_broadcast(operand_shapes, result_dims, *, op="broadcast"):
+    """The trait's Verify: the result must be compatible with the inferred shape."""
+    inferred = infer_result_shape(operand_shapes, op=op)
+    if result_dims is None or inferred is None:
+        return
+    actual = _dims(result_dims)
+    if len(inferred) != len(actual):
+        raise ShapeError(f"{op}: the result has rank {len(actual)} but the operands broadcast to "
+                         f"rank {len(inferred)} ({_fmt(inferred)} vs result {_fmt(actual)})")
+    for i, (inf, act) in enumerate(zip(inferred, actual)):
+        if inf is None and act is not None:
+            raise ShapeError(f"{op}: result dimension {i} is static ({act}) but the operands only "
+                             f"determine it at run time (inferred {_fmt(inferred)}, result {_fmt(actual)})")
+        if act is not None and inf != act:
+            raise ShapeError(f"{op}: result dimension {i} is {act} but the operands broadcast to {inf} "
+                             f"(inferred {_fmt(inferred)}, result {_fmt(actual)})")
+
+
+def _fmt(dims):
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def check_size(shape, op):
+    """Refuse a result with more than MAX_ELEMENTS elements, before anything is allocated."""
+    for leaf in shape.leaves():
+        if leaf.is_array and leaf.numel > MAX_ELEMENTS:
+            from .errors import SizeLimitError
+            raise SizeLimitError(f"{op}: the result {leaf} has {leaf.numel:,} elements, more than the "
+                                 f"limit of {MAX_ELEMENTS:,} (xla_explorer.shapes.MAX_ELEMENTS)")
