@@ -86,7 +86,10 @@ class Region:
         self._elementwise = None
 
     def __call__(self, *args):
-        return evaluate(self.computation, list(args), self.ctx)
+        # an element-wise region called on whole arrays computes every element at once;
+        # its instructions then produce arrays, not the scalars their shapes say
+        batched = self.is_elementwise and any(np.ndim(a) for a in args if not isinstance(a, tuple))
+        return evaluate(self.computation, list(args), self.ctx, batched=batched)
 
     @property
     def parameter_shapes(self):
@@ -123,7 +126,7 @@ def bind_attrs(attrs, ctx):
     return out
 
 
-def run_instruction(op, inst_name, values, shape, attrs, ctx):
+def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
     if op.reference is None:
         raise NotImplementedError(f"{op.name} ({op.opcode}): the NumPy reference is not implemented "
                                   f"(see xla_explorer.status_table())")
@@ -140,26 +143,27 @@ def run_instruction(op, inst_name, values, shape, attrs, ctx):
         raise
     except Exception as e:
         raise ExecutionError(f"{op.name} {inst_name}: {type(e).__name__}: {e}") from e
-    return conform(out, shape, f"{op.name} {inst_name}")
+    return conform(out, shape, f"{op.name} {inst_name}", batched)
 
 
-def conform(value, shape, where):
-    """Check a reference's result against its shape; cast a dtype slip, refuse a wrong shape."""
+def conform(value, shape, where, batched=False):
+    """Check a reference's result against its shape; cast a dtype slip, refuse a wrong shape
+    (``batched``: an element-wise region run on whole arrays, only the dtype is checked)."""
     if shape.is_tuple:
         if not isinstance(value, (tuple, list)) or len(value) != len(shape.tuple_shapes):
             raise ExecutionError(f"{where}: expected a tuple of {len(shape.tuple_shapes)} values for {shape}")
-        return tuple(conform(v, s, where) for v, s in zip(value, shape.tuple_shapes))
+        return tuple(conform(v, s, where, batched) for v, s in zip(value, shape.tuple_shapes))
     if shape.is_token:
         return value if isinstance(value, Token) else Token()
     arr = np.asarray(value)
     if arr.dtype != shape.dtype:
         arr = arr.astype(shape.dtype)
-    if shape.is_static and arr.shape != shape.dims:
+    if shape.is_static and arr.shape != shape.dims and not batched:
         raise ExecutionError(f"{where}: the reference produced shape {arr.shape}, the shape rule says {shape}")
     return arr
 
 
-def evaluate(computation, args, ctx, on_value=None):
+def evaluate(computation, args, ctx, on_value=None, batched=False):
     """Evaluate ``computation`` on ``args``; ``on_value(inst, value)`` sees every value."""
     if len(args) != len(computation.parameters):
         raise ExecutionError(f"computation {computation.name} takes {len(computation.parameters)} "
@@ -176,7 +180,7 @@ def evaluate(computation, args, ctx, on_value=None):
         else:
             op = registry.get(inst.opcode)
             value = run_instruction(op, inst.name, [env[o] for o in inst.operands], inst.shape,
-                                    inst.attrs, ctx)
+                                    inst.attrs, ctx, batched)
         env[inst] = value
         if on_value is not None:
             on_value(inst, value)

@@ -1,4 +1,6 @@
 """Constant literals in HLO text: ``constant(1.5)``, ``constant({ {1, 2}, {3, 4} })``."""
+import math
+
 import numpy as np
 
 from .. import dtypes
@@ -26,7 +28,7 @@ def format_scalar(x, element_type):
     if element_type in dtypes.FLOATING:
         v = float(x)
         if v != v:
-            return "-nan" if np.signbit(np.asarray(x).astype(np.float64)) else "nan"
+            return "-nan" if math.copysign(1.0, v) < 0 else "nan"
         if v in (float("inf"), float("-inf")):
             return "inf" if v > 0 else "-inf"
         text = str(np.asarray(x, dtype=dtypes.to_numpy(element_type))[()])  # shortest round-trip form
@@ -80,7 +82,7 @@ def parse_literal(text, shape):
         arr = np.array(v, dtype=np.float64).astype(shape.dtype)
     dims = tuple(d for d in shape.dims)
     if arr.shape != dims:
-        if arr.size == int(np.prod(dims)) and arr.ndim <= 1:
+        if arr.size == int(np.prod(dims)) and (arr.ndim <= 1 or arr.size == 0):
             arr = arr.reshape(dims)
         else:
             raise HloParseError(f"constant literal has shape {list(arr.shape)}, the instruction says {shape}")

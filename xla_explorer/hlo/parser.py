@@ -22,6 +22,9 @@ _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\s*\(")
 _COMP = re.compile(r"\s*(ENTRY\s+)?" + _NAME + r"\s*(\(.*\)\s*->\s*.*?)?\s*\{\s*$")
 
 
+_DEBUG_SECTIONS = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
+
+
 class _Line:
     def __init__(self, number, text):
         self.number, self.text = number, text
@@ -71,6 +74,12 @@ def parse_hlo(text):
     order = []
     while i < len(lines):
         line = lines[i]
+        if line.text.strip() in _DEBUG_SECTIONS:
+            # optimized dumps list source locations in sections of numbered lines: not HLO
+            i += 1
+            while i < len(lines) and lines[i].text.strip()[:1].isdigit():
+                i += 1
+            continue
         m = _COMP.match(line.text)
         if not m:
             raise line.error("expected a computation header 'name {' or 'ENTRY name {'",

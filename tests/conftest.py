@@ -1,0 +1,37 @@
+"""Shared test set-up: where the HLO corpus is, and how to load a case."""
+import importlib.util
+import os
+import pathlib
+
+import pytest
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # CUDA kernels run in the simulator in tests
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CORPUS = pathlib.Path(os.environ.get("XLA_EXPLORER_CORPUS", ROOT.parent / "shared" / "hlo_corpus"))
+
+
+def _load_case_module():
+    path = CORPUS / "load_case.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("corpus_load_case", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+LOADER = _load_case_module()
+
+
+def corpus_cases():
+    if not CORPUS.exists():
+        return []
+    return sorted(p.name for p in CORPUS.iterdir() if (p / "case.json").exists())
+
+
+@pytest.fixture
+def load_case():
+    if LOADER is None:
+        pytest.skip(f"HLO corpus not found at {CORPUS}")
+    return lambda name: LOADER.load_case(str(CORPUS / name))
