@@ -282,6 +282,8 @@ def _gather_reference(operand, start_indices, *, shape, offset_dims, collapsed_s
     full_offset_index[_offset_operand_dims(operand.ndim, collapsed_slice_dims, operand_batching_dims)] = offset_index
 
     operand_index = full_start_index + full_batching_index + full_offset_index
+    if operand.ndim == 0:  # a scalar operand: every result element is that scalar
+        return np.full(shape.dims, operand, shape.dtype)
     return operand[tuple(operand_index)]
 
 
@@ -297,10 +299,11 @@ def _gather_index_map(operand, start_indices, *, shape, offset_dims, collapsed_s
 
     def access(result_index):
         batch_index = [result_index[d] for d in batch_dims]
-        start_indices_index = [tuple(batch_index[:index_vector_dim]) + (k,) + tuple(batch_index[index_vector_dim:])
-                               for k in range(len(start_index_map))]
         if index_vector_dim == indices.ndim:
             start_indices_index = [tuple(batch_index)]
+        else:
+            start_indices_index = [tuple(batch_index[:index_vector_dim]) + (k,) + tuple(batch_index[index_vector_dim:])
+                                   for k in range(len(start_index_map))]
         start_index = [int(indices[i]) for i in start_indices_index]
         unclamped, full_start_index = [0] * rank, [0] * rank
         for d_start, d_operand in enumerate(start_index_map):
