@@ -7,6 +7,7 @@ called computations arrive as ``Region`` callables.  Intermediates are dropped a
 their last use.
 """
 import threading
+import time
 
 import numpy as np
 
@@ -25,44 +26,115 @@ class Token:
 
 
 class Rendezvous:
-    """Where simulated devices meet for a collective: each gives a value, all get the list."""
+    """Where simulated devices meet for a collective: each gives a value, all get the list.
 
-    def __init__(self, num_devices):
+    Devices are threads.  ``exchange(key, device, value, participants)`` blocks until every
+    participant gave its value for ``key`` and returns them in ``participants`` order (all
+    devices, in device order, by default).  A device that can never be met (it failed, it
+    finished, or every live device waits at some other collective) turns into an
+    ``ExecutionError`` naming who waits where, instead of a hang; ``timeout`` seconds is the
+    last resort for a device stuck elsewhere (an endless while loop).
+    """
+
+    #: seconds a device waits for the others at one collective before giving up
+    DEFAULT_TIMEOUT = 120.0
+
+    def __init__(self, num_devices, timeout=None):
         self.n = num_devices
-        self._barrier = threading.Barrier(num_devices) if num_devices > 1 else None
-        self._slots = {}
-        self._lock = threading.Lock()
+        self.timeout = self.DEFAULT_TIMEOUT if timeout is None else timeout
+        self._cond = threading.Condition()
+        self._slots = {}      # (key, participants) -> {device: value}
+        self._taken = {}      # (key, participants) -> how many participants read the values
+        self._waiting = {}    # device -> (key, participants) it waits at
+        self._done = set()    # devices whose program ended (normally or not)
+        self._aborted = False
 
-    def exchange(self, key, device, value):
-        """Block until every device gave its value for ``key``; return them by device."""
-        if self.n == 1:
+    def exchange(self, key, device, value, participants=None):
+        """Give ``value`` for ``key``; return every participant's value, in participants order."""
+        participants = tuple(range(self.n)) if participants is None else tuple(int(p) for p in participants)
+        if participants == (device,):
             return [value]
-        with self._lock:
-            self._slots.setdefault(key, [None] * self.n)[device] = value
-        self._barrier.wait()
-        values = list(self._slots[key])
-        self._barrier.wait()
-        with self._lock:
-            self._slots.pop(key, None)
+        if device not in participants:
+            raise ExecutionError(f"device {device} takes part in collective {key} but is not among its "
+                                 f"participants {list(participants)}")
+        bad = [p for p in participants if not 0 <= p < self.n]
+        if bad:
+            raise ExecutionError(f"collective {key}: devices {bad} do not exist (there are {self.n} "
+                                 f"devices, 0..{self.n - 1}); check replica_groups / source_target_pairs")
+        slot_key = (key, participants)
+        deadline = time.monotonic() + self.timeout
+        with self._cond:
+            slot = self._slots.setdefault(slot_key, {})
+            slot[device] = value
+            self._waiting[device] = slot_key
+            self._cond.notify_all()
+            try:
+                while len(slot) < len(participants):
+                    if self._aborted:
+                        raise threading.BrokenBarrierError
+                    stuck = self._stuck(slot_key, slot)
+                    if stuck:
+                        raise ExecutionError(f"device {device} waits forever at collective {key} with "
+                                             f"participants {list(participants)}: {stuck}")
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise ExecutionError(f"device {device} waited {self.timeout:g} s at collective {key} "
+                                             f"for participants {sorted(set(participants) - set(slot))}; "
+                                             f"{self._where()}")
+                    self._cond.wait(min(left, 1.0))
+            finally:
+                self._waiting.pop(device, None)
+            values = [slot[p] for p in participants]
+            self._taken[slot_key] = self._taken.get(slot_key, 0) + 1
+            if self._taken[slot_key] == len(participants):
+                del self._slots[slot_key], self._taken[slot_key]
         return values
 
+    def _stuck(self, slot_key, slot):
+        """Why ``slot`` can never fill, or '' while it still can."""
+        missing = [p for p in slot_key[1] if p not in slot]
+        gone = [p for p in missing if p in self._done]
+        if gone:
+            return f"devices {gone} already finished without reaching it"
+        running = [d for d in range(self.n) if d not in self._done and d not in self._waiting]
+        if not running and not any(len(s) == len(k[1]) for k, s in self._slots.items()):
+            return "every device waits at a collective that others never reach (" + self._where() + ")"
+        return ""
+
+    def _where(self):
+        at = {d: k[0] for d, k in self._waiting.items()}
+        return "devices waiting: " + (", ".join(f"{d} at {at[d]}" for d in sorted(at)) or "none") + \
+            (f"; finished: {sorted(self._done)}" if self._done else "")
+
+    def done(self, device):
+        """Device ``device`` will not come to any further collective."""
+        with self._cond:
+            self._done.add(device)
+            self._cond.notify_all()
+
     def abort(self):
-        if self._barrier is not None:
-            self._barrier.abort()
+        """Release every waiting device (a device failed): they raise BrokenBarrierError."""
+        with self._cond:
+            self._aborted = True
+            self._cond.notify_all()
 
 
 class ExecutionContext:
     """What a run knows beyond the values: devices, the collectives' meeting point, channels."""
 
     def __init__(self, replica_id=0, partition_id=0, num_replicas=1, num_partitions=1,
-                 rendezvous=None, channels=None, rng_seed=0):
+                 rendezvous=None, channels=None, rng_seed=0, spmd=None):
         self.replica_id, self.partition_id = replica_id, partition_id
         self.num_replicas, self.num_partitions = num_replicas, num_partitions
         self.rendezvous = rendezvous or Rendezvous(1)
         #: simulated host channels: {"infeed": [...], "outfeed": [...], channel_id: [...]}
         self.channels = channels if channels is not None else {}
         self.rng = np.random.default_rng(rng_seed)
-        self._counter = 0
+        #: the partitioned module's meshes and shardings (``executors.spmd``), when it has any
+        self.spmd = spmd
+        #: the instruction being run (ops whose meaning depends on the module look at it)
+        self.instruction = None
+        self._counters = {}
 
     @property
     def device_id(self):
@@ -73,9 +145,10 @@ class ExecutionContext:
         return self.num_replicas * self.num_partitions
 
     def next_key(self, what):
-        """A per-device sequence number: the n-th collective of every device meets the n-th."""
-        self._counter += 1
-        return (what, self._counter)
+        """A per-device sequence number per kind of meeting: the n-th ``what`` of every device
+        meets the n-th ``what`` of the others."""
+        n = self._counters[what] = self._counters.get(what, 0) + 1
+        return (what, n)
 
 
 class Region:
@@ -179,6 +252,7 @@ def evaluate(computation, args, ctx, on_value=None, batched=False):
             value = params[inst]
         else:
             op = registry.get(inst.opcode)
+            ctx.instruction = inst
             value = run_instruction(op, inst.name, [env[o] for o in inst.operands], inst.shape,
                                     inst.attrs, ctx, batched)
         env[inst] = value
@@ -208,48 +282,83 @@ def as_argument(value, shape, where):
     return arr
 
 
-def run(module, args, ctx=None, on_value=None):
-    """Run an XlaComputation on NumPy arguments (the ``numpy`` backend)."""
+def run(module, args, ctx=None, on_value=None, channels=None):
+    """Run an XlaComputation on NumPy arguments (the ``numpy`` backend).
+
+    ``channels`` are the simulated host channels (``{"infeed": [values...]}``; outfeed and
+    host sends are collected into it).  A partitioned (SPMD) module gets its global
+    arguments and simulates its devices (see ``executors.spmd``)."""
     from . import spmd
     if ctx is None and spmd.is_partitioned(module):
-        return spmd.run_partitioned(module, args, on_value=on_value)
+        return spmd.run_partitioned(module, args, on_value=on_value, channels=channels)
     entry = module.entry
     if len(args) != len(entry.parameters):
         raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments "
                              f"({', '.join(str(p.shape) for p in entry.parameters)}), got {len(args)}")
     args = [as_argument(a, p.shape, f"argument {i} ({p.name})") for i, (a, p) in enumerate(zip(args, entry.parameters))]
-    ctx = ctx or ExecutionContext()
+    ctx = ctx or ExecutionContext(channels=channels)
     return evaluate(entry, args, ctx, on_value)
 
 
-def run_replicated(module, per_replica_args, backend="numpy", num_partitions=1, channels=None):
-    """Run ``module`` on every simulated device at once (threads), one arg list each."""
+def run_replicated(module, per_replica_args, backend="numpy", num_partitions=None, channels=None,
+                   timeout=None):
+    """Run ``module`` on every simulated device at once (threads), one arg list each;
+    returns one result per device (device ``d`` is replica ``d // num_partitions``,
+    partition ``d % num_partitions``).  ``num_partitions`` defaults to the module's own
+    (its header, mesh or shardings).  A partitioned module may get each device's local
+    shards: they are placed into the global arguments its program starts from, and each
+    device's results are cut back to its own shards."""
+    from . import spmd
     n = len(per_replica_args)
-    rendezvous = Rendezvous(n)
-    results, errors = [None] * n, [None] * n
-    shared_channels = channels if channels is not None else {}
+    if num_partitions is None:
+        num_partitions = spmd.num_partitions(module)
+    if n == 0 or n % num_partitions:
+        raise ExecutionError(f"run_replicated: {n} argument lists for a module of {num_partitions} "
+                             f"partitions; give a multiple of {num_partitions} (one list per device)")
+    if spmd.is_partitioned(module):
+        return spmd.run_per_device(module, per_replica_args, num_partitions, channels=channels, timeout=timeout)
+    return run_on_devices(lambda ctx: run(module, per_replica_args[ctx.device_id], ctx=ctx),
+                          n // num_partitions, num_partitions, channels=channels, timeout=timeout)
 
-    def work(d):
+
+def run_on_devices(work, num_replicas, num_partitions, channels=None, timeout=None, spmd=None):
+    """Call ``work(ctx)`` once per simulated device, each in a thread of its own, with one
+    ``Rendezvous`` for their collectives; the results by device.  The first failure is
+    raised (the other devices are released from their collectives, not left hanging)."""
+    n = num_replicas * num_partitions
+    rendezvous = Rendezvous(n, timeout)
+    shared_channels = channels if channels is not None else {}
+    results, errors = [None] * n, [None] * n
+
+    def device(d):
         replica, partition = divmod(d, num_partitions)
-        ctx = ExecutionContext(replica, partition, n // num_partitions, num_partitions, rendezvous,
-                               shared_channels)
+        ctx = ExecutionContext(replica, partition, num_replicas, num_partitions, rendezvous,
+                               shared_channels, spmd=spmd)
         try:
-            results[d] = run(module, per_replica_args[d], ctx=ctx)
+            results[d] = work(ctx)
         except BaseException as e:  # noqa: B902 - reported below, the others released
             errors[d] = e
             rendezvous.abort()
+        finally:
+            rendezvous.done(d)
 
-    threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for e in errors:
-        if e is not None and not isinstance(e, threading.BrokenBarrierError):
-            raise e
-    for e in errors:
-        if e is not None:
-            raise e
+    if n == 1:
+        device(0)
+    else:
+        threads = [threading.Thread(target=device, args=(d,), daemon=True, name=f"xla-device-{d}")
+                   for d in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    failed = [(d, e) for d, e in enumerate(errors) if e is not None]
+    # the cause first: the others only saw their collectives broken
+    failed.sort(key=lambda de: isinstance(de[1], threading.BrokenBarrierError))
+    if failed:
+        d, e = failed[0]
+        if n > 1 and hasattr(e, "add_note"):
+            e.add_note(f"(on simulated device {d}: replica {d // num_partitions}, partition {d % num_partitions})")
+        raise e
     return results
 
 

@@ -167,7 +167,7 @@ class PaddingConfig:
         return {self.kw: tuple(triples)}
 
     def missing(self):
-        return None
+        return {self.kw: ()}  # a rank-0 pad prints no padding at all
 
     def format(self, attrs, inst, name_of):
         cfg = attrs.get(self.kw)
@@ -203,9 +203,11 @@ class SliceAttr:
 
     def format(self, attrs, inst, name_of):
         strides = attrs.get("strides") or [1] * len(attrs["start_indices"])
+        # XLA prints every stride as soon as one is not 1: slice={[0:9:2], [3:4:1]}
+        omit_strides = all(int(st) == 1 for st in strides)
         parts = []
         for s, l, st in zip(attrs["start_indices"], attrs["limit_indices"], strides):
-            parts.append(f"[{s}:{l}]" if st == 1 else f"[{s}:{l}:{st}]")
+            parts.append(f"[{s}:{l}]" if omit_strides else f"[{s}:{l}:{st}]")
         return "{" + ", ".join(parts) + "}"
 
 

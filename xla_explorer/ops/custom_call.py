@@ -40,9 +40,10 @@ def _reference(*values, shape, ctx, custom_call_target, **attrs):
     return entry[0](*values, shape=shape, ctx=ctx, **attrs)
 
 
-def CustomCall(*operands, call_target_name, shape, backend_config=None, has_side_effect=False):
-    """Wraps XLA's CustomCall: call target ``call_target_name`` on ``operands``; the result
-    shape must be given (``shape``).  Only registered targets run (see ``TARGETS``)."""
+def CustomCall(call_target_name, operands, shape, backend_config=None, has_side_effect=False):
+    """Wraps XLA's CustomCall: ``CustomCall("myfunc", [x, y], "f32[3,3]")`` calls target
+    ``call_target_name`` on ``operands``; the result ``shape`` must be given, as XLA cannot
+    infer it.  Only registered targets run (``TARGETS``); others raise an error naming them."""
     from ..builder import apply_op
     from ..shapes import as_shape
     attrs = {"custom_call_target": call_target_name, "shape": as_shape(shape)}
@@ -50,7 +51,7 @@ def CustomCall(*operands, call_target_name, shape, backend_config=None, has_side
         attrs["backend_config"] = backend_config
     if has_side_effect:
         attrs["custom_call_has_side_effect"] = True
-    return apply_op("custom-call", operands, attrs)
+    return apply_op("custom-call", list(operands), attrs)
 
 
 registry.register(
@@ -59,7 +60,10 @@ registry.register(
            Attr("custom_call_has_side_effect", "bool", default=False),
            Attr("backend_config", "raw", default=None),
            Attr("api_version", "str", default=None),
-           Attr("called_computations", "computations", default=None)),
+           Attr("called_computations", "computations", default=None),
+           # kept raw for the targets that read them (the SPMD ones, see executors.spmd)
+           Attr("sharding", "raw", default=None),
+           Attr("frontend_attributes", "raw", default=None)),
     # the result shape of a custom-call is only known from the HLO text or the caller
     attrs_from_shape=lambda shape: {"shape": shape},
     categories=("other",))

@@ -1,2 +1,1193 @@
-"""elementwise ops (being written)."""
-__all__ = []
+"""Element-wise ops: unary functions, binary arithmetic, comparisons, Select, Clamp and the
+conversions (ConvertElementType, BitcastConvertType, ReducePrecision).
+
+Every op here applies one scalar function at every index: ``result[i] = f(operand[i])`` or
+``result[i] = f(lhs[i], rhs[i])``.  The unary and binary ops are one-liners made by two
+factories over dtype classes (as JAX's ``lax`` makes them); what each computes is a small
+NumPy function next to its registration.
+
+Shapes.  In HLO the operands of a binary op have equal shapes (a ``?`` size matches any
+size, as MLIR's Broadcastable trait says, spec/002).  The builder functions broadcast
+first, as XlaBuilder does, recording explicit ``broadcast`` instructions: a scalar
+operand, size-1 ("degenerate") dimensions and a lower rank (extended on the left, or
+placed by ``broadcast_dimensions``) all follow ``xla_explorer.shapes.infer_shape``.
+
+Values.  The references follow what XLA:CPU computes (the corpus README pins it down):
+
+- integers wrap (two's complement); ``x / 0 = -1`` (all bits set), ``x % 0 = x``,
+  ``INT_MIN / -1 = INT_MIN``, ``INT_MIN % -1 = 0``, ``abs(INT_MIN) = INT_MIN``; shift
+  amounts are read as unsigned and ``>= bit width`` gives 0 (the sign fill for
+  ``shift-right-arithmetic``, which on unsigned types replicates the top bit);
+- integer ``power`` squares 6 times, as XLA's emitter does: only the exponent's low 6 bits
+  count, and a negative exponent gives 0 except for a base of 1 or -1;
+- floats narrower than f64 are computed in f64 and rounded once to their type (XLA:CPU
+  computes bf16/f16 in f32 and rounds; for + - * / sqrt the results are the same, for
+  transcendentals within the corpus tolerances); f32 denormals are *not* flushed;
+- ``maximum``/``minimum`` propagate NaN and order -0.0 < +0.0; ``compare`` is IEEE
+  (NaN is unordered: only NE is true) unless ``type=TOTALORDER``:
+  -NaN < -Inf < ... < -0.0 < +0.0 < ... < +Inf < +NaN;
+- complex numbers are ordered lexicographically (real part, then imaginary part), as the
+  StableHLO spec says for compare, maximum, minimum and clamp (XLA:CPU's own results for
+  these are not specified anywhere; simplification flagged here);
+- float -> integer conversion truncates toward zero, saturates and maps NaN to 0; float ->
+  narrower float rounds to nearest even and overflows to Inf (NaN for f8e4m3fn).
+
+References: the spec's element-wise sections (spec/operation_semantics_2018.md, spec/001),
+StableHLO's spec for the dtype rules, XLA:CPU's outputs in ../shared/hlo_corpus.
+"""
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ..builder import Constant, XlaOp, apply_op, literal_array
+from ..errors import ShapeError
+from ..hlo.attrs import Attr
+from ..shapes import Shape, infer_dim, infer_shape
+from . import registry
+
+# -- dtype classes (XLA element type names) ---------------------------------------------------
+
+_pred = frozenset(dtypes.PRED)
+_sint = frozenset(dtypes.SIGNED)
+_uint = frozenset(dtypes.UNSIGNED)
+_int = _sint | _uint
+_float = frozenset(dtypes.FLOATING)
+_complex = frozenset(dtypes.COMPLEX)
+_signed = _sint | _float | _complex          # what abs and sign take
+_num = _int | _float | _complex
+_any = _num | _pred
+
+_CLASS_NAMES = [(_pred, "pred"), (_sint, "signed integers"), (_uint, "unsigned integers"),
+                (_float, "floats"), (_complex, "complex")]
+
+
+def _describe(types):
+    parts = [name for cls, name in _CLASS_NAMES if cls <= types]
+    if not parts:
+        return " or ".join(sorted(types))
+    if {"signed integers", "unsigned integers"} <= set(parts):
+        parts = [p for p in parts if p not in ("signed integers", "unsigned integers")]
+        parts.insert(1 if "pred" in parts else 0, "integers")
+    return ", ".join(parts)
+
+
+# -- shape-rule helpers ------------------------------------------------------------------------
+
+def _check_array(op, arg, shape):
+    if not shape.is_array:
+        raise ShapeError(f"{op}: {arg} must be an array, got {shape}")
+
+
+def _check_type(op, arg, shape, types):
+    _check_array(op, arg, shape)
+    if shape.element_type not in types:
+        raise ShapeError(f"{op}: {arg} has element type {shape.element_type} ({shape}), but {op} "
+                         f"takes {_describe(types)}")
+
+
+def _same_type(op, names, shapes):
+    first = shapes[0]
+    for name, s in zip(names[1:], shapes[1:]):
+        if s.element_type != first.element_type:
+            raise ShapeError(f"{op}: {names[0]} is {first} but {name} is {s}; the operands must have "
+                             f"the same element type (convert one with ConvertElementType)")
+
+
+def _same_dims(op, names, shapes):
+    """HLO's rule: equal dimensions, where a dynamic size ``?`` matches any size (the
+    Broadcastable trait's InferDim); returns the merged dims and bounds."""
+    first = shapes[0]
+    dims, bounds = list(first.dims), list(first.bounds)
+    for name, s in zip(names[1:], shapes[1:]):
+        if s.rank != first.rank or any(a is not None and b is not None and a != b
+                                       for a, b in zip(dims, s.dims)):
+            raise ShapeError(f"{op}: {names[0]} {first} and {name} {s} must have the same shape in HLO "
+                             f"(the builder function {op}(...) broadcasts first; in HLO text add a "
+                             f"broadcast instruction)")
+        for i, (a, b) in enumerate(zip(dims, s.dims)):
+            merged = infer_dim(a, b, op=op, dim=i)
+            if merged is None and bounds[i] is None:
+                bounds[i] = s.bounds[i]
+            elif merged is not None:
+                bounds[i] = None
+            dims[i] = merged
+    return tuple(dims), tuple(bounds)
+
+
+def _element_type_name(op, value):
+    """``"f32"``, ``np.float32``, ``np.dtype("float32")`` or ``ml_dtypes.bfloat16`` -> ``"f32"``."""
+    if isinstance(value, str):
+        if value not in dtypes.DTYPES:
+            raise ShapeError(f"{op}: new_element_type={value!r} is not an XLA array element type; "
+                             f"known: {', '.join(sorted(dtypes.DTYPES))}")
+        return value
+    try:
+        return dtypes.from_numpy(value)
+    except (TypeError, ValueError):
+        raise ShapeError(f"{op}: new_element_type={value!r} is neither an XLA element type name "
+                         f"('f32') nor a NumPy dtype with one") from None
+
+
+# -- value helpers -----------------------------------------------------------------------------
+
+_SUB_BYTE = {t for t in dtypes.DTYPES if dtypes.bit_width(t) != dtypes.to_numpy(t).itemsize * 8}
+
+
+def _type_of(x):
+    return dtypes.from_numpy(np.asarray(x).dtype)
+
+
+def _wide(x):
+    """Floats as f64 and complex as c128 (exact), so each op rounds once, to its result type."""
+    x = np.asarray(x)
+    name = _type_of(x)
+    if name in _complex:
+        return x.astype(np.complex128)
+    if name in _float:
+        return x.astype(np.float64)
+    return x
+
+
+def _to(value, shape):
+    """``value`` rounded (floats: to nearest even) or wrapped (integers) to ``shape``'s type."""
+    with np.errstate(all="ignore"):
+        value = np.asarray(value)
+        if shape.element_type in _SUB_BYTE and shape.element_type in _int:
+            return _wrap_int(value, shape.element_type)
+        # no reshape to shape.dims: a vectorised region runs scalar-shaped ops on whole arrays
+        return value.astype(shape.dtype)
+
+
+def _carrier(x):
+    """Integers as NumPy computes them with wrap-around: sub-byte types (s4, u4, ...) in int64."""
+    x = np.asarray(x)
+    return x.astype(np.int64) if _type_of(x) in _SUB_BYTE else x
+
+
+def _wrap_int(v, name):
+    """Two's-complement wrap of integers ``v`` to the ``name`` type (for sub-byte types)."""
+    n = dtypes.bit_width(name)
+    v = np.asarray(v).astype(np.int64) & ((1 << n) - 1)
+    if name in _sint:
+        v = np.where(v >= 1 << (n - 1), v - (1 << n), v)
+    return v.astype(dtypes.to_numpy(name))
+
+
+def _contiguous(x):
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else x.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
+def _bits(x):
+    """The bit pattern of each integer of ``x``, as uint64 (the low bit_width bits)."""
+    x = np.asarray(x)
+    name = _type_of(x)
+    n = dtypes.bit_width(name)
+    if name in _SUB_BYTE:
+        return (x.astype(np.int64) & ((1 << n) - 1)).astype(np.uint64), n
+    return _contiguous(x).view(dtypes.to_numpy(dtypes.unsigned_of(name))).astype(np.uint64), n
+
+
+def _from_bits(u, shape):
+    name = shape.element_type
+    if name in _SUB_BYTE:
+        return _wrap_int(u.astype(np.int64), name)
+    unsigned = dtypes.to_numpy(dtypes.unsigned_of(name))
+    return _contiguous(u.astype(unsigned)).view(shape.dtype)
+
+
+def _elementwise(fn):
+    """Run ``fn`` on integers with wrap-around, floats in f64, complex in c128; round to ``shape``."""
+    def reference(*values, shape):
+        with np.errstate(all="ignore"):
+            values = [_wide(_carrier(v)) for v in values]
+            return _to(fn(*values), shape)
+    return reference
+
+
+# -- weak-typed Python scalars and builder-level broadcasting -----------------------------------
+
+def _python_scalar(v):
+    return isinstance(v, (bool, int, float, complex)) and not isinstance(v, np.generic)
+
+
+def _typed_like(v, element_type):
+    """A Python scalar combined with a typed array takes the array's element type when that
+    is the scalar's kind or wider (as JAX's weak types do): ``x_bf16 * 2`` is bf16, ``x_s32 +
+    1.5`` keeps XlaBuilder's default (f32) and fails the dtype rule with a clear message."""
+    if element_type is None or element_type not in dtypes.DTYPES:
+        return v
+    ok = (element_type in _pred if isinstance(v, bool) else
+          element_type in _num if isinstance(v, int) else
+          element_type in _float | _complex if isinstance(v, float) else
+          element_type in _complex)
+    if not ok:
+        return v
+    if isinstance(v, int) and not isinstance(v, bool) and element_type in _int:
+        info = dtypes.iinfo(element_type)
+        if not int(info.min) <= v <= int(info.max):
+            return v
+    with np.errstate(all="ignore"):
+        return np.asarray(v).astype(dtypes.to_numpy(element_type))
+
+
+def _element_type_of(v):
+    if isinstance(v, XlaOp):
+        return v.shape.element_type if v.shape.is_array else None
+    if isinstance(v, (np.ndarray, np.generic)):
+        try:
+            return dtypes.from_numpy(v.dtype)
+        except ValueError:
+            return None
+    return None
+
+
+def _weak(values):
+    """Python scalars take the element type of the first typed value."""
+    like = next((t for t in map(_element_type_of, values) if t is not None), None)
+    return [_typed_like(v, like) if _python_scalar(v) else v for v in values]
+
+
+def _as_operands(values):
+    """XlaOps of one builder (NumPy values become constants) or all NumPy arrays."""
+    builder = next((v.builder for v in values if isinstance(v, XlaOp)), None)
+    if builder is None:
+        return [v if isinstance(v, tuple) else literal_array(v) for v in values]
+    return [v if isinstance(v, XlaOp) else Constant(builder, v) for v in values]
+
+
+def _shape_of(v):
+    if isinstance(v, XlaOp):
+        return v.shape
+    return Shape.of(v)
+
+
+def _binary_result_dims(op, lhs, rhs, broadcast_dimensions):
+    """The broadcast result dims of ``lhs`` and ``rhs`` and, for each, where its dimensions
+    go in the result."""
+    if broadcast_dimensions is not None:
+        broadcast_dimensions = [int(d) for d in broadcast_dimensions]
+    if not broadcast_dimensions or lhs.rank == rhs.rank:
+        if broadcast_dimensions and list(broadcast_dimensions) != list(range(lhs.rank)):
+            raise ShapeError(f"{op}: broadcast_dimensions={list(broadcast_dimensions)} must be empty or the "
+                             f"identity {list(range(lhs.rank))} for operands of the same rank "
+                             f"({lhs} and {rhs})")
+        try:
+            dims = infer_shape(lhs, rhs, op=op)
+        except ShapeError as e:
+            raise ShapeError(f"{e} (lhs {lhs}, rhs {rhs})") from None
+        maps = [tuple(range(len(dims) - s.rank, len(dims))) for s in (lhs, rhs)]
+        return dims, maps
+    low, high = (lhs, rhs) if lhs.rank < rhs.rank else (rhs, lhs)
+    bd = [int(d) for d in broadcast_dimensions]
+    if len(bd) != low.rank:
+        raise ShapeError(f"{op}: broadcast_dimensions={bd} has {len(bd)} entries but the lower-rank "
+                         f"operand {low} has rank {low.rank}; give one dimension of {high} per dimension")
+    dims = list(high.dims)
+    for i, d in enumerate(bd):
+        if not 0 <= d < high.rank:
+            raise ShapeError(f"{op}: broadcast_dimensions[{i}]={d} is out of range for the higher-rank "
+                             f"operand {high} (rank {high.rank})")
+        if i > 0 and bd[i - 1] >= d:
+            raise ShapeError(f"{op}: broadcast_dimensions={bd} must be strictly increasing "
+                             f"(broadcast_dimensions[{i}]={d} comes after {bd[i - 1]})")
+        try:
+            dims[d] = infer_dim(low.dims[i], high.dims[d], op=op, dim=d)
+        except ShapeError:
+            raise ShapeError(f"{op}: dimension {i} of {low} (size {low.dim_str(i)}) goes to dimension {d} "
+                             f"of {high} (size {high.dim_str(d)}) by broadcast_dimensions={bd}; the sizes "
+                             f"must be equal or one of them 1") from None
+    maps = [tuple(bd) if s is low else tuple(range(high.rank)) for s in (lhs, rhs)]
+    return tuple(dims), maps
+
+
+def _needs_broadcast(shape, dims):
+    return shape.rank != len(dims) or any(a == 1 and b != 1 for a, b in zip(shape.dims, dims))
+
+
+def _broadcast_to(value, shape, dims, mapping):
+    """``value`` broadcast to ``dims`` (HLO ``broadcast``: its dimension d goes to mapping[d])."""
+    if not _needs_broadcast(shape, dims):
+        return value
+    from .shape import BroadcastInDim  # the shape family owns `broadcast`
+    # a ``?`` result size stays dynamic; sizes the operand already has are kept as they are
+    return BroadcastInDim(value, out_dim_size=list(dims), broadcast_dimensions=list(mapping))
+
+
+def _broadcast_binary(op, lhs, rhs, broadcast_dimensions=None):
+    lhs, rhs = _as_operands(_weak([lhs, rhs]))
+    ls, rs = _shape_of(lhs), _shape_of(rhs)
+    if not (ls.is_array and rs.is_array) or ls.element_type != rs.element_type:
+        return lhs, rhs  # the shape rule says what is wrong (the element types first)
+    dims, (lmap, rmap) = _binary_result_dims(op, ls, rs, broadcast_dimensions)
+    return _broadcast_to(lhs, ls, dims, lmap), _broadcast_to(rhs, rs, dims, rmap)
+
+
+def _broadcast_scalars(values):
+    """Scalar operands of a ternary op broadcast to the array operands' dims (XlaBuilder's
+    TernaryOp does the same for Select and Clamp)."""
+    shapes = [_shape_of(v) for v in values]
+    target = next((s for s in shapes if s.is_array and s.rank > 0), None)
+    if target is None:
+        return values
+    return [_broadcast_to(v, s, target.dims, ()) if s.is_array and s.rank == 0 else v
+            for v, s in zip(values, shapes)]
+
+
+# -- unary ops -----------------------------------------------------------------------------------
+
+def _same(t):
+    return t
+
+
+def _component(t):
+    return dtypes.complex_component(t) if t in _complex else t
+
+
+def _to_pred(t):
+    return "pred"
+
+
+def _unary(opcode, name, types, fn, formula, example, result_type=_same, reference=None):
+    """Register the unary op ``opcode`` (``result[i] = fn(operand[i])``) and return its API."""
+    def shape_rule(operand):
+        _check_type(name, "operand", operand, types)
+        return Shape(result_type(operand.element_type), operand.dims, operand.bounds)
+
+    registry.register(opcode, name, "elementwise", shape_rule, reference or _elementwise(fn),
+                      categories=("elementwise", "unary"))
+
+    def api(operand):
+        return apply_op(opcode, [operand])
+    api.__name__ = api.__qualname__ = name
+    api.__doc__ = (f"Wraps XLA's {name} (HLO ``{opcode}``): ``result[i] = {formula}`` at every "
+                   f"index ``i``.\n\n    Operand: {_describe(types)}; the result has the operand's "
+                   f"dimensions.\n\n    >>> {example}\n    ")
+    return api
+
+
+def _make_complex(real, imag):
+    real, imag = np.broadcast_arrays(real, imag)
+    result = np.empty(real.shape, np.result_type(real.dtype, np.complex64))
+    result.real, result.imag = real, imag  # not real + 1j*imag: 1j*inf puts NaN in the real part
+    return result
+
+
+def _exp(x):
+    if x.dtype.kind != "c":
+        return np.exp(x)
+    # e^(a+ib) = e^a (cos b + i sin b); a zero imaginary part stays zero (e^inf * 0 is not NaN)
+    a, b = x.real, x.imag
+    return _make_complex(np.exp(a) * np.cos(b), np.where(b == 0, b, np.exp(a) * np.sin(b)))
+
+
+def _sin(x):
+    if x.dtype.kind != "c":
+        return np.sin(x)
+    a, b = x.real, x.imag  # sin(a+ib) = sin a cosh b + i cos a sinh b, as XLA computes it
+    return _make_complex(np.sin(a) * np.cosh(b), np.cos(a) * np.sinh(b))
+
+
+def _cos(x):
+    if x.dtype.kind != "c":
+        return np.cos(x)
+    a, b = x.real, x.imag  # cos(a+ib) = cos a cosh b - i sin a sinh b (so cos(0+inf i) = inf+nan i)
+    return _make_complex(np.cos(a) * np.cosh(b), -np.sin(a) * np.sinh(b))
+
+
+def _nan_in_nan_out(fn):
+    """XLA:CPU's complex sqrt and log give NaN + NaN i when a part is NaN (C99: sqrt(NaN+inf i) = inf+inf i)."""
+    def f(x):
+        result = fn(x)
+        if x.dtype.kind != "c":
+            return result
+        return np.where(np.isnan(x.real) | np.isnan(x.imag), complex(np.nan, np.nan), result)
+    return f
+
+
+def _logistic(x):
+    if x.dtype.kind != "c":
+        return 1 / (1 + np.exp(-x))
+    return _complex_divide(np.ones_like(x), 1 + _exp(-x))
+
+
+def _abs(x):
+    if x.dtype.kind != "c":
+        return np.abs(x)
+    return np.where(np.isnan(x.real) | np.isnan(x.imag), np.nan, np.abs(x))  # XLA: NaN beats Inf
+
+
+def _sign(x):
+    if x.dtype.kind == "c":  # x / |x|, part by part (sign(inf+0j) = nan+0j as in XLA), 0 at 0
+        mag = np.abs(x)
+        safe = np.where(mag == 0, 1, mag)
+        return np.where(mag == 0, x, _make_complex(x.real / safe, x.imag / safe))
+    if x.dtype.kind == "f":
+        return np.where((x == 0) | np.isnan(x), x, np.sign(x))  # sign(-0.0) = -0.0, sign(NaN) = NaN
+    return np.sign(x)
+
+
+def _round_afz(x):
+    r = np.trunc(x)
+    fraction = x - r  # exact
+    return np.where(np.abs(fraction) >= 0.5, r + np.sign(x), r)
+
+
+def _expm1(x):
+    if x.dtype.kind != "c":
+        return np.expm1(x)
+    # expm1(a + ib) = expm1(a) cos(b) - 2 sin^2(b/2) + i e^a sin(b), accurate near 0
+    a, b = x.real, x.imag
+    return _make_complex(np.expm1(a) * np.cos(b) - 2 * np.sin(b / 2) ** 2,
+                         np.where(b == 0, b, np.exp(a) * np.sin(b)))
+
+
+def _log1p(x):
+    if x.dtype.kind != "c":
+        return np.log1p(x)
+    a, b = x.real, x.imag
+    # |1+z|^2 = 1 + (2a + a^2 + b^2): log1p of the small part keeps precision near 0
+    return _make_complex(0.5 * np.log1p(a * (2 + a) + b * b), np.arctan2(b, 1 + a))
+
+
+_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x):
+    return _erf_scalar(x).astype(np.float64)
+
+
+def _clz(x, shape):
+    u, n = _bits(x)
+    length = np.zeros(u.shape, np.uint64)
+    for s in (32, 16, 8, 4, 2, 1):
+        high = u >> np.uint64(s)
+        has = high != 0
+        length += np.where(has, np.uint64(s), np.uint64(0))
+        u = np.where(has, high, u)
+    length += (u != 0).astype(np.uint64)
+    return _to(n - length.astype(np.int64), shape)
+
+
+def _popcnt(x, shape):
+    u, n = _bits(x)
+    count = np.zeros(u.shape, np.int64)
+    for i in range(n):
+        count += ((u >> np.uint64(i)) & np.uint64(1)).astype(np.int64)
+    return _to(count, shape)
+
+
+def _imag(x):
+    return x.imag if x.dtype.kind == "c" else np.zeros_like(x)
+
+
+Abs = _unary("abs", "Abs", _signed, _abs, "|operand[i]|", "Abs(np.int32([-2, 3]))   # [2, 3]",
+             result_type=_component)
+Neg = _unary("negate", "Neg", _num, np.negative, "-operand[i]", "Neg(np.float32([1, -0.0]))   # [-1., 0.]")
+Sign = _unary("sign", "Sign", _signed, _sign, "sgn(operand[i]): -1, -0, NaN, +0 or 1 (x/|x| for complex)",
+              "Sign(np.float32([-3, -0.0, 2]))   # [-1., -0., 1.]")
+Not = _unary("not", "Not", _int | _pred, np.invert, "!operand[i] (bitwise for integers)",
+             "Not(np.array([True, False]))   # [False, True]")
+Exp = _unary("exponential", "Exp", _float | _complex, _exp, "e^operand[i]",
+             "Exp(np.float32([0, 1]))   # [1., 2.7182817]")
+Expm1 = _unary("exponential-minus-one", "Expm1", _float | _complex, _expm1, "e^operand[i] - 1",
+               "Expm1(np.float32([1e-10]))   # [1e-10]")
+Log = _unary("log", "Log", _float | _complex, _nan_in_nan_out(np.log), "ln(operand[i])", "Log(np.float32([1, 0]))   # [0., -inf]")
+Log1p = _unary("log-plus-one", "Log1p", _float | _complex, _log1p, "ln(1 + operand[i])",
+               "Log1p(np.float32([1e-10]))   # [1e-10]")
+Sqrt = _unary("sqrt", "Sqrt", _float | _complex, _nan_in_nan_out(np.sqrt), "sqrt(operand[i])", "Sqrt(np.float32([4, -1]))   # [2., nan]")
+Rsqrt = _unary("rsqrt", "Rsqrt", _float | _complex, lambda x: 1 / np.sqrt(x), "1 / sqrt(operand[i])",
+               "Rsqrt(np.float32([4, 0]))   # [0.5, inf]")
+Cbrt = _unary("cbrt", "Cbrt", _float, np.cbrt, "cbrt(operand[i])", "Cbrt(np.float32([-8]))   # [-2.]")
+Sin = _unary("sine", "Sin", _float | _complex, _sin, "sin(operand[i])", "Sin(np.float32([0]))   # [0.]")
+Cos = _unary("cosine", "Cos", _float | _complex, _cos, "cos(operand[i])", "Cos(np.float32([0]))   # [1.]")
+Tan = _unary("tan", "Tan", _float | _complex, np.tan, "tan(operand[i])", "Tan(np.float32([0]))   # [0.]")
+Tanh = _unary("tanh", "Tanh", _float | _complex, np.tanh, "tanh(operand[i])", "Tanh(np.float32([-inf]))   # [-1.]")
+Logistic = _unary("logistic", "Logistic", _float | _complex, _logistic,
+                  "1 / (1 + e^-operand[i])", "Logistic(np.float32([0]))   # [0.5]")
+Erf = _unary("erf", "Erf", _float, _erf, "erf(operand[i]) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt",
+             "Erf(np.float32([0, inf]))   # [0., 1.]")
+Floor = _unary("floor", "Floor", _float, np.floor, "floor(operand[i])", "Floor(np.float32([-1.5]))   # [-2.]")
+Ceil = _unary("ceil", "Ceil", _float, np.ceil, "ceil(operand[i])", "Ceil(np.float32([-1.5]))   # [-1.]")
+Round = _unary("round-nearest-afz", "Round", _float, _round_afz,
+               "operand[i] rounded to the nearest integer, halfway cases away from zero",
+               "Round(np.float32([0.5, -2.5]))   # [1., -3.]")
+RoundNearestEven = _unary("round-nearest-even", "RoundNearestEven", _float, np.rint,
+                          "operand[i] rounded to the nearest integer, halfway cases to even",
+                          "RoundNearestEven(np.float32([0.5, -2.5]))   # [0., -2.]")
+IsFinite = _unary("is-finite", "IsFinite", _float, np.isfinite,
+                  "true if operand[i] is neither +-Inf nor NaN (a pred)",
+                  "IsFinite(np.float32([1, inf, nan]))   # [True, False, False]", result_type=_to_pred)
+Real = _unary("real", "Real", _float | _complex, np.real, "the real part of operand[i] (the value itself for floats)",
+              "Real(np.complex64([1+2j]))   # [1.]", result_type=_component)
+Imag = _unary("imag", "Imag", _float | _complex, _imag, "the imaginary part of operand[i] (0 for floats)",
+              "Imag(np.complex64([1+2j]))   # [2.]", result_type=_component)
+Clz = _unary("count-leading-zeros", "Clz", _int, None, "the number of leading zero bits of operand[i]",
+             "Clz(np.uint8([1, 0, 255]))   # [7, 8, 0]", reference=_clz)
+PopulationCount = _unary("popcnt", "PopulationCount", _int, None, "the number of bits set in operand[i]",
+                         "PopulationCount(np.int8([-1, 5]))   # [8, 2]", reference=_popcnt)
+
+#: the 2018 spec's name for Not
+LogicalNot = Not
+
+
+# -- binary ops ----------------------------------------------------------------------------------
+
+def _binary(opcode, name, types, fn, formula, example, result_type=_same, reference=None):
+    """Register the binary op ``opcode`` (``result[i] = fn(lhs[i], rhs[i])``) and return its API."""
+    def shape_rule(lhs, rhs):
+        _check_type(name, "lhs", lhs, types)
+        _check_type(name, "rhs", rhs, types)
+        _same_type(name, ("lhs", "rhs"), (lhs, rhs))
+        dims, bounds = _same_dims(name, ("lhs", "rhs"), (lhs, rhs))
+        return Shape(result_type(lhs.element_type), dims, bounds)
+
+    registry.register(opcode, name, "elementwise", shape_rule, reference or _elementwise(fn),
+                      categories=("elementwise", "binary"))
+
+    def api(lhs, rhs, broadcast_dimensions=None):
+        return apply_op(opcode, list(_broadcast_binary(name, lhs, rhs, broadcast_dimensions)))
+    api.__name__ = api.__qualname__ = name
+    api.__doc__ = (f"Wraps XLA's {name} (HLO ``{opcode}``): ``result[i] = {formula}`` at every "
+                   f"index ``i``.\n\n    Operands: {_describe(types)}, both of the same type.  Shapes "
+                   f"broadcast as in XlaBuilder: a scalar,\n    size-1 dimensions, a lower rank (on the "
+                   f"left, or where ``broadcast_dimensions`` puts its\n    dimensions in the higher "
+                   f"rank); explicit ``broadcast`` instructions are recorded.\n\n"
+                   f"    >>> {example}\n    ")
+    return api
+
+
+def _int_divide(x, y):
+    """Integer x / y rounded toward zero; x / 0 = -1 (all bits set), INT_MIN / -1 = INT_MIN."""
+    zero = y == 0
+    overflow = _int_min_by_minus_one(x, y)
+    safe_y = np.where(zero | overflow, 1, y).astype(y.dtype)
+    remainder = np.fmod(x, safe_y)                     # C's %: the sign of the dividend
+    quotient = (x - remainder) // safe_y               # exact, so // rounds nothing
+    all_bits = np.array(-1).astype(x.dtype) if x.dtype.kind == "i" else np.array(np.iinfo(x.dtype).max, x.dtype)
+    return np.where(zero, all_bits, quotient)
+
+
+def _int_remainder(x, y):
+    """Integer x % y with the sign of x; x % 0 = x, INT_MIN % -1 = 0."""
+    zero = y == 0
+    safe_y = np.where(zero | _int_min_by_minus_one(x, y), 1, y).astype(y.dtype)
+    return np.where(zero, x, np.fmod(x, safe_y))
+
+
+def _int_min_by_minus_one(x, y):
+    if x.dtype.kind != "i":
+        return np.zeros(np.shape(x), bool)
+    return (x == np.iinfo(x.dtype).min) & (y == -1)
+
+
+def _complex_divide(x, y):
+    """XLA's complex division: Smith's algorithm, with C99's recovery of infinities and zeros."""
+    a, b, c, d = x.real, x.imag, y.real, y.imag
+    c_wins = np.abs(c) >= np.abs(d)
+    r = np.where(c_wins, d / c, c / d)
+    t = np.where(c_wins, c + d * r, c * r + d)
+    real = np.where(c_wins, (a + b * r) / t, (a * r + b) / t)
+    imag = np.where(c_wins, (b - a * r) / t, (b * r - a) / t)
+    # x / 0 = inf with the signs of x's parts (and c's sign), unless x is NaN + NaN i
+    zero_denominator = (c == 0) & (d == 0) & ~(np.isnan(a) & np.isnan(b))
+    inf_c = np.copysign(np.inf, c)
+    real = np.where(zero_denominator, inf_c * a, real)
+    imag = np.where(zero_denominator, inf_c * b, imag)
+    # infinite / finite = inf in the direction of the quotient
+    inf_a, inf_b = np.copysign(np.isinf(a), a), np.copysign(np.isinf(b), b)
+    infinite_numerator = (np.isinf(a) | np.isinf(b)) & np.isfinite(c) & np.isfinite(d)
+    real = np.where(infinite_numerator, np.inf * (inf_a * c + inf_b * d), real)
+    imag = np.where(infinite_numerator, np.inf * (inf_b * c - inf_a * d), imag)
+    # finite / infinite = 0, with the quotient's signs
+    inf_c, inf_d = np.copysign(np.isinf(c), c), np.copysign(np.isinf(d), d)
+    infinite_denominator = (np.isinf(c) | np.isinf(d)) & np.isfinite(a) & np.isfinite(b)
+    real = np.where(infinite_denominator, 0.0 * (a * inf_c + b * inf_d), real)
+    imag = np.where(infinite_denominator, 0.0 * (b * inf_c - a * inf_d), imag)
+    return _make_complex(real, imag)
+
+
+def _divide(x, y):
+    if x.dtype.kind in "iu":
+        return _int_divide(x, y)
+    if x.dtype.kind == "c":
+        return _complex_divide(x, y)
+    return x / y
+
+
+def _remainder(x, y):
+    if x.dtype.kind in "iu":
+        return _int_remainder(x, y)
+    return np.fmod(x, y)
+
+
+def _int_power(base, exponent):
+    """XLA's integer power: 6 squarings (only the exponent's low 6 bits count), wrapping.  An
+    exponent whose top bit is set is negative (for unsigned types too): the result is then 0,
+    unless the base is 1 or -1 (all bits set)."""
+    accumulator = np.ones_like(base)
+    square = base.copy()
+    e, n = _bits(exponent)
+    negative = (e >> np.uint64(n - 1)) == 1
+    base_bits, _ = _bits(base)
+    unit = (base == 1) | (base_bits == np.uint64((1 << n) - 1))
+    for _ in range(6):
+        accumulator = np.where(e & np.uint64(1), accumulator * square, accumulator)
+        square = square * square
+        e = e >> np.uint64(1)
+    return np.where(negative & ~unit, 0, accumulator).astype(base.dtype)
+
+
+def _complex_power(x, y):
+    """XLA's complex power, in the operands' own precision (its overflows are XLA's):
+    (a+bi)^(c+di) = (a^2+b^2)^(c/2) e^(-d atan2(b,a)) (cos q + i sin q),
+    q = c atan2(b,a) + d/2 ln(a^2+b^2); and 0^c = 1 (c = 0) or 0 (c > 0) for real c >= 0."""
+    a, b, c, d = x.real, x.imag, y.real, y.imag
+    aa_p_bb = a * a + b * b
+    angle = np.arctan2(b, a)
+    coefficient = np.power(aa_p_bb, c / 2) * np.exp(-d * angle)
+    q = c * angle + d / 2 * np.log(aa_p_bb)
+    result = _make_complex(coefficient * np.cos(q), coefficient * np.sin(q))
+    zero_base = (aa_p_bb == 0) & (d == 0) & (c >= 0)
+    return np.where(zero_base, _make_complex(np.where(c == 0, 1, 0).astype(a.dtype), np.zeros_like(a)), result)
+
+
+def _power(x, y):
+    if x.dtype.kind in "iu":
+        return _int_power(x, y)
+    return np.power(x, y)
+
+
+def _power_reference(x, y, *, shape):
+    if shape.element_type in _complex:
+        with np.errstate(all="ignore"):
+            return _to(_complex_power(np.asarray(x), np.asarray(y)), shape)
+    return _elementwise(_power)(x, y, shape=shape)
+
+
+def _is_nan(x):
+    return np.isnan(x) if x.dtype.kind in "fc" else np.zeros(np.shape(x), bool)
+
+
+def _lex_less(x, y):
+    """Complex numbers ordered by real part, then imaginary part."""
+    return (x.real < y.real) | ((x.real == y.real) & (x.imag < y.imag))
+
+
+def _maximum(x, y):
+    """NaN-propagating maximum with -0.0 < +0.0 (lexicographic for complex)."""
+    if x.dtype.kind == "c":
+        return np.where(_lex_less(x, y), y, x)
+    result = np.maximum(x, y)
+    if x.dtype.kind == "f":
+        both_zero = (x == 0) & (y == 0)
+        result = np.where(both_zero, np.where(np.signbit(x), y, x), result)
+    return result
+
+
+def _minimum(x, y):
+    """NaN-propagating minimum with -0.0 < +0.0 (lexicographic for complex)."""
+    if x.dtype.kind == "c":
+        return np.where(_lex_less(y, x), y, x)
+    result = np.minimum(x, y)
+    if x.dtype.kind == "f":
+        both_zero = (x == 0) & (y == 0)
+        result = np.where(both_zero, np.where(np.signbit(x), x, y), result)
+    return result
+
+
+def _atan2(y, x):
+    if y.dtype.kind != "c":
+        return np.arctan2(y, x)
+    # atan2(y, x) = -i log((x + i y) / sqrt(x^2 + y^2)) for complex arguments
+    return -1j * np.log((x + 1j * y) / np.sqrt(x * x + y * y))
+
+
+def _complex_reference(lhs, rhs, *, shape):
+    return _make_complex(lhs, rhs).astype(shape.dtype)
+
+
+def _shift_amount(y):
+    """Shift amounts are read as unsigned: -1 is huge, so it shifts everything out."""
+    return _bits(y)[0]
+
+
+def _shift_left(x, y, *, shape):
+    u, n = _bits(x)
+    amount = _shift_amount(y)
+    mask = np.uint64((1 << n) - 1)
+    shifted = (u << np.minimum(amount, np.uint64(n - 1))) & mask
+    return _from_bits(np.where(amount >= n, np.uint64(0), shifted), shape)
+
+
+def _shift_right_logical(x, y, *, shape):
+    u, n = _bits(x)
+    amount = _shift_amount(y)
+    shifted = u >> np.minimum(amount, np.uint64(n - 1))
+    return _from_bits(np.where(amount >= n, np.uint64(0), shifted), shape)
+
+
+def _shift_right_arithmetic(x, y, *, shape):
+    # the top bit is copied into the vacated bits, on unsigned types too; amounts >= the width
+    # give the sign fill (all zeros or all ones)
+    u, n = _bits(x)
+    amount = np.minimum(_shift_amount(y), np.uint64(n - 1))
+    mask = np.uint64((1 << n) - 1)
+    negative = (u >> np.uint64(n - 1)) & np.uint64(1)
+    fill = np.where(negative == 1, mask ^ (mask >> amount), np.uint64(0))
+    return _from_bits((u >> amount) | fill, shape)
+
+
+def _complex_of(t):
+    return {"f32": "c64", "f64": "c128"}[t]
+
+
+Add = _binary("add", "Add", _num | _pred, np.add, "lhs[i] + rhs[i]", "Add(np.int32([1, 2]), np.int32(10))   # [11, 12]")
+Sub = _binary("subtract", "Sub", _num, np.subtract, "lhs[i] - rhs[i]", "Sub(np.uint8([0]), np.uint8([1]))   # [255]")
+Mul = _binary("multiply", "Mul", _num | _pred, np.multiply, "lhs[i] * rhs[i]",
+              "Mul(np.int8([64]), np.int8([2]))   # [-128]")
+Div = _binary("divide", "Div", _num, _divide, "lhs[i] / rhs[i] (integers: toward zero, x/0 = -1)",
+              "Div(np.int32([7, -7, 5]), np.int32([2, 2, 0]))   # [3, -3, -1]")
+Rem = _binary("remainder", "Rem", _int | _float, _remainder,
+              "lhs[i] - rhs[i] * trunc(lhs[i] / rhs[i]) (the sign of lhs; x % 0 = x for integers)",
+              "Rem(np.int32([7, -7, 5]), np.int32([2, 2, 0]))   # [1, -1, 5]")
+Max = _binary("maximum", "Max", _any, _maximum, "max(lhs[i], rhs[i]) (NaN if either is NaN)",
+              "Max(np.float32([1, nan]), np.float32([2, 0]))   # [2., nan]")
+Min = _binary("minimum", "Min", _any, _minimum, "min(lhs[i], rhs[i]) (NaN if either is NaN)",
+              "Min(np.float32([1, nan]), np.float32([2, 0]))   # [1., nan]")
+Pow = _binary("power", "Pow", _num, None, "lhs[i] ^ rhs[i]", "Pow(np.int32([2, 2]), np.int32([10, -1]))   # [1024, 0]",
+              reference=_power_reference)
+Atan2 = _binary("atan2", "Atan2", _float | _complex, _atan2, "atan2(lhs[i], rhs[i]), the angle of (rhs[i], lhs[i])",
+                "Atan2(np.float32([1]), np.float32([-1]))   # [2.3561945]")
+Complex = _binary("complex", "Complex", frozenset({"f32", "f64"}), None, "lhs[i] + i * rhs[i] (c64 from f32, c128 from f64)",
+                  "Complex(np.float32([1]), np.float32([2]))   # [1.+2.j]", result_type=_complex_of,
+                  reference=_complex_reference)
+And = _binary("and", "And", _int | _pred, np.bitwise_and, "lhs[i] & rhs[i] (logical for pred)",
+              "And(np.uint8([12]), np.uint8([10]))   # [8]")
+Or = _binary("or", "Or", _int | _pred, np.bitwise_or, "lhs[i] | rhs[i] (logical for pred)",
+             "Or(np.uint8([12]), np.uint8([10]))   # [14]")
+Xor = _binary("xor", "Xor", _int | _pred, np.bitwise_xor, "lhs[i] ^ rhs[i] (logical for pred)",
+              "Xor(np.uint8([12]), np.uint8([10]))   # [6]")
+ShiftLeft = _binary("shift-left", "ShiftLeft", _int, None, "lhs[i] << rhs[i] (0 when rhs[i] >= the bit width)",
+                    "ShiftLeft(np.int32([1, 1]), np.int32([4, 32]))   # [16, 0]", reference=_shift_left)
+ShiftRightArithmetic = _binary(
+    "shift-right-arithmetic", "ShiftRightArithmetic", _int, None,
+    "lhs[i] >> rhs[i], copying the top bit (the sign fill when rhs[i] >= the bit width)",
+    "ShiftRightArithmetic(np.int32([-8, -8]), np.int32([1, 40]))   # [-4, -1]", reference=_shift_right_arithmetic)
+ShiftRightLogical = _binary(
+    "shift-right-logical", "ShiftRightLogical", _int, None, "lhs[i] >> rhs[i], filling with zeros (0 when rhs[i] >= the bit width)",
+    "ShiftRightLogical(np.int32([-8]), np.int32([28]))   # [15]", reference=_shift_right_logical)
+
+#: the 2018 spec's names for And and Or
+LogicalAnd, LogicalOr = And, Or
+
+
+# -- Compare -------------------------------------------------------------------------------------
+
+_DIRECTIONS = ("EQ", "NE", "GE", "GT", "LE", "LT")
+_COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
+
+
+def Compare(lhs, rhs, comparison_direction, compare_type=None, broadcast_dimensions=None):
+    """Wraps XLA's Compare (HLO ``compare``): ``result[i] = lhs[i] <direction> rhs[i]``, a pred.
+
+    ``comparison_direction`` is one of EQ NE GE GT LE LT.  ``compare_type`` (optional):
+    FLOAT (IEEE: NaN is unordered, only NE is true; -0.0 == +0.0) or TOTALORDER (-NaN < -Inf <
+    ... < -0.0 < +0.0 < ... < +Inf < +NaN) for floats, SIGNED or UNSIGNED for integers.
+    Complex numbers compare lexicographically (real part first).  Shapes broadcast as for Add.
+
+    >>> Compare(np.float32([1, nan]), np.float32([1, nan]), "EQ")   # [True, False]
+    """
+    direction = str(comparison_direction).upper()
+    attrs = {"comparison_direction": direction,
+             "compare_type": None if compare_type is None else str(compare_type).upper()}
+    return apply_op("compare", list(_broadcast_binary("Compare", lhs, rhs, broadcast_dimensions)), attrs)
+
+
+def _compare_shape_rule(lhs, rhs, *, comparison_direction, compare_type=None):
+    op = "Compare"
+    _check_type(op, "lhs", lhs, _any)
+    _check_type(op, "rhs", rhs, _any)
+    _same_type(op, ("lhs", "rhs"), (lhs, rhs))
+    # compare_c1 (StableHLO): the direction is one of six
+    if comparison_direction not in _DIRECTIONS:
+        raise ShapeError(f"{op}: comparison_direction={comparison_direction!r} is not one of "
+                         f"{', '.join(_DIRECTIONS)}")
+    t = lhs.element_type
+    if compare_type is not None:
+        allowed = (("FLOAT", "TOTALORDER") if t in _float | _complex else
+                   ("SIGNED",) if t in _sint else ("UNSIGNED",))
+        if compare_type not in _COMPARE_TYPES:
+            raise ShapeError(f"{op}: compare_type={compare_type!r} is not one of {', '.join(_COMPARE_TYPES)}")
+        # XLA's verifier: the comparison type must fit the element type
+        if compare_type not in allowed:
+            raise ShapeError(f"{op}: compare_type={compare_type} does not fit element type {t} ({lhs}); "
+                             f"expected {' or '.join(allowed)}")
+    dims, bounds = _same_dims(op, ("lhs", "rhs"), (lhs, rhs))
+    return Shape("pred", dims, bounds)
+
+
+def _total_order_key(x):
+    """Floats as signed integers ordered like XLA's total order: each sign-magnitude bit
+    pattern becomes a two's-complement one (negative values get their magnitude bits flipped)."""
+    x = _contiguous(x)
+    signed = np.dtype(f"i{x.dtype.itemsize}")
+    s = x.view(signed)
+    return np.where(s < 0, s ^ np.iinfo(signed).max, s)
+
+
+def _compare_values(x, y, direction):
+    return {"EQ": np.equal, "NE": np.not_equal, "GE": np.greater_equal, "GT": np.greater,
+            "LE": np.less_equal, "LT": np.less}[direction](x, y)
+
+
+def _compare_reference(lhs, rhs, *, shape, comparison_direction, compare_type=None):
+    t = _type_of(lhs)
+    total = compare_type == "TOTALORDER"
+    if t in _complex:
+        lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+        parts = (lhs.real, rhs.real, lhs.imag, rhs.imag)
+        if total:
+            parts = tuple(_total_order_key(p) for p in parts)
+        xr, yr, xi, yi = parts
+        if comparison_direction in ("EQ", "NE"):
+            equal = (xr == yr) & (xi == yi)
+            result = equal if comparison_direction == "EQ" else ~equal
+        else:  # lexicographic: the real parts decide unless they are equal
+            result = (_compare_values(xr, yr, comparison_direction[0] + "T") |
+                      ((xr == yr) & _compare_values(xi, yi, comparison_direction)))
+        return _to(result, shape)
+    if total and t in _float:
+        return _to(_compare_values(_total_order_key(lhs), _total_order_key(rhs), comparison_direction), shape)
+    return _to(_compare_values(_wide(lhs), _wide(rhs), comparison_direction), shape)
+
+
+registry.register("compare", "Compare", "elementwise", _compare_shape_rule, _compare_reference,
+                  attrs=(Attr("comparison_direction", "str", hlo="direction"),
+                         Attr("compare_type", "str", hlo="type", default=None)),
+                  categories=("elementwise", "comparison"))
+
+
+def _comparison(direction, total_order=False):
+    def api(lhs, rhs, broadcast_dimensions=None):
+        compare_type = None
+        if total_order:  # XlaBuilder: TOTALORDER for floats, the default order otherwise
+            lhs, rhs = _as_operands(_weak([lhs, rhs]))
+            if _shape_of(lhs).is_array and _shape_of(lhs).element_type in _float:
+                compare_type = "TOTALORDER"
+        return Compare(lhs, rhs, direction, compare_type, broadcast_dimensions)
+    name = direction.capitalize() + ("TotalOrder" if total_order else "")
+    api.__name__ = api.__qualname__ = name
+    extra = ', "TOTALORDER"' if total_order else ""
+    api.__doc__ = (f"Wraps XLA's {name}: ``Compare(lhs, rhs, \"{direction}\"{extra})``, a pred at "
+                   f"every index.\n\n"
+                   + ("    For floats: -NaN < -Inf < ... < -0.0 < +0.0 < ... < +Inf < +NaN.\n"
+                      if total_order else "    IEEE comparison for floats: NaN is unordered.\n"))
+    return api
+
+
+Eq, Ne, Ge, Gt, Le, Lt = (_comparison(d) for d in _DIRECTIONS)
+EqTotalOrder, NeTotalOrder, GeTotalOrder, GtTotalOrder, LeTotalOrder, LtTotalOrder = (
+    _comparison(d, total_order=True) for d in _DIRECTIONS)
+
+
+# -- Select --------------------------------------------------------------------------------------
+
+def Select(pred, on_true, on_false):
+    """Wraps XLA's Select (HLO ``select``): ``result[i] = on_true[i] if pred[i] else on_false[i]``.
+
+    ``on_true`` and ``on_false`` have the same shape (tuples too, with a scalar ``pred``);
+    ``pred`` is a pred array of the same dimensions, or a scalar that picks a whole operand
+    (the builder broadcasts a scalar explicitly, as XlaBuilder does).
+
+    >>> Select(np.array([True, False]), np.int32([1, 2]), np.int32([100, 200]))   # [1, 200]
+    """
+    on_true, on_false = _weak([on_true, on_false])
+    values = _as_operands([pred, on_true, on_false])
+    if not any(isinstance(v, tuple) or (isinstance(v, XlaOp) and v.shape.is_tuple) for v in values):
+        values = _broadcast_scalars(values)
+    return apply_op("select", values)
+
+
+def _select_shape_rule(pred, on_true, on_false):
+    op = "Select"
+    if on_true.is_tuple or on_false.is_tuple:
+        if on_true != on_false:
+            raise ShapeError(f"{op}: on_true {on_true} and on_false {on_false} must have the same shape")
+        # tuples count as scalars: the predicate picks a whole tuple
+        if not (pred.is_array and pred.element_type == "pred" and pred.rank == 0):
+            raise ShapeError(f"{op}: with tuple operands, pred must be a scalar pred, got {pred}")
+        return on_true
+    _check_type(op, "pred", pred, _pred)
+    _check_array(op, "on_true", on_true)
+    _check_array(op, "on_false", on_false)
+    _same_type(op, ("on_true", "on_false"), (on_true, on_false))
+    dims, bounds = _same_dims(op, ("on_true", "on_false"), (on_true, on_false))
+    result = Shape(on_true.element_type, dims, bounds)
+    if pred.rank != 0:  # a scalar pred is the spec's restricted broadcast
+        try:
+            _same_dims(op, ("pred", "on_true"), (pred, result))
+        except ShapeError:
+            raise ShapeError(f"{op}: pred {pred} must be a scalar or have the dimensions of on_true "
+                             f"and on_false ({result})") from None
+    return result
+
+
+def _select_reference(pred, on_true, on_false, *, shape):
+    if isinstance(on_true, tuple):
+        if np.ndim(pred) == 0:
+            return on_true if bool(pred) else on_false
+        return tuple(np.where(pred, a, b) for a, b in zip(on_true, on_false))  # vectorised regions
+    return _to(np.where(pred, on_true, on_false), shape)
+
+
+registry.register("select", "Select", "elementwise", _select_shape_rule, _select_reference,
+                  categories=("elementwise",))
+
+
+# -- Clamp ---------------------------------------------------------------------------------------
+
+def Clamp(min, operand, max):  # noqa: A002 - the spec's argument names
+    """Wraps XLA's Clamp (HLO ``clamp``): ``result[i] = min(max(min[i], operand[i]), max[i])``.
+
+    ``min`` and ``max`` have the operand's shape or are scalars (broadcast explicitly by the
+    builder, as XlaBuilder does); all three have the same element type.  NaN propagates.
+
+    >>> Clamp(np.int32(0), np.int32([-1, 5, 9]), np.int32(6))   # [0, 5, 6]
+    """
+    values = _as_operands(_weak([operand, min, max]))
+    operand, min, max = values
+    values = _broadcast_scalars([min, operand, max])
+    return apply_op("clamp", values)
+
+
+def _clamp_shape_rule(min, operand, max):  # noqa: A002
+    op = "Clamp"
+    for arg, s in (("min", min), ("operand", operand), ("max", max)):
+        _check_type(op, arg, s, _any)
+    _same_type(op, ("operand", "min", "max"), (operand, min, max))
+    dims, bounds = operand.dims, operand.bounds
+    for arg, s in (("min", min), ("max", max)):
+        if s.rank == 0:  # clamp: a scalar bound is the spec's restricted broadcast
+            continue
+        try:
+            dims, bounds = _same_dims(op, ("operand", arg), (Shape(operand.element_type, dims, bounds), s))
+        except ShapeError:
+            raise ShapeError(f"{op}: {arg} {s} must be a scalar or have the operand's shape "
+                             f"{operand}") from None
+    return Shape(operand.element_type, dims, bounds)
+
+
+def _clamp_reference(min, operand, max, *, shape):  # noqa: A002
+    with np.errstate(all="ignore"):
+        lo, x, hi = (_wide(v) for v in (min, operand, max))
+        return _to(_minimum(_maximum(lo, x), hi), shape)
+
+
+registry.register("clamp", "Clamp", "elementwise", _clamp_shape_rule, _clamp_reference,
+                  categories=("elementwise",))
+
+
+# -- ConvertElementType --------------------------------------------------------------------------
+
+def ConvertElementType(operand, new_element_type):
+    """Wraps XLA's ConvertElementType (HLO ``convert``): each element converted to
+    ``new_element_type``, like C++'s ``static_cast``; the dimensions stay.
+
+    Integers to floats and floats to narrower floats round to nearest even (overflow: Inf,
+    NaN for f8e4m3fn); floats to integers truncate toward zero, saturate and map NaN to 0
+    (XLA:CPU; the spec leaves it open); integers wrap; x -> pred is ``x != 0``; complex ->
+    real keeps the real part.
+
+    >>> ConvertElementType(np.float32([-1.7, 300, nan]), "u8")   # [0, 255, 0]
+    """
+    new_element_type = _element_type_name("ConvertElementType", new_element_type)
+    return apply_op("convert", [operand], {"new_element_type": new_element_type})
+
+
+def _convert_shape_rule(operand, *, new_element_type):
+    op = "ConvertElementType"
+    _check_array(op, "operand", operand)
+    new_element_type = _element_type_name(op, new_element_type)
+    return Shape(new_element_type, operand.dims, operand.bounds)
+
+
+def _float_to_int(x, name):
+    """Truncate toward zero; saturate at the type's limits; NaN -> 0 (XLA:CPU)."""
+    n = dtypes.bit_width(name)
+    info = dtypes.iinfo(name)
+    upper = 2.0 ** (n - 1) if name in _sint else 2.0 ** n   # the first value out of range
+    lower = -upper if name in _sint else 0.0
+    t = np.trunc(x)
+    too_big, too_small, nan = t >= upper, t < lower, np.isnan(t)
+    safe = np.where(too_big | too_small | nan, 0, t)
+    carrier = np.int64 if name in _sint or name in _SUB_BYTE else np.uint64
+    result = safe.astype(carrier)
+    result = np.where(too_big, np.array(int(info.max)).astype(carrier), result)
+    result = np.where(too_small, np.array(int(info.min)).astype(carrier), result)
+    return result
+
+
+def _convert_reference(operand, *, shape, new_element_type):
+    x = np.asarray(operand)
+    source, target = _type_of(x), shape.element_type
+    with np.errstate(all="ignore"):
+        if source == target:
+            return x.copy()
+        if target == "pred":
+            return _to(x != 0, shape)
+        if source in _complex and target not in _complex:
+            x, source = x.real, dtypes.complex_component(source)
+        if source in _float and target in _int:
+            return _to(_float_to_int(x.astype(np.float64), target), shape)
+        if target in _SUB_BYTE or source in _SUB_BYTE:
+            if target in _int:
+                return _to(x.astype(np.int64), shape)
+            x = x.astype(np.int64) if source in _int else x.astype(np.float64)
+        # floats round to nearest even (ml_dtypes through f32 for bf16/f8, as XLA:CPU);
+        # integers wrap; pred is 0 or 1
+        return x.astype(shape.dtype)
+
+
+registry.register("convert", "ConvertElementType", "elementwise", _convert_shape_rule, _convert_reference,
+                  attrs_from_shape=lambda shape: {"new_element_type": shape.element_type},
+                  categories=("elementwise", "unary"))
+
+
+# -- BitcastConvertType --------------------------------------------------------------------------
+
+def BitcastConvertType(operand, new_element_type):
+    """Wraps XLA's BitcastConvertType (HLO ``bitcast-convert``): the same bits read as
+    ``new_element_type``.
+
+    Same widths: the dimensions stay (f32 -> s32).  A narrower type adds a last dimension of
+    the width ratio (f32[3] -> u8[3,4], little-endian); a wider one removes a last dimension
+    that must equal the ratio (u8[3,4] -> f32[3]).  Complex <-> real and pred are refused.
+
+    >>> BitcastConvertType(np.float32([1.0]), "s32")   # [1065353216]
+    """
+    new_element_type = _element_type_name("BitcastConvertType", new_element_type)
+    return apply_op("bitcast-convert", [operand], {"new_element_type": new_element_type})
+
+
+def _bitcast_convert_shape_rule(operand, *, new_element_type):
+    op = "BitcastConvertType"
+    _check_array(op, "operand", operand)
+    old, new = operand.element_type, _element_type_name(op, new_element_type)
+    if (old in _complex) != (new in _complex):
+        raise ShapeError(f"{op}: cannot bitcast between complex and real types ({old} -> {new})")
+    if "pred" in (old, new) and old != new:
+        raise ShapeError(f"{op}: pred has no bit layout to reinterpret ({old} -> {new}); use "
+                         f"ConvertElementType")
+    old_bits, new_bits = dtypes.bit_width(old), dtypes.bit_width(new)
+    if old in _complex and old_bits != new_bits:  # XLA refuses c64 <-> c128 (a complex pair)
+        raise ShapeError(f"{op}: complex types bitcast only to the same width ({old} -> {new})")
+    if max(old_bits, new_bits) % min(old_bits, new_bits):
+        raise ShapeError(f"{op}: bit widths {old_bits} ({old}) and {new_bits} ({new}) do not divide")
+    if old_bits > new_bits:  # a new minor dimension holds the pieces of each element
+        return Shape(new, operand.dims + (old_bits // new_bits,), operand.bounds + (None,))
+    if old_bits < new_bits:  # the minor dimension must hold exactly one new element
+        ratio = new_bits // old_bits
+        if operand.rank == 0 or operand.dims[-1] != ratio:
+            raise ShapeError(f"{op}: converting {old} to the wider {new} needs a last dimension of size "
+                             f"{ratio} (= {new_bits}/{old_bits} bits), got {operand}")
+        return Shape(new, operand.dims[:-1], operand.bounds[:-1])
+    return Shape(new, operand.dims, operand.bounds)
+
+
+def _bitcast_convert_reference(operand, *, shape, new_element_type):
+    x = _contiguous(operand)
+    if _type_of(x) in _SUB_BYTE or shape.element_type in _SUB_BYTE:
+        raise NotImplementedError("BitcastConvertType: sub-byte types (s4, u4, ...) are not implemented "
+                                  "in the reference")
+    # little-endian: element k of the minor dimension is the k-th lowest-addressed piece
+    return x.reshape(-1).view(shape.dtype).reshape(shape.dims)
+
+
+registry.register("bitcast-convert", "BitcastConvertType", "elementwise", _bitcast_convert_shape_rule,
+                  _bitcast_convert_reference,
+                  attrs_from_shape=lambda shape: {"new_element_type": shape.element_type},
+                  categories=("other",))  # not element-wise when the widths differ
+
+
+# -- ReducePrecision -----------------------------------------------------------------------------
+
+def ReducePrecision(operand, mantissa_bits, exponent_bits):
+    """Wraps XLA's ReducePrecision (HLO ``reduce-precision``): each float rounded to a format
+    with ``exponent_bits`` and ``mantissa_bits`` and back, as XLA does it on the bits:
+
+    - the mantissa is rounded to ``mantissa_bits`` bits, ties to even;
+    - then values above the format's range become +-Inf, and values below its smallest
+      normal number (its denormals included) become +-0;
+    - NaN stays NaN (with its payload).
+
+    >>> ReducePrecision(np.float32([1 + 2**-11, 70000]), mantissa_bits=10, exponent_bits=5)  # [1., inf]
+    """
+    return apply_op("reduce-precision", [operand],
+                    {"exponent_bits": exponent_bits, "mantissa_bits": mantissa_bits})
+
+
+def _reduce_precision_shape_rule(operand, *, exponent_bits, mantissa_bits):
+    op = "ReducePrecision"
+    _check_type(op, "operand", operand, _float)
+    for name, v, least in (("exponent_bits", exponent_bits, 1), ("mantissa_bits", mantissa_bits, 0)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise ShapeError(f"{op}: {name} must be an integer, got {v!r}")
+        # reduce_precision_c2/c3: at least one exponent bit (zero vs Inf), mantissa_bits >= 0
+        if v < least:
+            raise ShapeError(f"{op}: {name}={v} must be >= {least}"
+                             + (" (one exponent bit tells zero from infinity)" if least else ""))
+    return Shape(operand.element_type, operand.dims, operand.bounds)
+
+
+def _reduce_precision_reference(operand, *, shape, exponent_bits, mantissa_bits):
+    x = np.asarray(operand)
+    name = _type_of(x)
+    if name in _SUB_BYTE:
+        raise NotImplementedError(f"ReducePrecision: {name} is not implemented in the reference")
+    info = dtypes.finfo(name)
+    src_mantissa, src_exponent, n = int(info.nmant), int(info.nexp), x.dtype.itemsize * 8
+    one = np.uint64(1)
+    bits = _contiguous(x).view(f"u{x.dtype.itemsize}").astype(np.uint64)
+    with np.errstate(all="ignore"):
+        if mantissa_bits < src_mantissa:
+            # round to nearest, ties to even: add half an ulp of the new format (minus one, plus
+            # the last kept bit) and cut; a carry into the exponent is the correct result
+            shift = np.uint64(src_mantissa - mantissa_bits)
+            last_mantissa_bit = (bits >> shift) & one
+            bias = last_mantissa_bit + (one << (shift - one)) - one
+            bits = (bits + bias) & ~((one << shift) - one)
+        if exponent_bits < src_exponent:
+            exponent_mask = np.uint64(((1 << src_exponent) - 1) << src_mantissa)
+            sign = bits & np.uint64(1 << (n - 1))
+            src_bias, new_bias = (1 << (src_exponent - 1)) - 1, (1 << (exponent_bits - 1)) - 1
+            exponent = bits & exponent_mask
+            overflow = exponent > np.uint64((src_bias + new_bias) << src_mantissa)
+            underflow = exponent <= np.uint64((src_bias - new_bias) << src_mantissa)  # denormals too
+            bits = np.where(overflow, sign | exponent_mask, np.where(underflow, sign, bits))
+        bits &= np.uint64((1 << n) - 1)
+        result = bits.astype(f"u{x.dtype.itemsize}").view(x.dtype).reshape(x.shape)
+        return np.where(np.isnan(x.astype(np.float64)), x, result).astype(shape.dtype)
+
+
+registry.register("reduce-precision", "ReducePrecision", "elementwise", _reduce_precision_shape_rule,
+                  _reduce_precision_reference,
+                  attrs=(Attr("exponent_bits", "int"), Attr("mantissa_bits", "int")),
+                  categories=("elementwise", "unary"))
+
+
+__all__ = [
+    # unary
+    "Abs", "Neg", "Sign", "Not", "LogicalNot", "Exp", "Expm1", "Log", "Log1p", "Sqrt", "Rsqrt", "Cbrt",
+    "Sin", "Cos", "Tan", "Tanh", "Logistic", "Erf", "Floor", "Ceil", "Round", "RoundNearestEven",
+    "IsFinite", "Real", "Imag", "Clz", "PopulationCount",
+    # binary
+    "Add", "Sub", "Mul", "Div", "Rem", "Max", "Min", "Pow", "Atan2", "Complex", "And", "Or", "Xor",
+    "LogicalAnd", "LogicalOr", "ShiftLeft", "ShiftRightArithmetic", "ShiftRightLogical",
+    # comparisons
+    "Compare", "Eq", "Ne", "Ge", "Gt", "Le", "Lt",
+    "EqTotalOrder", "NeTotalOrder", "GeTotalOrder", "GtTotalOrder", "LeTotalOrder", "LtTotalOrder",
+    # the rest
+    "Select", "Clamp", "ConvertElementType", "BitcastConvertType", "ReducePrecision",
+]

@@ -259,8 +259,10 @@ def _offset_operand_dims(rank, collapsed_slice_dims, operand_batching_dims):
 def _gather_reference(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, start_index_map,
                       index_vector_dim, slice_sizes, operand_batching_dims=(), start_indices_batching_dims=(),
                       indices_are_sorted=False):
+    if operand.ndim == 0:  # a scalar operand: every result element is that scalar
+        return np.full(shape.dims, operand, shape.dtype)
     if 0 in operand.shape or 0 in slice_sizes:
-        # every slice is empty; XLA replaces such a gather by zeros (nothing can be read)
+        # every slice is empty, so nothing can be read: XLA:CPU gives zeros
         return np.zeros(shape.dims, shape.dtype)
     # result_index[:, *r] is the index of result element r (one row per result dimension)
     result_index = np.indices(shape.dims, dtype=np.int64)
@@ -282,8 +284,6 @@ def _gather_reference(operand, start_indices, *, shape, offset_dims, collapsed_s
     full_offset_index[_offset_operand_dims(operand.ndim, collapsed_slice_dims, operand_batching_dims)] = offset_index
 
     operand_index = full_start_index + full_batching_index + full_offset_index
-    if operand.ndim == 0:  # a scalar operand: every result element is that scalar
-        return np.full(shape.dims, operand, shape.dtype)
     return operand[tuple(operand_index)]
 
 
@@ -318,7 +318,7 @@ def _gather_index_map(operand, start_indices, *, shape, offset_dims, collapsed_s
         for d_operand, o in zip(remapped_offset_dims, offset_index):
             full_offset_index[d_operand] = o
         operand_index = tuple(s + b + o for s, b, o in zip(full_start_index, full_batching_index, full_offset_index))
-        empty = 0 in operand_shape or 0 in slice_sizes
+        empty = 0 in operand_shape or 0 in slice_sizes  # empty slices: the result is 0 (XLA:CPU)
         detail = {
             "batch_dims": batch_dims, "batch_index": batch_index,
             "start_indices_index": start_indices_index, "start_index": start_index,
@@ -326,6 +326,7 @@ def _gather_index_map(operand, start_indices, *, shape, offset_dims, collapsed_s
             "full_batching_index": full_batching_index,
             "offset_dims": list(offset_dims), "offset_index": offset_index,
             "full_offset_index": full_offset_index, "operand_index": list(operand_index),
+            "empty_slice": empty,
         }
         return Access(result_index, reads=() if empty else ((0, operand_index),),
                       source="init" if empty else "operand",
@@ -591,7 +592,7 @@ def _schedule(values, update_scatter_dims, update_window_dims):
     order (the ``update_scatter_dims``), each window in row-major order within."""
     lead = values.ndim - len(update_scatter_dims) - len(update_window_dims)
     perm = list(range(lead)) + [lead + d for d in list(update_scatter_dims) + list(update_window_dims)]
-    return np.transpose(values, perm).reshape(values.shape[:lead] + (-1,))
+    return np.transpose(values, perm).reshape(values.shape[:lead] + (int(np.prod(values.shape[lead:])),))
 
 
 def _occurrence(targets):
@@ -663,7 +664,8 @@ def _scatter_index_map(*values, shape, update_computation, update_window_dims, i
     window_size = [1] * rank
     for d, d_input in zip(update_window_dims, window_operand_dims):
         window_size[d_input] = updates_shape[d]
-    window_count = int(np.prod([updates_shape[d] for d in update_window_dims], dtype=np.int64))
+    window_shape = [updates_shape[d] for d in update_window_dims]
+    window_count = int(np.prod(window_shape, dtype=np.int64))
     scatter_shape = [updates_shape[d] for d in update_scatter_dims]
 
     def access(update_index):
@@ -689,8 +691,7 @@ def _scatter_index_map(*values, shape, update_computation, update_window_dims, i
         window_start = [s + b for s, b in zip(full_start_index, full_batching_index)]
         skipped = not all(0 <= s <= dim - size for s, dim, size in zip(window_start, operand_shape, window_size))
         scatter_position = int(np.ravel_multi_index(update_scatter_index, scatter_shape)) if scatter_shape else 0
-        window_position = int(np.ravel_multi_index(update_window_index, [updates_shape[d] for d in update_window_dims])) \
-            if update_window_dims else 0
+        window_position = int(np.ravel_multi_index(update_window_index, window_shape)) if window_shape else 0
         detail = {
             "update_scatter_dims": update_scatter_dims, "update_scatter_index": update_scatter_index,
             "scatter_indices_index": indices_index, "start_index": start_index,

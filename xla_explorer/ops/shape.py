@@ -530,6 +530,12 @@ registry.register(
 
 # -- copy, bitcast: optimized HLO -----------------------------------------------------------------
 
+def Copy(operand):
+    """HLO's ``copy`` (optimized HLO, no XlaBuilder function): a copy of ``operand``.  XLA
+    inserts it to change a layout; with logical arrays it is the identity."""
+    return apply_op("copy", [operand])
+
+
 def _copy_shape_rule(operand):
     return operand
 
@@ -547,6 +553,16 @@ def _copy_index_map(operand, *, shape):
 # `copy` only changes the layout in XLA; with logical arrays it is the identity
 registry.register("copy", "Copy", "shape", _copy_shape_rule, _copy_reference,
                   index_map=_copy_index_map, categories=("data_movement",))
+
+
+def Bitcast(operand, shape):
+    """HLO's ``bitcast`` (optimized HLO, no XlaBuilder function): the operand's bits seen as
+    ``shape``, which must hold the same number of bits.  Here: a row-major reshape, with
+    the bytes reinterpreted when the element type changes (see the note in the reference).
+
+    >>> Bitcast(np.arange(6, dtype=np.float32), "f32[2,3]")   # [[0, 1, 2], [3, 4, 5]]
+    """
+    return apply_op("bitcast", [operand], {"shape": as_shape(shape)})
 
 
 def _bitcast_shape_rule(operand, *, shape):
@@ -629,4 +645,4 @@ registry.register("dynamic-reshape", "DynamicReshape", "shape", _dynamic_reshape
                   categories=("data_movement",))
 
 __all__ = ["Broadcast", "BroadcastInDim", "Reshape", "Collapse", "Transpose", "Rev", "Concatenate",
-           "Iota", "DynamicReshape"]
+           "Iota", "DynamicReshape", "Copy", "Bitcast"]

@@ -1,0 +1,35 @@
+"""The core imports nothing heavy; the status table is generated from the registries."""
+import subprocess
+import sys
+
+import xla_explorer as xe
+from xla_explorer.ops import registry
+
+
+def test_core_import_pulls_in_no_optional_dependency():
+    code = ("import sys, xla_explorer as xe; xe.parse_hlo; xe.status_table(file=open('/dev/null','w')); "
+            "heavy = [m for m in ('numba', 'matplotlib', 'graphviz', 'ipywidgets', 'jax', 'scipy') if m in sys.modules]; "
+            "print(heavy); sys.exit(1 if heavy else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_status_table_is_generated_from_the_registries(capsys):
+    table = xe.status_table()
+    printed = capsys.readouterr().out
+    opcodes = set(registry.all_ops())
+    assert {row[0] for row in table.rows} == opcodes
+    for opcode in ("gather", "scatter", "pad", "reduce-window", "while", "add"):
+        assert opcode in printed
+        assert table.cell(opcode, "shape rule") == "yes"
+        assert table.cell(opcode, "reference") == "yes"
+    for opcode in ("gather", "scatter", "pad", "reduce-window", "slice", "transpose"):
+        assert table.cell(opcode, "index map") == "yes"
+    assert "<table>" in table._repr_html_()
+
+
+def test_every_registered_op_has_a_public_function():
+    for opcode, op in registry.all_ops().items():
+        if opcode in ("parameter", "constant", "fusion"):
+            continue
+        assert hasattr(xe, op.name), f"{opcode}: no xla_explorer.{op.name}"
