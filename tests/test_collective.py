@@ -91,6 +91,17 @@ def test_cross_replica_sum_records_an_add_all_reduce():
     np.testing.assert_array_equal(out[0], [True, False])
 
 
+def test_older_argument_forms():
+    # 2018's replica_group_ids: one group id per replica ({0, 1, 0, 1}: groups {0, 2} and {1, 3})
+    comp = build(lambda x: xe.CrossReplicaSum(x, replica_group_ids=[0, 1, 0, 1]), "s32[]")
+    assert "replica_groups={{0,2},{1,3}}" in comp.as_hlo_text()
+    assert [int(o) for o in comp.run_replicated([[np.int32(d)] for d in range(4)])] == [2, 4, 2, 4]
+    comp = build(lambda x: xe.AllGather(x, all_gather_dimension=0, shard_count=2), "s32[1]")
+    assert str(comp.result_shape) == "s32[2]"
+    comp = build(lambda x: xe.ReduceScatter(x, add, scatter_dim=0, shard_count=2), "s32[2]")
+    assert str(comp.result_shape) == "s32[1]"
+
+
 def test_all_reduce_eager_on_one_device():
     np.testing.assert_array_equal(xe.AllReduce(F32([1, 2]), add), F32([1, 2]))
 
@@ -290,7 +301,8 @@ def test_shape_rules_all_to_all_and_permute():
     _raises(lambda: xe.AllToAll(x, 0, 5, 2), "AllToAll", "concat_dimension=5")
     _raises(lambda: xe.AllToAll(x, 0, 0, 3, replica_groups=[[0, 1]]), "AllToAll", "split_count=3")
     _raises(lambda: xe.AllToAllTuple([x, y]), "AllToAll", "one shape", "f32[3]")
-    _raises(lambda: xe.AllToAllTuple([x, x], replica_groups=[[0, 1, 2]]), "AllToAll", "one operand per group member (3)")
+    _raises(lambda: xe.AllToAllTuple([x, x], replica_groups=[[0, 1, 2]]), "AllToAll",
+            "one operand per group member (3)")
     _raises(lambda: xe.CollectivePermute(x, [(0, 1), (0, 2)]), "CollectivePermute", "source 0 appears in two")
     _raises(lambda: xe.CollectivePermute(x, [(0, 1), (2, 1)]), "CollectivePermute", "target 1 appears in two")
     _raises(lambda: xe.CollectivePermute(x, [(0, 1, 2)]), "CollectivePermute", "(source, target)")
@@ -415,6 +427,44 @@ def test_send_recv_between_devices():
         x, lambda v: xe.Recv(v.builder, "s32[]", 3)))
     out = comp.run_replicated([[np.int32(42)], [np.int32(0)]])
     assert [int(o) for o in out] == [42, 42]
+
+
+def test_recv_with_no_sender_fails_fast():
+    b = xe.XlaBuilder("lonely")
+    x = xe.Parameter(b, 0, xe.Shape("s32", ()), "x")
+    comp = b.build(xe.Conditional(xe.Eq(xe.ReplicaId(b), xe.Constant(b, np.uint32(0))),
+                                  x, lambda v: v, x, lambda v: xe.Recv(v.builder, "s32[]", 3)))
+    start = time.monotonic()
+    with pytest.raises(ExecutionError, match=r"RecvDone \(channel_id=3\): nothing to read"):
+        comp.run_replicated([[np.int32(1)], [np.int32(2)]])
+    assert time.monotonic() - start < 5
+
+
+def test_hlo_text_forms():
+    text = """HloModule m, replica_count=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[2]{0} parameter(0)
+  ar = f32[2]{0} all-reduce(x), replica_groups=[2,2]<=[4], to_apply=add
+  rs = f32[1]{0} reduce-scatter(ar), replica_groups={{0,1},{2,3}}, dimensions={0}, to_apply=add
+  ROOT ag = f32[4]{0} all-gather(rs), replica_groups={}, dimensions={0}
+}
+"""
+    comp = round_trip(xe.parse_hlo(text))
+    assert "replica_groups={{0,1},{2,3}}, to_apply=add" in comp.as_hlo_text()
+    out = comp.run_replicated([[F32([d, 10 * d])] for d in range(4)])
+    # pairs sum ([1, 10] and [5, 50]); each pair sums again and scatters; all 4 gather
+    for o in out:
+        np.testing.assert_array_equal(o, [2, 20, 10, 100])
+    bad = text.replace("replica_groups={{0,1},{2,3}}, dimensions={0}", "replica_groups={}, dimensions={0}")
+    with pytest.raises(ExecutionError, match="ReduceScatter: the group has 4 devices but the result f32.1. expects 2"):
+        xe.parse_hlo(bad).run_replicated([[F32([d, 10 * d])] for d in range(4)])
 
 
 # -- partitioned (SPMD) modules ------------------------------------------------------------------

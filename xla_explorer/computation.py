@@ -4,6 +4,8 @@ from .hlo.ir import computation_closure
 #: backend name -> "module:function" running (module, args, **options)
 BACKENDS = {
     "numpy": "xla_explorer.executors.reference:run",
+    "numba": "xla_explorer.executors.numba_executor:run_numba",
+    "cuda": "xla_explorer.executors.numba_executor:run_cuda",
 }
 
 
@@ -69,6 +71,11 @@ class XlaComputation:
 
     def __repr__(self):
         return f"<XlaComputation {self.name}: {self.program_shape()}>"
+
+    def fusion_plan(self, fuse=True):
+        """How the numba/cuda executors group the entry's instructions into fused loops."""
+        from .executors.fusion import fusion_plan
+        return fusion_plan(self.entry, fuse=fuse)
 
     def verify(self):
         """Re-infer every instruction's shape with the shape rules; raise on disagreement."""

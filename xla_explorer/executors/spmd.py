@@ -131,25 +131,25 @@ def _iota_devices(dims, reshape, transpose):
     return ids.reshape(dims)
 
 
-def parse_hlo_sharding(text, rank=None, num_devices=None):
+def parse_hlo_sharding(text):
     """An HLO ``sharding=`` value -> a Tiling, a list of them (tuple shardings), or None
-    for ``{manual}`` / ``{unknown}``.  ``rank`` is the array's rank, ``num_devices`` the
-    partition count (for ``{replicated}``)."""
+    for ``{manual}`` / ``{unknown}``; ``{replicated}`` and ``{maximal device=N}`` give
+    placeholders that ``resolve`` turns into Tilings once the rank is known."""
     text = text.strip()
     if not (text.startswith("{") and text.endswith("}")):
         raise ExecutionError(f"sharding={text!r}: expected {{...}}")
     body = text[1:-1].strip()
     if body.startswith("{") or body == "":
-        return [parse_hlo_sharding(part, None, num_devices) for part in split_top(body)] if body else []
+        return [parse_hlo_sharding(part) for part in split_top(body)] if body else []
     body = re.sub(r"metadata=\{[^}]*\}", "", body).strip()
     word = body.split()[0] if body else ""
     if word in ("manual", "unknown"):
         return None
     if word == "replicated":
-        return _Replicated(rank, num_devices)
+        return _Replicated()
     m = re.match(r"maximal\s+device=(\d+)", body)
     if m:
-        return _Maximal(int(m.group(1)), rank)
+        return _Maximal(int(m.group(1)))
     m = re.match(r"devices=\[([\d,\s]+)\]\s*(?:<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?|([\d,\s]+))", body)
     if not m:
         raise ExecutionError(f"sharding={text}: not a sharding this simulator reads")
@@ -174,16 +174,15 @@ def parse_hlo_sharding(text, rank=None, num_devices=None):
 class _Replicated:
     """``{replicated}`` before the array's rank and the device count are known."""
 
-    def __init__(self, rank, num_devices):
-        self.rank, self.num_devices = rank, num_devices
-
     def tiling(self, rank, num_devices):
         return Tiling.replicated(rank, num_devices)
 
 
 class _Maximal:
-    def __init__(self, device, rank):
-        self.device, self.rank = device, rank
+    """``{maximal device=N}``: the whole array on device N."""
+
+    def __init__(self, device):
+        self.device = device
 
     def tiling(self, rank, num_devices):
         return Tiling(np.full((1,) * rank + (1,), self.device), rank, f"{{maximal device={self.device}}}")
@@ -356,8 +355,7 @@ class SpmdInfo:
     def _own_tiling(self, inst, shape):
         text = _raw(inst, "sharding")
         if text:
-            parsed = parse_hlo_sharding(text, shape.rank if shape.is_array else None, self.num_partitions)
-            return self._resolve_tree(parsed, shape)
+            return self._resolve_tree(parse_hlo_sharding(text), shape)
         sdy = parse_frontend_attributes(_raw(inst, "frontend_attributes")).get("xla.sdy.sharding")
         if sdy:
             tilings = [self.sdy(mesh, dims, text=sdy) for mesh, dims in parse_sdy_shardings(sdy)]
@@ -584,14 +582,14 @@ def _identity(*values, shape, ctx, **attrs):
 
 
 def _hlo_tiling(ctx, target, text, shape):
-    info = _need_spmd(ctx, target)
-    parsed = parse_hlo_sharding(text, shape.rank, info.num_partitions)
-    return resolve(parsed, shape.rank, ctx.num_partitions)
+    _need_spmd(ctx, target)
+    return resolve(parse_hlo_sharding(text), shape.rank, ctx.num_partitions)
 
 
 def _full_to_shard(value, *, shape, ctx, **attrs):
     """Cut by the operand's sharding: JAX puts a ``Sharding`` custom-call right before."""
     target = "SPMDFullToShardShape"
+    _need_spmd(ctx, target)
     operand = ctx.instruction.operands[0] if ctx.instruction is not None and ctx.instruction.operands else None
     text = _raw(operand, "sharding") if operand is not None else None
     tiling = _hlo_tiling(ctx, target, text, shape) if text else None

@@ -26,10 +26,18 @@ CollectivePermute and CollectiveBroadcast do not.  The order of a group is the o
 in which AllGather concatenates, AllToAll sends and ReduceScatter hands out blocks.
 
 Channels are simulated host queues in ``ctx.channels`` (``comp.run(..., channels=...)``):
-``"infeed"`` is a list that Infeed pops from the front, Outfeed appends to ``"outfeed"``,
-and Send/Recv use the list ``channels[channel_id]`` (a Send appends, a RecvDone pops).
+``"infeed"`` is a list that Infeed pops from the front (or ``{device: list}``), Outfeed
+appends to ``"outfeed"`` (with several devices: ``{device: list}``), and Send/Recv use
+the list ``channels[channel_id]``: a Send appends, a RecvDone pops (waiting for another
+device's Send).
+
+Simplifications against XLA: a reduction combines the group's values left to right in
+group order (XLA leaves the order open); Send/Recv pair by channel id alone (the
+``_xla_send_recv_source_target_pairs`` frontend attribute is not read); the in-place
+form of collective-permute and the async ``*-start``/``*-done`` pairs are not modelled.
 """
 import threading
+import time
 
 import numpy as np
 
@@ -750,8 +758,12 @@ def _take(ctx, key, what, device_queue=False):
             if device_queue and isinstance(q, dict):
                 q = q.get(ctx.device_id)
             return q
-        if ctx.num_devices > 1:  # another device may still put it
-            _CHANNELS.wait_for(lambda: bool(queue()), timeout)
+        deadline = time.monotonic() + timeout
+        while ctx.num_devices > 1 and not queue() and time.monotonic() < deadline:
+            # another device may still put it, unless every other device has finished
+            if all(d in ctx.rendezvous._done for d in range(ctx.num_devices) if d != ctx.device_id):
+                break
+            _CHANNELS.wait(0.05)
         q = queue()
         if not q:
             raise ExecutionError(f"{what}: nothing to read; ctx.channels[{key!r}] is empty (pass "

@@ -19,18 +19,24 @@ Values.  The references follow what XLA:CPU computes (the corpus README pins it 
   amounts are read as unsigned and ``>= bit width`` gives 0 (the sign fill for
   ``shift-right-arithmetic``, which on unsigned types replicates the top bit);
 - integer ``power`` squares 6 times, as XLA's emitter does: only the exponent's low 6 bits
-  count, and a negative exponent gives 0 except for a base of 1 or -1;
+  count, and an exponent with its top bit set (negative; for unsigned types too) gives 0
+  unless the base is 1 or -1 (all bits set);
 - floats narrower than f64 are computed in f64 and rounded once to their type (XLA:CPU
   computes bf16/f16 in f32 and rounds; for + - * / sqrt the results are the same, for
-  transcendentals within the corpus tolerances); f32 denormals are *not* flushed;
+  transcendentals within the corpus tolerances); XLA:CPU flushes f32 denormals to zero in
+  arithmetic and conversions, which is *not* emulated;
 - ``maximum``/``minimum`` propagate NaN and order -0.0 < +0.0; ``compare`` is IEEE
   (NaN is unordered: only NE is true) unless ``type=TOTALORDER``:
   -NaN < -Inf < ... < -0.0 < +0.0 < ... < +Inf < +NaN;
-- complex numbers are ordered lexicographically (real part, then imaginary part), as the
-  StableHLO spec says for compare, maximum, minimum and clamp (XLA:CPU's own results for
-  these are not specified anywhere; simplification flagged here);
 - float -> integer conversion truncates toward zero, saturates and maps NaN to 0; float ->
-  narrower float rounds to nearest even and overflows to Inf (NaN for f8e4m3fn).
+  narrower float rounds to nearest even and overflows to Inf (NaN for f8e4m3fn);
+- complex: division, sign, abs, exp, expm1, sin, cos, sqrt, log, logistic and power follow
+  XLA:CPU's formulas for infinite and NaN parts too (``abs(NaN+Inf i) = NaN``,
+  ``1 / (Inf+Inf i) = 0``); ``rsqrt``, ``tan``, ``tanh`` and ``log1p`` use NumPy's C99 rules
+  there (simplification).  Complex numbers are ordered lexicographically (real part, then
+  imaginary part) as StableHLO's spec says, for compare, maximum, minimum and clamp; XLA:CPU
+  itself is inconsistent there (its LE/GE look at the real parts only), so these differ
+  from it (simplification).
 
 References: the spec's element-wise sections (spec/operation_semantics_2018.md, spec/001),
 StableHLO's spec for the dtype rules, XLA:CPU's outputs in ../shared/hlo_corpus.
@@ -284,7 +290,6 @@ def _binary_result_dims(op, lhs, rhs, broadcast_dimensions):
     if len(bd) != low.rank:
         raise ShapeError(f"{op}: broadcast_dimensions={bd} has {len(bd)} entries but the lower-rank "
                          f"operand {low} has rank {low.rank}; give one dimension of {high} per dimension")
-    dims = list(high.dims)
     for i, d in enumerate(bd):
         if not 0 <= d < high.rank:
             raise ShapeError(f"{op}: broadcast_dimensions[{i}]={d} is out of range for the higher-rank "
@@ -292,6 +297,8 @@ def _binary_result_dims(op, lhs, rhs, broadcast_dimensions):
         if i > 0 and bd[i - 1] >= d:
             raise ShapeError(f"{op}: broadcast_dimensions={bd} must be strictly increasing "
                              f"(broadcast_dimensions[{i}]={d} comes after {bd[i - 1]})")
+    dims = list(high.dims)
+    for i, d in enumerate(bd):
         try:
             dims[d] = infer_dim(low.dims[i], high.dims[d], op=op, dim=d)
         except ShapeError:
@@ -302,17 +309,18 @@ def _binary_result_dims(op, lhs, rhs, broadcast_dimensions):
     return tuple(dims), maps
 
 
-def _needs_broadcast(shape, dims):
-    return shape.rank != len(dims) or any(a == 1 and b != 1 for a, b in zip(shape.dims, dims))
-
-
 def _broadcast_to(value, shape, dims, mapping):
-    """``value`` broadcast to ``dims`` (HLO ``broadcast``: its dimension d goes to mapping[d])."""
-    if not _needs_broadcast(shape, dims):
+    """``value`` broadcast to ``dims`` (an HLO ``broadcast``: its dimension i goes to mapping[i]).
+
+    A dynamic (``?``) result size is left to the element-wise op: the operand keeps its own
+    size there (1 or ``?``), which HLO's rule accepts against ``?``, so nothing is assumed
+    about the size at run time.  A static result size is used as it is."""
+    source = dict(zip(mapping, shape.dims))
+    out = [d if d is not None else source.get(k, 1) for k, d in enumerate(dims)]
+    if shape.rank == len(out) and all(out[k] == s or s is None for k, s in source.items()):
         return value
     from .shape import BroadcastInDim  # the shape family owns `broadcast`
-    # a ``?`` result size stays dynamic; sizes the operand already has are kept as they are
-    return BroadcastInDim(value, out_dim_size=list(dims), broadcast_dimensions=list(mapping))
+    return BroadcastInDim(value, out_dim_size=out, broadcast_dimensions=list(mapping))
 
 
 def _broadcast_binary(op, lhs, rhs, broadcast_dimensions=None):
@@ -455,7 +463,7 @@ _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf(x):
-    return _erf_scalar(x).astype(np.float64)
+    return np.asarray(_erf_scalar(x), dtype=np.float64)  # math.erf, element by element
 
 
 def _clz(x, shape):
@@ -493,10 +501,12 @@ Exp = _unary("exponential", "Exp", _float | _complex, _exp, "e^operand[i]",
              "Exp(np.float32([0, 1]))   # [1., 2.7182817]")
 Expm1 = _unary("exponential-minus-one", "Expm1", _float | _complex, _expm1, "e^operand[i] - 1",
                "Expm1(np.float32([1e-10]))   # [1e-10]")
-Log = _unary("log", "Log", _float | _complex, _nan_in_nan_out(np.log), "ln(operand[i])", "Log(np.float32([1, 0]))   # [0., -inf]")
+Log = _unary("log", "Log", _float | _complex, _nan_in_nan_out(np.log), "ln(operand[i])",
+             "Log(np.float32([1, 0]))   # [0., -inf]")
 Log1p = _unary("log-plus-one", "Log1p", _float | _complex, _log1p, "ln(1 + operand[i])",
                "Log1p(np.float32([1e-10]))   # [1e-10]")
-Sqrt = _unary("sqrt", "Sqrt", _float | _complex, _nan_in_nan_out(np.sqrt), "sqrt(operand[i])", "Sqrt(np.float32([4, -1]))   # [2., nan]")
+Sqrt = _unary("sqrt", "Sqrt", _float | _complex, _nan_in_nan_out(np.sqrt), "sqrt(operand[i])",
+              "Sqrt(np.float32([4, -1]))   # [2., nan]")
 Rsqrt = _unary("rsqrt", "Rsqrt", _float | _complex, lambda x: 1 / np.sqrt(x), "1 / sqrt(operand[i])",
                "Rsqrt(np.float32([4, 0]))   # [0.5, inf]")
 Cbrt = _unary("cbrt", "Cbrt", _float, np.cbrt, "cbrt(operand[i])", "Cbrt(np.float32([-8]))   # [-2.]")
@@ -565,7 +575,7 @@ def _int_divide(x, y):
     safe_y = np.where(zero | overflow, 1, y).astype(y.dtype)
     remainder = np.fmod(x, safe_y)                     # C's %: the sign of the dividend
     quotient = (x - remainder) // safe_y               # exact, so // rounds nothing
-    all_bits = np.array(-1).astype(x.dtype) if x.dtype.kind == "i" else np.array(np.iinfo(x.dtype).max, x.dtype)
+    all_bits = np.array(-1 if x.dtype.kind == "i" else np.iinfo(x.dtype).max).astype(x.dtype)
     return np.where(zero, all_bits, quotient)
 
 
@@ -650,7 +660,8 @@ def _complex_power(x, y):
     q = c * angle + d / 2 * np.log(aa_p_bb)
     result = _make_complex(coefficient * np.cos(q), coefficient * np.sin(q))
     zero_base = (aa_p_bb == 0) & (d == 0) & (c >= 0)
-    return np.where(zero_base, _make_complex(np.where(c == 0, 1, 0).astype(a.dtype), np.zeros_like(a)), result)
+    zero_power = _make_complex(np.where(c == 0, 1, 0).astype(a.dtype), np.zeros_like(a))
+    return np.where(zero_base, zero_power, result)
 
 
 def _power(x, y):
@@ -664,10 +675,6 @@ def _power_reference(x, y, *, shape):
         with np.errstate(all="ignore"):
             return _to(_complex_power(np.asarray(x), np.asarray(y)), shape)
     return _elementwise(_power)(x, y, shape=shape)
-
-
-def _is_nan(x):
-    return np.isnan(x) if x.dtype.kind in "fc" else np.zeros(np.shape(x), bool)
 
 
 def _lex_less(x, y):
@@ -743,9 +750,11 @@ def _complex_of(t):
     return {"f32": "c64", "f64": "c128"}[t]
 
 
-Add = _binary("add", "Add", _num | _pred, np.add, "lhs[i] + rhs[i]", "Add(np.int32([1, 2]), np.int32(10))   # [11, 12]")
-Sub = _binary("subtract", "Sub", _num, np.subtract, "lhs[i] - rhs[i]", "Sub(np.uint8([0]), np.uint8([1]))   # [255]")
-Mul = _binary("multiply", "Mul", _num | _pred, np.multiply, "lhs[i] * rhs[i]",
+Add = _binary("add", "Add", _num | _pred, np.add, "lhs[i] + rhs[i] (or, for pred)",
+              "Add(np.int32([1, 2]), np.int32(10))   # [11, 12]")
+Sub = _binary("subtract", "Sub", _num, np.subtract, "lhs[i] - rhs[i]",
+              "Sub(np.uint8([0]), np.uint8([1]))   # [255]")
+Mul = _binary("multiply", "Mul", _num | _pred, np.multiply, "lhs[i] * rhs[i] (and, for pred)",
               "Mul(np.int8([64]), np.int8([2]))   # [-128]")
 Div = _binary("divide", "Div", _num, _divide, "lhs[i] / rhs[i] (integers: toward zero, x/0 = -1)",
               "Div(np.int32([7, -7, 5]), np.int32([2, 2, 0]))   # [3, -3, -1]")
@@ -756,11 +765,13 @@ Max = _binary("maximum", "Max", _any, _maximum, "max(lhs[i], rhs[i]) (NaN if eit
               "Max(np.float32([1, nan]), np.float32([2, 0]))   # [2., nan]")
 Min = _binary("minimum", "Min", _any, _minimum, "min(lhs[i], rhs[i]) (NaN if either is NaN)",
               "Min(np.float32([1, nan]), np.float32([2, 0]))   # [1., nan]")
-Pow = _binary("power", "Pow", _num, None, "lhs[i] ^ rhs[i]", "Pow(np.int32([2, 2]), np.int32([10, -1]))   # [1024, 0]",
+Pow = _binary("power", "Pow", _num, None, "lhs[i] ^ rhs[i]",
+              "Pow(np.int32([2, 2]), np.int32([10, -1]))   # [1024, 0]",
               reference=_power_reference)
 Atan2 = _binary("atan2", "Atan2", _float | _complex, _atan2, "atan2(lhs[i], rhs[i]), the angle of (rhs[i], lhs[i])",
                 "Atan2(np.float32([1]), np.float32([-1]))   # [2.3561945]")
-Complex = _binary("complex", "Complex", frozenset({"f32", "f64"}), None, "lhs[i] + i * rhs[i] (c64 from f32, c128 from f64)",
+Complex = _binary("complex", "Complex", frozenset({"f32", "f64"}), None,
+                  "lhs[i] + i * rhs[i] (c64 from f32, c128 from f64)",
                   "Complex(np.float32([1]), np.float32([2]))   # [1.+2.j]", result_type=_complex_of,
                   reference=_complex_reference)
 And = _binary("and", "And", _int | _pred, np.bitwise_and, "lhs[i] & rhs[i] (logical for pred)",
@@ -776,7 +787,8 @@ ShiftRightArithmetic = _binary(
     "lhs[i] >> rhs[i], copying the top bit (the sign fill when rhs[i] >= the bit width)",
     "ShiftRightArithmetic(np.int32([-8, -8]), np.int32([1, 40]))   # [-4, -1]", reference=_shift_right_arithmetic)
 ShiftRightLogical = _binary(
-    "shift-right-logical", "ShiftRightLogical", _int, None, "lhs[i] >> rhs[i], filling with zeros (0 when rhs[i] >= the bit width)",
+    "shift-right-logical", "ShiftRightLogical", _int, None,
+    "lhs[i] >> rhs[i], filling with zeros (0 when rhs[i] >= the bit width)",
     "ShiftRightLogical(np.int32([-8]), np.int32([28]))   # [15]", reference=_shift_right_logical)
 
 #: the 2018 spec's names for And and Or

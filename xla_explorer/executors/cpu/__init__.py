@@ -1,0 +1,41 @@
+"""The CPU layer: Numba kernels, one module per op family (as the spec layer has them).
+
+Kernels register in ``registry.LAYERS["cpu"]`` keyed by HLO opcode with the reference's
+calling convention ``kernel(*values, shape, **attrs)``; computation attributes arrive
+as ``CompiledRegion`` objects (see ``executors.numba_executor``).  A kernel that calls a
+library routine instead of a Numba loop (FFT, Cholesky, BLAS) says so in
+``status_note``, which the status table shows.
+"""
+from ...ops import registry
+
+FAMILIES = ("fused", "elementwise", "shape", "slicing", "indexing", "reduction", "linalg", "control",
+            "collective", "rng")
+
+
+def kernel(*opcodes, note=None, layer="cpu"):
+    """Register the decorated function as the ``layer`` kernel of ``opcodes``."""
+    def register(fn):
+        if note:
+            fn.status_note = note
+        for op in opcodes:
+            registry.register_layer(layer, op, fn)
+        return fn
+    return register
+
+
+_loaded = False
+
+
+def load():
+    """Import every family module of the CPU layer (registering its kernels)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+    for fam in FAMILIES:
+        try:
+            importlib.import_module(f"{__name__}.{fam}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{fam}":
+                raise

@@ -1,0 +1,151 @@
+"""Loop fusion, as XLA does it: chains of element-wise ops run as one loop.
+
+``fusion_plan(computation)`` groups instructions: an element-wise instruction joins the
+group of its users when all its users are in that one group and it has the group's
+dimensions; a ``broadcast`` joins as an index transformation (its operand is read
+through the broadcast's map instead of being materialised); scalar constants and
+``iota`` are computed in the loop.  Everything else is a step of its own.  The plan is a
+pure description (no Numba): the CPU and CUDA backends generate code from it, the graph
+renderer can draw its groups.
+"""
+from ..ops import registry
+
+#: opcodes that can be part of a fused loop besides the element-wise ones
+_INDEX_OPS = {"broadcast", "iota"}
+_NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng", "after-all"}
+
+
+def fusible(inst):
+    if inst.opcode in _NOT_FUSED or not inst.shape.is_array:
+        return False
+    if inst.opcode == "constant":
+        return inst.shape.rank == 0
+    if inst.opcode in _INDEX_OPS:
+        return True
+    if inst.opcode not in registry.CATEGORIES["elementwise"]:
+        return False
+    return all(o.shape.is_array for o in inst.operands)
+
+
+class FusionGroup:
+    """Instructions computed in one loop over ``root``'s elements."""
+
+    def __init__(self, root):
+        self.root = root
+        self.members = [root]   # topological order once finalised
+        self.inputs = []        # instructions outside the group that members read
+
+    @property
+    def dims(self):
+        return self.root.shape.dims
+
+    def __contains__(self, inst):
+        return inst in self._set
+
+    def finalise(self, order):
+        self._set = set(self.members)
+        self.members.sort(key=order.__getitem__)
+        seen = set()
+        for m in self.members:
+            for o in m.operands:
+                if o not in self._set and o not in seen:
+                    seen.add(o)
+                    self.inputs.append(o)
+        return self
+
+    def signature(self):
+        """A text naming the group's structure (opcodes, types, attributes), not its values."""
+        return ";".join(f"{m.opcode}:{m.shape.element_type}" for m in self.members)
+
+    def __repr__(self):
+        ops = ", ".join(m.name for m in self.members)
+        return f"<FusionGroup {self.root.name}: [{ops}] inputs [{', '.join(i.name for i in self.inputs)}]>"
+
+
+class Step:
+    __slots__ = ("inst", "group")
+
+    def __init__(self, inst, group=None):
+        self.inst, self.group = inst, group
+
+
+class FusionPlan:
+    def __init__(self, computation, steps, last_use):
+        self.computation = computation
+        self.steps = steps
+        #: instruction -> index of the last step that reads it (buffers are freed after it)
+        self.last_use = last_use
+
+    @property
+    def groups(self):
+        return [s.group for s in self.steps if s.group is not None]
+
+    def __str__(self):
+        lines = [f"fusion plan of {self.computation.name}:"]
+        for s in self.steps:
+            if s.group is not None and len(s.group.members) > 1:
+                lines.append(f"  fused loop -> {s.group.root.name} {s.group.root.shape}: "
+                             + " -> ".join(m.opcode for m in s.group.members))
+            elif s.group is not None:
+                lines.append(f"  loop       -> {s.inst.name} {s.inst.shape}: {s.inst.opcode}")
+            else:
+                lines.append(f"  op         -> {s.inst.name} {s.inst.shape}: {s.inst.opcode}")
+        return "\n".join(lines)
+
+
+def fusion_plan(computation, fuse=True):
+    """Group ``computation``'s instructions into fused loops and single steps (cached)."""
+    cached = getattr(computation, "_fusion_plan", None)
+    if cached is not None and cached[0] == fuse:
+        return cached[1]
+    insts = computation.instructions
+    order = {inst: k for k, inst in enumerate(insts)}
+    users = {inst: [] for inst in insts}
+    for inst in insts:
+        for o in inst.operands:
+            if inst not in users[o]:
+                users[o].append(inst)
+    group_of = {}
+    groups = []
+    for inst in reversed(insts):
+        if not fusible(inst):
+            continue
+        target = None
+        us = users[inst]
+        if fuse and us and inst is not computation.root:
+            gs = {id(group_of.get(u)) for u in us}
+            g = group_of.get(us[0])
+            if (g is not None and len(gs) == 1
+                    and not any(u.opcode == "broadcast" for u in us)  # a broadcast's operand is read, not fused
+                    and (inst.shape.dims == g.dims or (inst.opcode == "constant"))):
+                target = g
+        if target is None:
+            target = FusionGroup(inst)
+            groups.append(target)
+        else:
+            target.members.append(inst)
+        group_of[inst] = target
+    for g in list(groups):
+        if len(g.members) == 1 and g.root.opcode == "constant":
+            # a lone scalar constant is a value, not a loop
+            groups.remove(g)
+            del group_of[g.root]
+            continue
+        g.finalise(order)
+    steps = []
+    emitted = set()
+    for inst in insts:
+        g = group_of.get(inst)
+        if g is None:
+            steps.append(Step(inst))
+        elif inst is g.root and id(g) not in emitted:
+            emitted.add(id(g))
+            steps.append(Step(inst, g))
+    last_use = {}
+    for k, s in enumerate(steps):
+        reads = s.group.inputs if s.group is not None else s.inst.operands
+        for o in reads:
+            last_use[o] = k
+    plan = FusionPlan(computation, steps, last_use)
+    computation._fusion_plan = (fuse, plan)
+    return plan

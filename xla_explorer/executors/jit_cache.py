@@ -1,0 +1,70 @@
+"""Compiling generated Numba source with an on-disk cache.
+
+Fused loops and kernels specialised to a combiner are generated as Python source.  Each
+source is written once to a file named by its hash under the cache directory and
+imported from there, so that ``@njit(cache=True)`` caches its machine code next to it:
+a fresh process (a new notebook kernel) loads the compiled code instead of compiling.
+
+Caveats of Numba's cache, handled here:
+- it does not notice changes in *other* files that a cached function calls (the scalar
+  library): the cache directory name includes a hash of those files' sources, so editing
+  them starts a new cache;
+- a cached function must not read globals that change (generated code reads none), and
+  must not call ``numba.get_num_threads()`` (that silently disables caching): the thread
+  count is passed in where needed.
+"""
+import hashlib
+import importlib.util
+import os
+import pathlib
+import sys
+import threading
+
+_lock = threading.Lock()
+_modules = {}
+
+
+def _dependency_hash():
+    here = pathlib.Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(here.glob("*.py")) + sorted((here / "cpu").glob("*.py")) + sorted((here / "cuda").glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    import numba
+    h.update(numba.__version__.encode())
+    return h.hexdigest()[:12]
+
+
+def cache_dir():
+    root = os.environ.get("XLA_EXPLORER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "xla_explorer")
+    path = pathlib.Path(root) / f"kernels-{_dependency_hash()}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+_dir = None
+
+
+def load_source(prefix, source):
+    """Import generated ``source`` as a module (written once, by content hash)."""
+    global _dir
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    name = f"{prefix}_{key}"
+    with _lock:
+        if name in _modules:
+            return _modules[name]
+        if _dir is None:
+            _dir = cache_dir()
+        path = _dir / f"{name}.py"
+        if not path.exists():
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(source)
+            os.replace(tmp, path)
+        modname = f"xla_explorer_generated.{name}"
+        spec = importlib.util.spec_from_file_location(modname, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = module
+        spec.loader.exec_module(module)
+        _modules[name] = module
+        return module

@@ -1,0 +1,71 @@
+"""Generate the source of a fused loop from a FusionGroup (shared by the CPU and CUDA code).
+
+The loop body computes one result element ``i``: inputs are read at ``i`` (same shape),
+at ``0`` (scalars) or through a broadcast's index map; every member is one statement
+``t<k> = carrier(expression)``.  The source depends on the group's structure and types
+only, never on sizes or constant values (those are run-time arguments), so one compiled
+loop serves every size.
+"""
+from .emit import EMITTERS, carrier_dtype, finish
+
+
+class LoopSource:
+    def __init__(self, group):
+        self.group = group
+        self.inputs = list(group.inputs)          # runtime arrays, in argument order
+        self.params = []                          # names of extra runtime arguments
+        self.param_values = []                    # how to compute them: ("bcast", input k, member) / ("iota", member)
+        self.body = []
+        self._names = {}
+        self._build()
+
+    def _input_expr(self, operand, reader):
+        k = self.inputs.index(operand)
+        if reader.opcode == "broadcast":
+            p = f"bs{len(self.params)}"
+            self.params.append(p)
+            self.param_values.append(("bcast", operand, reader))
+            return f"in{k}[bcast_index(i, odims, {p})]"
+        if operand.shape.rank == 0 and reader.shape.rank != 0:
+            return f"in{k}[0]"
+        return f"in{k}[i]"
+
+    def _build(self):
+        for n, m in enumerate(self.group.members):
+            t = m.shape.element_type
+            if m.opcode == "constant":
+                # scalar constants are runtime arguments too: the code does not depend on them
+                p = f"c{len(self.params)}"
+                self.params.append(p)
+                self.param_values.append(("constant", m, None))
+                expr = p
+            elif m.opcode == "broadcast":
+                expr = self._input_expr(m.operands[0], m)
+            elif m.opcode == "iota":
+                p = f"io{len(self.params)}"
+                self.params.append(p)
+                self.param_values.append(("iota", m, None))
+                expr = f"coordinate(i, {p}[0], {p}[1])"
+            else:
+                args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
+                expr = EMITTERS[m.opcode](m, *args)
+            name = f"t{n}"
+            self._names[m] = name
+            self.body.append(f"{name} = {finish(expr, t)}")
+
+    @property
+    def result(self):
+        return self._names[self.group.root]
+
+    def arguments(self):
+        return ["n", "out", *[f"in{k}" for k in range(len(self.inputs))], "odims", *self.params]
+
+    def body_lines(self):
+        return self.body + [f"out[i] = {self.result}"]
+
+    def describe(self):
+        return f"# fused: {self.group.signature()}"
+
+
+def input_dtype(inst):
+    return carrier_dtype(inst.shape.element_type)

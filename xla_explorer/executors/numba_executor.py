@@ -1,0 +1,292 @@
+"""The Numba executors: ``backend="numba"`` (CPU) and ``backend="cuda"`` (numba-cuda).
+
+They walk a computation as the reference does, with two differences that are XLA's own:
+element-wise chains run as fused loops (``fusion.fusion_plan``), and every other op runs
+its compiled kernel from the layer's table (``registry.LAYERS["cpu"]`` or ``["cuda"]``).
+Control flow (tuples, calls, while, conditional) is interpreted here, its bodies run by
+the same executor; an intermediate is freed as soon as its last reader ran.
+
+Collectives exchange data between simulated devices exactly as in the reference (the
+exchange is a simulation, not a computation): they run the reference's code.
+"""
+import numpy as np
+
+from ..errors import ExecutionError
+from ..hlo.ir import HloComputation
+from ..ops import registry
+from ..shapes import check_size
+from .fusion import fusion_plan
+from .reference import ExecutionContext, Region, Token, as_argument, conform
+
+#: ops interpreted by the executor itself (no data is computed)
+_CONTROL = {"parameter", "tuple", "get-tuple-element", "call", "fusion", "while", "conditional",
+            "opt-barrier", "constant", "after-all"}
+
+
+class CompiledRegion(Region):
+    """A called computation for kernels: callable (run by this executor), and, for the
+    kernels that want it, compiled as a scalar Numba function (``scalar_fn``) or
+    recognised as a standard combiner (``combiner``: "add", "max", ...)."""
+
+    def __init__(self, computation, ctx, backend):
+        super().__init__(computation, ctx)
+        self.backend = backend
+        self._combiner = False
+
+    def __call__(self, *args):
+        return evaluate(self.computation, list(args), self.ctx, self.backend)
+
+    @property
+    def combiner(self):
+        """The region's operation when it is one binary op of its two parameters, in order
+        (``add``, ``multiply``, ``maximum``, ``minimum``, ``and``, ``or``, ``xor``), or
+        ``"second"`` when it returns its second parameter (scatter's overwrite); else None."""
+        if self._combiner is False:
+            self._combiner = standard_combiner(self.computation)
+        return self._combiner
+
+
+def standard_combiner(comp):
+    params = comp.parameters
+    root = comp.root
+    if len(params) != 2:
+        return None
+    if root is params[1]:
+        return "second"
+    if root is params[0]:
+        return "first"
+    if (root.opcode in ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
+            and len(comp.instructions) == 3 and root.operands == [params[0], params[1]]):
+        return root.opcode
+    if (root.opcode in ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
+            and len(comp.instructions) == 3 and root.operands == [params[1], params[0]]):
+        return root.opcode  # commutative
+    return None
+
+
+class CpuBackend:
+    name = "numba"
+    layer = "cpu"
+
+    def __init__(self, fuse=True):
+        self.fuse = fuse
+        from . import cpu
+        cpu.load()
+
+    # values live in host memory
+    def to_device(self, value):
+        return value
+
+    def to_host(self, value):
+        return value
+
+    def constant(self, literal):
+        return literal
+
+    def run_group(self, group, values):
+        from .cpu.fused import compile_loop, run_loop
+        prepared = getattr(group, "_cpu", None)
+        if prepared is None:
+            src, compiled = compile_loop(group)
+            prepared = group._cpu = (src, compiled, _static_params(src))
+        src, compiled, params = prepared
+        shape = group.root.shape
+        n = int(np.prod(shape.dims, dtype=np.int64))
+        out_dtype = _carrier_dtype(shape.element_type)
+        out = np.empty(n, out_dtype)
+        inputs = [_as_carrier(v, inst) for v, inst in zip(values, src.inputs)]
+        run_loop(compiled, n, out, inputs, params[0], params[1])
+        out = out.reshape(shape.dims)
+        if out.dtype != shape.dtype:
+            out = out.astype(shape.dtype)
+        return out
+
+
+def _carrier_dtype(t):
+    from .emit import carrier_dtype
+    return carrier_dtype(t)
+
+
+def _as_carrier(value, inst):
+    arr = np.asarray(value)
+    want = _carrier_dtype(inst.shape.element_type)
+    if arr.dtype != want:
+        arr = arr.astype(want)
+    return np.ascontiguousarray(arr).reshape(-1)
+
+
+def _static_params(src):
+    """The loop's run-time arguments that do not depend on values: sizes, strides, constants."""
+    odims = np.array(src.group.root.shape.dims, np.int64)
+    params = []
+    for kind, inst, reader in src.param_values:
+        if kind == "bcast":
+            operand_dims = inst.shape.dims
+            strides = np.zeros(len(odims), np.int64)
+            stride = 1
+            mapping = reader.attrs["broadcast_dimensions"]
+            for d in range(len(operand_dims) - 1, -1, -1):
+                strides[mapping[d]] = stride if operand_dims[d] != 1 else 0
+                stride *= operand_dims[d]
+            params.append(strides)
+        elif kind == "constant":
+            params.append(_carrier_dtype(inst.shape.element_type).type(np.asarray(inst.attrs["literal"])[()]))
+        elif kind == "iota":
+            d = inst.attrs["iota_dimension"]
+            dims = inst.shape.dims
+            inner = int(np.prod(dims[d + 1:], dtype=np.int64))
+            params.append(np.array([inner, dims[d]], np.int64))
+    return odims, params
+
+
+def _backend(device, fuse=True):
+    if device == "cpu":
+        return CpuBackend(fuse)
+    if device == "cuda":
+        from .cuda import CudaBackend
+        return CudaBackend(fuse)
+    raise ValueError(f"unknown device {device!r}")
+
+
+def bind(attrs, ctx, backend):
+    out = {}
+    for k, v in attrs.items():
+        if k == "shape":
+            continue
+        if isinstance(v, HloComputation):
+            out[k] = CompiledRegion(v, ctx, backend)
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(c, HloComputation) for c in v):
+            out[k] = [CompiledRegion(c, ctx, backend) for c in v]
+        else:
+            out[k] = v
+    return out
+
+
+def run_op(inst, values, ctx, backend):
+    op = inst.opcode
+    if op == "constant":
+        return backend.constant(inst.attrs["literal"])
+    if op == "tuple":
+        return tuple(values)
+    if op == "get-tuple-element":
+        return values[0][inst.attrs["index"]]
+    if op == "opt-barrier":
+        return values[0]
+    if op == "after-all":
+        return Token()
+    if op in ("call", "fusion"):
+        callee = inst.attrs["computation"] if op == "call" else inst.attrs["calls"]
+        return evaluate(callee, values, ctx, backend)
+    if op == "while":
+        cond, body = inst.attrs["condition"], inst.attrs["body"]
+        state = values[0]
+        while bool(backend.to_host(evaluate(cond, [state], ctx, backend))):
+            state = evaluate(body, [state], ctx, backend)
+        return state
+    if op == "conditional":
+        selector = backend.to_host(values[0])
+        branches = inst.attrs.get("branch_computations")
+        if branches is None:
+            return (evaluate(inst.attrs["true_computation"], [values[1]], ctx, backend) if bool(selector)
+                    else evaluate(inst.attrs["false_computation"], [values[2]], ctx, backend))
+        k = int(selector)
+        if not 0 <= k < len(branches):
+            k = len(branches) - 1
+        return evaluate(branches[k], [values[1 + k]], ctx, backend)
+    opdef = registry.get(op)
+    kernel = registry.LAYERS.get(backend.layer, {}).get(op)
+    if kernel is None:
+        if "collective" in opdef.categories or op in _SIMULATED:
+            return _simulated(opdef, inst, values, ctx, backend)
+        raise NotImplementedError(f"{opdef.name} ({op}): no {backend.layer.upper()} kernel yet for backend="
+                                  f"{backend.name!r} (see xla_explorer.status_table()); run it with "
+                                  f"backend='numpy'")
+    check_size(inst.shape, f"{opdef.name} {inst.name}")
+    kwargs = bind(inst.attrs, ctx, backend)
+    if getattr(kernel, "needs_context", False) or opdef.needs_context:
+        kwargs["ctx"] = ctx
+    try:
+        out = kernel(*values, shape=inst.shape, **kwargs)
+    except (NotImplementedError, ExecutionError):
+        raise
+    except Exception as e:
+        raise ExecutionError(f"{opdef.name} {inst.name} ({backend.name} kernel): {type(e).__name__}: {e}") from e
+    return out
+
+
+#: ops whose work is the simulation of devices and hosts, not computation
+_SIMULATED = {"replica-id", "partition-id", "infeed", "outfeed", "send", "recv", "send-done", "recv-done",
+              "rng", "custom-call"}
+
+
+def _simulated(opdef, inst, values, ctx, backend):
+    from .reference import run_instruction
+    host = [_host_tree(v, backend) for v in values]
+    out = run_instruction(opdef, inst.name, host, inst.shape, inst.attrs, ctx)
+    return _device_tree(out, backend)
+
+
+def _host_tree(v, backend):
+    if isinstance(v, tuple):
+        return tuple(_host_tree(x, backend) for x in v)
+    if isinstance(v, Token):
+        return v
+    return backend.to_host(v)
+
+
+def _device_tree(v, backend):
+    if isinstance(v, tuple):
+        return tuple(_device_tree(x, backend) for x in v)
+    if isinstance(v, Token):
+        return v
+    return backend.to_device(v)
+
+
+def evaluate(computation, args, ctx, backend, on_value=None):
+    plan = fusion_plan(computation, fuse=backend.fuse)
+    env = dict(zip(computation.parameters, args))
+    root = computation.root
+    for k, step in enumerate(plan.steps):
+        inst = step.inst
+        if step.group is not None:
+            value = backend.run_group(step.group, [env[x] for x in step.group.inputs])
+        elif inst.opcode == "parameter":
+            value = env[inst]
+        else:
+            value = run_op(inst, [env[o] for o in inst.operands], ctx, backend)
+        env[inst] = value
+        if on_value is not None:
+            on_value(inst, value)
+        reads = step.group.inputs if step.group is not None else inst.operands
+        for o in reads:
+            if plan.last_use.get(o) == k and o is not root and o in env:
+                del env[o]
+    return env[root]
+
+
+def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels=None):
+    from . import spmd
+    from .reference import run_on_devices
+    backend = _backend(device, fuse)
+    if ctx is None and spmd.is_partitioned(module):
+        info = spmd.SpmdInfo(module)
+
+        def work(c):
+            return run(module, args, device, fuse, ctx=c)
+        return run_on_devices(work, info.num_replicas, info.num_partitions, channels=channels, spmd=info)[0]
+    entry = module.entry
+    if len(args) != len(entry.parameters):
+        raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments, got {len(args)}")
+    args = [_device_tree(as_argument(a, p.shape, f"argument {i} ({p.name})"), backend)
+            for i, (a, p) in enumerate(zip(args, entry.parameters))]
+    ctx = ctx or ExecutionContext(channels=channels)
+    out = evaluate(entry, args, ctx, backend, on_value)
+    return conform(_host_tree(out, backend), entry.root.shape, module.name)
+
+
+def run_numba(module, args, **options):
+    return run(module, args, device="cpu", **options)
+
+
+def run_cuda(module, args, **options):
+    return run(module, args, device="cuda", **options)
