@@ -1,0 +1,49 @@
+"""Fused element-wise loops as CUDA kernels: one thread per element, bounds-checked."""
+import numpy as np
+
+from ..jit_cache import load_source
+from ..loopgen import LoopSource
+from . import DeviceValue, launch_config
+
+_HEADER = """import math
+import cmath
+import numpy as np
+from numba import cuda
+from xla_explorer.executors.scalar_lib import *
+from xla_explorer.executors.cuda import simulated as _simulated
+if _simulated():  # the simulator runs kernels as Python: call the helpers' Python functions
+    from xla_explorer.executors import scalar_lib as _sl
+    globals().update({_k: _v.py_func for _k, _v in vars(_sl).items() if hasattr(_v, "py_func")})
+"""
+
+_compiled = {}
+
+
+def compile_loop(group):
+    src = LoopSource(group)
+    key = (tuple(src.arguments()), tuple(src.body_lines()))
+    if key not in _compiled:
+        args = ", ".join(src.arguments())
+        body = "\n".join("        " + line for line in src.body_lines())
+        text = _HEADER + f"\n{src.describe()}\n\n@cuda.jit\ndef loop({args}):\n" \
+                         f"    i = cuda.grid(1)\n    if i < n:\n{body}\n"
+        _compiled[key] = load_source("cuda_fused", text).loop
+    return src, _compiled[key]
+
+
+def run_group(backend, group, values):
+    from ..numba_executor import _static_params
+    prepared = getattr(group, "_cuda", None)
+    if prepared is None:
+        src, loop = compile_loop(group)
+        odims, params = _static_params(src)
+        params = [backend.cuda.to_device(p) if isinstance(p, np.ndarray) else p for p in params]
+        prepared = group._cuda = (src, loop, backend.cuda.to_device(odims), params)
+    src, loop, odims, params = prepared
+    shape = group.root.shape
+    out = backend.empty(shape.dims, shape.dtype)
+    n = out.size
+    if n:
+        inputs = [backend.to_device(v).flat() for v in values]
+        loop[launch_config(n)](n, out.flat(), *inputs, odims, *params)
+    return out
