@@ -33,3 +33,14 @@ def test_every_registered_op_has_a_public_function():
         if opcode in ("parameter", "constant", "fusion"):
             continue
         assert hasattr(xe, op.name), f"{opcode}: no xla_explorer.{op.name}"
+
+
+def test_every_subpackage_is_listed_in_pyproject():
+    """pyproject lists packages explicitly (widgets/ maps to xla_explorer.widgets): none forgotten."""
+    import pathlib
+    import tomllib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "xla_explorer").rglob("__init__.py")}
+    found.add("xla_explorer.widgets")
+    assert found <= listed, f"not in pyproject.toml's packages: {sorted(found - listed)}"

@@ -24,7 +24,8 @@ def fusible(inst):
         return True
     if inst.opcode not in registry.CATEGORIES["elementwise"]:
         return False
-    return all(o.shape.is_array for o in inst.operands)
+    from .emit import can_emit  # an element-wise op is fused when a loop can compute it
+    return all(o.shape.is_array for o in inst.operands) and can_emit(inst)
 
 
 class FusionGroup:

@@ -1,0 +1,115 @@
+"""The Numba executor's own machinery: fusion plans, fused loops, control flow, the cache."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import xla_explorer as xe
+
+pytest.importorskip("numba")
+
+
+def _chain():
+    b = xe.XlaBuilder("chain")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (3, 4)), "x")
+    y = xe.Parameter(b, 1, xe.Shape("f32", (4,)), "y")
+    z = xe.Add(xe.Mul(x, x), y, broadcast_dimensions=[1])
+    return b.build(xe.Max(xe.Tanh(z), xe.Constant(b, np.float32(0.1))))
+
+
+def test_fusion_plan_groups_an_elementwise_chain_into_one_loop():
+    plan = _chain().fusion_plan()
+    loops = plan.groups
+    assert len(loops) == 1
+    assert [m.opcode for m in loops[0].members] == ["multiply", "broadcast", "add", "tanh", "broadcast", "maximum"]
+    assert {i.name for i in loops[0].inputs} >= {"x", "y"}
+    assert "fused loop" in str(plan)
+
+
+def test_fused_loop_matches_reference():
+    comp = _chain()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 4)).astype(np.float32)
+    y = rng.normal(size=4).astype(np.float32)
+    np.testing.assert_allclose(comp.run(x, y, backend="numba"), comp.run(x, y), rtol=1e-6, atol=1e-7)
+
+
+def test_unfused_plan_runs_every_op_alone():
+    comp = _chain()
+    plan = comp.fusion_plan(fuse=False)
+    assert all(len(g.members) == 1 for g in plan.groups)
+
+
+def test_a_value_used_twice_is_materialised_once():
+    b = xe.XlaBuilder("shared")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (5,)), "x")
+    e = xe.Exp(x)
+    comp = b.build(xe.Tuple(xe.Add(e, e), xe.Mul(e, x)))
+    plan = comp.fusion_plan()
+    roots = [g.root.opcode for g in plan.groups]
+    assert "exponential" in roots  # two users in two groups: exp is computed once, stored
+    x_val = np.linspace(-1, 1, 5, dtype=np.float32)
+    for got, want in zip(comp.run(x_val, backend="numba"), comp.run(x_val)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_control_flow_runs_on_numba():
+    b = xe.XlaBuilder("loop")
+    state = xe.Parameter(b, 0, xe.Shape.parse("(s32[], f32[3])"), "s")
+
+    def cond(s):
+        return xe.Lt(xe.GetTupleElement(s, 0), xe.Constant(s.builder, np.int32(5)))
+
+    def body(s):
+        i, v = xe.GetTupleElement(s, 0), xe.GetTupleElement(s, 1)
+        return xe.Tuple(xe.Add(i, xe.Constant(s.builder, np.int32(1))), xe.Mul(v, xe.Constant(s.builder, np.float32(2))))
+
+    comp = b.build(xe.While(cond, body, state))
+    i, v = comp.run((np.int32(0), np.ones(3, np.float32)), backend="numba")
+    assert i == 5
+    np.testing.assert_array_equal(v, np.full(3, 32, np.float32))
+
+
+def test_intermediates_are_freed_after_their_last_use():
+    comp = _chain()
+    seen = []
+    from xla_explorer.executors.numba_executor import run
+    run(comp, [np.ones((3, 4), np.float32), np.ones(4, np.float32)],
+        on_value=lambda inst, v: seen.append(inst.name))
+    plan = comp.fusion_plan()
+    # every value read by a later step has a last use recorded, so it is dropped after it
+    for step in plan.steps:
+        reads = step.group.inputs if step.group is not None else step.inst.operands
+        for r in reads:
+            assert r in plan.last_use
+
+
+def test_compiled_loops_are_cached_on_disk(tmp_path):
+    """A fresh process finds the fused loop compiled by an earlier one (cache=True)."""
+    env = dict(os.environ, XLA_EXPLORER_CACHE=str(tmp_path))
+    code = ("import numpy as np, xla_explorer as xe, time\n"
+            "b = xe.XlaBuilder('c'); x = xe.Parameter(b, 0, xe.Shape('f32', (8,)), 'x')\n"
+            "comp = b.build(xe.Mul(xe.Add(x, x), x))\n"
+            "t = time.perf_counter(); comp.run(np.ones(8, np.float32), backend='numba')\n"
+            "print(time.perf_counter() - t)\n")
+    cold = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                check=True).stdout.split()[-1])
+    files = list(tmp_path.rglob("*.nbi"))
+    assert files, "no Numba cache index written"
+    warm = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                check=True).stdout.split()[-1])
+    assert warm < cold  # the warm run loads machine code instead of compiling
+
+
+def test_missing_kernel_is_a_clear_error(monkeypatch):
+    from xla_explorer.ops import registry
+    b = xe.XlaBuilder("rev")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (3,)), "x")
+    comp = b.build(xe.Rev(x, [0]))
+    from xla_explorer.executors import cpu
+    cpu.load()
+    monkeypatch.delitem(registry.LAYERS["cpu"], "reverse", raising=False)
+    with pytest.raises(NotImplementedError, match=r"Rev \(reverse\): no CPU kernel"):
+        comp.run(np.ones(3, np.float32), backend="numba")

@@ -1,0 +1,1 @@
+"""ipywidgets UIs for xla_explorer (installed as xla_explorer.widgets)."""

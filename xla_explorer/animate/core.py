@@ -1,0 +1,912 @@
+"""Index-map animations: an op's operands, indices and result as grids of cells, one frame
+per step of its index map.
+
+The pieces, from data to pixels:
+
+- ``OpContext``: one op instance with values: its operands, bound attributes, result and
+  ``IndexMap`` (from ``xe.animate(comp, "gather.1", *args)`` or ``xe.animate("gather", ...)``).
+- ``Animator`` (one per opcode, in ``animate/<family>.py``): names the grids, says in which
+  order the steps go, which cells each step highlights (``mark``) and how the spec's
+  formula reads with the step's values (``explain``).
+- ``Animation``: the grids and the ``frames`` (per step: the highlighted cells of each
+  grid with their role, and the explanation).  This is plain data, what the tests check;
+  matplotlib is imported only when something is drawn (``frame(k)``, ``save``, HTML).
+- ``_Drawing``: one matplotlib figure, one image per grid; a frame is shown by writing
+  the cells' colours into the images and setting texts, never by rebuilding the figure.
+
+Cells are addressed by their *position* in the grid's lattice.  For most grids that is
+the element index; ReduceWindow and SelectAndScatter draw the operand padded and
+base-dilated, where elements sit at ``padding_low + index * base_dilation`` and the other
+cells are padding or holes (``Grid.index_of`` / ``Grid.position`` convert).
+"""
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from ..ops import registry
+
+#: dynamic roles, lowest priority first: (colour, legend text).  A cell with two roles
+#: shows the later one.
+ROLES = {
+    "done": ("#fdebd7", "earlier steps"),
+    "window": ("#9ecae1", "slice / window"),
+    "clamped": ("#fcae91", "window at its clamped start"),
+    "index": ("#a1d99b", "indices used"),
+    "init": ("#ffe680", "init value"),
+    "padding": ("#ffd92f", "padding"),
+    "hole": ("#f1a6cb", "dilation hole"),
+    "skipped": ("#969696", "skipped (out of bounds)"),
+    "read": ("#4292c6", "read"),
+    "selected": ("#e6550d", "selected"),
+    "write": ("#fd8d3c", "written"),
+    "collision": ("#9e6bc6", "combined again (collision)"),
+    "current": ("#fd8d3c", "this step"),
+}
+#: static roles (the same in every frame), drawn pale under the dynamic ones
+STATIC = {
+    "padding": ("#fff4c2", "padding (static)"),
+    "hole": ("#fbe0ee", "dilation hole (static)"),
+    "cropped": ("#d0d0d0", "cropped (negative padding)"),
+    "window": ("#deebf7", "slice"),
+}
+_STATIC_CODES = {name: i + 1 for i, name in enumerate(STATIC)}
+_PRIORITY = {name: i for i, name in enumerate(ROLES)}
+
+#: a grid shows its values as text when it has at most this many drawn cells
+TEXT_CELLS = 150
+#: ... and at most this many along either axis of its image
+TEXT_SIDE = 24
+
+
+# -- values and formatting ---------------------------------------------------------------------
+
+def fmt_index(index):
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+
+
+def fmt_list(values):
+    return "[" + ", ".join(_num(v) for v in values) + "]"
+
+
+def _num(v):
+    if isinstance(v, Fraction):
+        return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
+    return str(int(v)) if isinstance(v, (int, np.integer)) else str(v)
+
+
+def fmt_value(v):
+    """A value as a short string: ints as ints, floats with 4 significant digits."""
+    a = np.asarray(v)
+    if a.ndim:
+        return "(" + ", ".join(fmt_value(x) for x in a.reshape(-1)[:4]) + (", ...)" if a.size > 4 else ")")
+    kind = a.dtype.kind
+    if kind == "b":
+        return "true" if bool(a) else "false"
+    if kind in "iu":
+        return str(int(a))
+    if kind == "c":
+        c = complex(a)
+        return f"{c.real:.3g}{c.imag:+.3g}j"
+    x = float(a.astype(np.float64))
+    if np.isnan(x):
+        return "nan"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.4g}"
+
+
+def _cell_text(v):
+    s = fmt_value(v)
+    return s if len(s) <= 6 else f"{float(np.asarray(v).astype(np.float64)):.2g}"
+
+
+def element(grid_name, index):
+    """``operand[2, 0]`` (``padding_value`` for a rank-0 grid)."""
+    return grid_name if not len(index) else f"{grid_name}[{', '.join(str(int(i)) for i in index)}]"
+
+
+def combiner_name(fn, default):
+    """A short name for a reduction or scatter computation: ``+``, ``max``, ... when its
+    root is one binary op of its two parameters, ``"replace"`` when it returns the update."""
+    comp = getattr(fn, "computation", None)
+    root = getattr(comp, "root", None)
+    params = getattr(comp, "parameters", None)
+    if root is None or not params:
+        return getattr(fn, "__name__", None) if callable(fn) and getattr(fn, "__name__", "<lambda>") != "<lambda>" \
+            else default
+    symbols = {"add": "+", "multiply": "*", "maximum": "max", "minimum": "min", "and": "and", "or": "or",
+               "subtract": "-", "xor": "xor"}
+    if len(params) == 2 and root is params[1]:
+        return "replace"
+    if root.opcode in symbols and len(params) == 2 and set(root.operands) == set(params):
+        return symbols[root.opcode]
+    return comp.name
+
+
+# -- grids -------------------------------------------------------------------------------------
+
+class Grid:
+    """One array drawn as cells.
+
+    ``lattice``: per dimension ``(offset, step, size)``: element ``i`` sits at position
+    ``offset + i * step`` of a lattice ``size`` cells long (the identity for plain
+    arrays).  ``static``: an int8 array over the lattice of static role codes.  ``view``:
+    the dimensions drawn (1 to 3; three are drawn as a row of 2-D slices along the first)
+    and the fixed position of every other dimension.
+    """
+
+    def __init__(self, name, value, *, title=None, lattice=None, static=None):
+        self.name = name
+        self.value = np.asarray(value)
+        self.title = title or name
+        if lattice is None:
+            lattice = [(0, 1, int(n)) for n in self.value.shape]
+        self.lattice = tuple((int(o), int(s), int(n)) for o, s, n in lattice)
+        self.shape = tuple(n for _, _, n in self.lattice)
+        self.static = np.zeros(self.shape, np.int8) if static is None else static
+        self.dims = tuple(range(len(self.shape)))
+        self.fixed = {}
+
+    @property
+    def rank(self):
+        return len(self.shape)
+
+    def position(self, index):
+        """The lattice position of element ``index``."""
+        return tuple(o + int(i) * s for (o, s, _), i in zip(self.lattice, index))
+
+    def index_of(self, position):
+        """The element at lattice ``position``, or None (padding, a hole)."""
+        index = []
+        for (o, s, _), n, p in zip(self.lattice, self.value.shape, position):
+            q, r = divmod(int(p) - o, s)
+            if r or not 0 <= q < n:
+                return None
+            index.append(q)
+        return tuple(index)
+
+    def set_static(self, role, positions):
+        code = _STATIC_CODES[role]
+        for p in positions:
+            self.static[tuple(p)] = code
+
+    def static_roles(self):
+        """{role: number of cells} of the static roles present."""
+        codes, counts = np.unique(self.static, return_counts=True)
+        names = {v: k for k, v in _STATIC_CODES.items()}
+        return {names[int(c)]: int(n) for c, n in zip(codes, counts) if c}
+
+    # the view ------------------------------------------------------------------------------
+
+    def set_view(self, dims=None, fixed=None):
+        rank = self.rank
+        if dims is None:
+            dims = tuple(range(rank)) if rank <= 3 else (rank - 2, rank - 1)
+        dims = tuple(int(d) for d in dims)
+        if not 0 < len(dims) <= 3 and rank:
+            raise ValueError(f"{self.name}: dims={list(dims)}: draw 1 to 3 dimensions")
+        if len(set(dims)) != len(dims) or any(not 0 <= d < rank for d in dims):
+            raise ValueError(f"{self.name}: dims={list(dims)} must be distinct dimensions of a rank-{rank} array")
+        fixed = {int(d): int(i) for d, i in (fixed or {}).items()}
+        for d, i in fixed.items():
+            if d in dims or not 0 <= d < rank:
+                raise ValueError(f"{self.name}: fixed={{{d}: {i}}}: dimension {d} is drawn or out of range "
+                                 f"(rank {rank}, dims={list(dims)})")
+            if not 0 <= i < self.shape[d]:
+                raise ValueError(f"{self.name}: fixed={{{d}: {i}}} is outside dimension {d} of size {self.shape[d]}")
+        self.dims = dims
+        self.fixed = {d: fixed.get(d, 0) for d in range(rank) if d not in dims}
+
+    def drawn(self, position):
+        return all(position[d] == i for d, i in self.fixed.items())
+
+    @property
+    def image_shape(self):
+        s = [self.shape[d] for d in self.dims]
+        if 0 in s:
+            return (1, 1)
+        if len(s) == 0:
+            return (1, 1)
+        if len(s) == 1:
+            return (1, s[0])
+        if len(s) == 2:
+            return (s[0], s[1])
+        return (s[1], s[0] * (s[2] + 1) - 1)
+
+    def rc(self, position):
+        """Row and column of a lattice position in the grid's image (None: not drawn)."""
+        if not self.drawn(position):
+            return None
+        p = [position[d] for d in self.dims]
+        if len(p) == 0:
+            return (0, 0)
+        if len(p) == 1:
+            return (0, p[0])
+        if len(p) == 2:
+            return (p[0], p[1])
+        return (p[1], p[0] * (self.shape[self.dims[2]] + 1) + p[2])
+
+    def drawn_positions(self):
+        """All drawn lattice positions as an int array [n, rank], and their rows and columns."""
+        sizes = [self.shape[d] for d in self.dims]
+        if 0 in sizes:
+            return np.zeros((0, self.rank), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        grid = np.indices(sizes).reshape(len(sizes), -1) if sizes else np.zeros((0, 1), np.int64)
+        n = grid.shape[1]
+        pos = np.zeros((n, self.rank), np.int64)
+        for k, d in enumerate(self.dims):
+            pos[:, d] = grid[k]
+        for d, i in self.fixed.items():
+            pos[:, d] = i
+        if len(sizes) == 0:
+            rows = cols = np.zeros(n, np.int64)
+        elif len(sizes) == 1:
+            rows, cols = np.zeros(n, np.int64), grid[0]
+        elif len(sizes) == 2:
+            rows, cols = grid[0], grid[1]
+        else:
+            rows, cols = grid[1], grid[0] * (sizes[2] + 1) + grid[2]
+        return pos, rows, cols
+
+    def elements_at(self, pos):
+        """For positions [n, rank]: a mask of those that are elements, and their indices."""
+        if self.rank == 0:
+            return np.ones(len(pos), bool), np.zeros((len(pos), 0), np.int64)
+        off = np.array([o for o, _, _ in self.lattice])
+        step = np.array([s for _, s, _ in self.lattice])
+        q, r = np.divmod(pos - off, step)
+        ok = (r == 0).all(axis=1) & (q >= 0).all(axis=1) & (q < np.array(self.value.shape)).all(axis=1)
+        return ok, q
+
+    def view_label(self):
+        if not self.fixed:
+            return ""
+        parts = [":" if d in self.dims else str(self.fixed[d]) for d in range(self.rank)]
+        return f"[{', '.join(parts)}]"
+
+
+# -- frames ------------------------------------------------------------------------------------
+
+@dataclass
+class Frame:
+    """One step: ``cells[grid][position] = role`` (see ``ROLES``) and the explanation."""
+    number: int          # this frame's number in the animation (0-based)
+    step: int            # the step's position among all steps of the op (0-based)
+    index: tuple         # the domain element (result, updates or source index)
+    cells: dict          # {grid name: {lattice position: role}}
+    text: str
+    access: object = field(default=None, repr=False)
+    #: {grid name: array}: running values after this step (Scatter's result), when tracked
+    values: dict = field(default_factory=dict, repr=False)
+    _grids: dict = field(default=None, repr=False, compare=False)
+
+    def positions(self, grid, *roles):
+        """Lattice positions of ``grid`` highlighted in this frame (with one of ``roles``)."""
+        return {p for p, r in self.cells.get(grid, {}).items() if not roles or r in roles}
+
+    def indices(self, grid, *roles):
+        """Element indices of ``grid`` highlighted in this frame (with one of ``roles``)."""
+        g = self._grids[grid]
+        return {i for i in (g.index_of(p) for p in self.positions(grid, *roles)) if i is not None}
+
+    def roles(self, grid):
+        return set(self.cells.get(grid, {}).values())
+
+
+class Marks:
+    """Collects one frame's highlighted cells; a cell keeps its highest-priority role."""
+
+    def __init__(self, grids):
+        self.grids = grids
+        self.cells = {}
+
+    def pos(self, grid, position, role):
+        if grid not in self.grids:
+            return
+        cells = self.cells.setdefault(grid, {})
+        position = tuple(int(p) for p in position)
+        old = cells.get(position)
+        if old is None or _PRIORITY[role] >= _PRIORITY[old]:
+            cells[position] = role
+
+    def elem(self, grid, index, role):
+        if grid in self.grids:
+            self.pos(grid, self.grids[grid].position(index), role)
+
+    def box(self, grid, start, sizes, role):
+        """Every element of ``grid`` in the box ``start + [0, sizes)`` that is inside the array."""
+        if grid not in self.grids:
+            return
+        shape = self.grids[grid].value.shape
+        for w in np.ndindex(*sizes):
+            index = tuple(s + i for s, i in zip(start, w))
+            if all(0 <= i < n for i, n in zip(index, shape)):
+                self.elem(grid, index, role)
+
+
+# -- the op instance ---------------------------------------------------------------------------
+
+@dataclass
+class OpContext:
+    opcode: str
+    op: object                # the OpDef
+    operands: list            # NumPy values
+    attrs: dict               # attributes, computations bound as callables
+    shape: object             # the result Shape
+    result: object            # the result value (array or tuple of arrays)
+    index_map: object         # the IndexMap
+    label: str = ""           # "gather.1" or "Gather"
+
+    @property
+    def results(self):
+        return list(self.result) if isinstance(self.result, tuple) else [self.result]
+
+
+class Animator:
+    """How one op is animated.  Family modules subclass it; ``opcodes`` are registered
+    into the registry's ``"animation"`` layer."""
+
+    opcodes = ()
+    #: operand grid names, in operand order (a tuple of names, or a function of the context)
+    operand_names = ("operand",)
+    status_note = None
+
+    # the grids -------------------------------------------------------------------------------
+
+    def names(self, ctx):
+        names = self.operand_names(ctx) if callable(self.operand_names) else list(self.operand_names)
+        n = len(ctx.operands)
+        if len(names) < n:
+            names = list(names) + [f"operands[{k}]" for k in range(len(names), n)]
+        return list(names[:n])
+
+    def result_names(self, ctx):
+        n = len(ctx.results)
+        return ["result"] if n == 1 else [f"result[{j}]" for j in range(n)]
+
+    def operand_grid(self, ctx, k):
+        """(grid name, index -> element index of that grid) for operand ``k``."""
+        return self.names(ctx)[k], None
+
+    def make_grids(self, ctx):
+        grids = [Grid(name, value, title=f"{name} {_type(value)}")
+                 for name, value in zip(self.names(ctx), ctx.operands) if name is not None]
+        grids += [Grid(name, value, title=f"{name} {_type(value)}")
+                  for name, value in zip(self.result_names(ctx), ctx.results)]
+        return grids
+
+    def domain(self, ctx):
+        """The grid stepped through: the result, unless the map is over another domain."""
+        return self.result_names(ctx)[0]
+
+    def default_view(self, ctx, grid):
+        return None, None
+
+    # the steps -------------------------------------------------------------------------------
+
+    def step_dims(self, ctx):
+        """The domain's dimensions, slowest first, in the order the steps go."""
+        return tuple(range(len(ctx.index_map.domain_shape)))
+
+    def start(self, ctx):
+        """The state carried from step to step (written cells, running values)."""
+        return {"written": {}}
+
+    def mark(self, ctx, marks, access, state):
+        """The cells this step highlights; the generic rules: the domain element is
+        "current" ("skipped" when skipped), elements read are "read", elements written are
+        "write" ("collision" when an earlier step wrote them)."""
+        domain = self.domain(ctx)
+        marks.elem(domain, access.index, "skipped" if access.skipped else "current")
+        for k, index in access.reads:
+            name, to_grid = self.operand_grid(ctx, k)
+            if name is not None:
+                marks.elem(name, to_grid(index) if to_grid else index, "read")
+        results = self.result_names(ctx)
+        for j, index in access.writes:
+            earlier = state["written"].get((j, tuple(index)))
+            marks.elem(results[j], index, "collision" if earlier is not None else "write")
+
+    def advance(self, ctx, access, state, step):
+        """Update the state after a step (records the cells written)."""
+        for j, index in access.writes:
+            state["written"].setdefault((j, tuple(index)), (step, access.index))
+
+    def explain(self, ctx, access, state):
+        return f"{ctx.op.name} {fmt_index(access.index)}"
+
+    def values(self, ctx, state):
+        """Running values to show after this step: {grid name: array} (none by default)."""
+        return {}
+
+    # the driver ------------------------------------------------------------------------------
+
+    def __call__(self, ctx, *, dims=None, fixed=None, max_steps=200, sample=False):
+        grids = self.make_grids(ctx)
+        by_name = {g.name: g for g in grids}
+        _apply_views(self, ctx, grids, dims, fixed)
+        domain_grid = by_name[self.domain(ctx)]
+        order = _Order(ctx.index_map.domain_shape, self.step_dims(ctx),
+                       {d: i for d, i in domain_grid.fixed.items()} if domain_grid.fixed else {})
+        total = order.count
+        if max_steps is None or total <= max_steps:
+            shown = order.positions()
+            summary = f"{total} steps" if total != 1 else "1 step"
+        elif sample:
+            every = order.positions()
+            shown = [every[int(round(i))] for i in np.linspace(0, len(every) - 1, max_steps)]
+            summary = f"{max_steps} of {total} steps, evenly spaced"
+        else:
+            shown = order.positions()[:max_steps]
+            summary = f"steps 1-{max_steps} of {total}"
+        if domain_grid.fixed:
+            summary += f" in {domain_grid.name}{domain_grid.view_label()}"
+        frames = []
+        state = self.start(ctx)
+        sequential = ctx.index_map.kind == "scatter"  # later steps depend on earlier ones
+        wanted = set(shown)
+        todo = range(shown[-1] + 1 if shown else 0) if sequential else shown
+        for step in todo:
+            index = order.index(step)
+            access = ctx.index_map[index]
+            if step in wanted:
+                marks = Marks(by_name)
+                self.mark(ctx, marks, access, state)
+                text = self.explain(ctx, access, state)
+                self.advance(ctx, access, state, step)
+                frames.append(Frame(len(frames), step, tuple(access.index), marks.cells, text, access,
+                                    self.values(ctx, state), by_name))
+            else:
+                self.advance(ctx, access, state, step)
+        title = f"{ctx.op.name}" + (f" {ctx.label}" if ctx.label and ctx.label != ctx.op.name else "")
+        return Animation(ctx, grids, frames, title=title, summary=summary, total_steps=order.full_count,
+                         domain=domain_grid.name)
+
+
+def _type(value):
+    a = np.asarray(value)
+    from ..shapes import Shape
+    try:
+        return str(Shape.of(a))
+    except Exception:
+        return f"{a.dtype}{list(a.shape)}"
+
+
+def _apply_views(animator, ctx, grids, dims, fixed):
+    """``dims``/``fixed`` given as a tuple / {dim: index} apply to every grid of rank > 3;
+    given as {grid name: ...} they apply to the grids named."""
+    names = {g.name for g in grids}
+    for key, arg in (("dims", dims), ("fixed", fixed)):
+        if isinstance(arg, dict) and arg and all(isinstance(k, str) for k in arg):
+            unknown = set(arg) - names
+            if unknown:
+                raise ValueError(f"{key}: no grid named {sorted(unknown)}; the grids are {sorted(names)}")
+    for g in grids:
+        d_default, f_default = animator.default_view(ctx, g)
+        d = _for_grid(dims, g)
+        f = _for_grid(fixed, g)
+        if d is None and f is None:
+            d, f = d_default, f_default
+        elif d is None:  # the dimensions not fixed (the last two when more than three are left)
+            d = [x for x in range(g.rank) if x not in f]
+            d = tuple(d if len(d) <= 3 else d[-2:])
+        g.set_view(d, f)
+
+
+def _for_grid(arg, grid):
+    if arg is None:
+        return None
+    if isinstance(arg, dict) and arg and all(isinstance(k, str) for k in arg):
+        return arg.get(grid.name)
+    return arg if grid.rank > 3 else None
+
+
+class _Order:
+    """The steps: the domain's elements with dimensions ``dims`` varying slowest first
+    (row-major when ``dims`` is 0, 1, ...); ``fixed`` restricts the shown steps."""
+
+    def __init__(self, shape, dims, fixed):
+        self.shape, self.dims, self.fixed = tuple(shape), tuple(dims), dict(fixed)
+        self.full_count = int(np.prod(self.shape, dtype=np.int64))
+        free = [d for d in self.dims if d not in self.fixed]
+        self.count = int(np.prod([self.shape[d] for d in free], dtype=np.int64))
+
+    def index(self, step):
+        sizes = [self.shape[d] for d in self.dims]
+        coords = np.unravel_index(step, sizes) if sizes else ()
+        index = [0] * len(self.shape)
+        for d, c in zip(self.dims, coords):
+            index[d] = int(c)
+        return tuple(index)
+
+    def positions(self):
+        """The full-order positions of the shown steps, in order."""
+        if not self.fixed:
+            return list(range(self.full_count))
+        free = [d for d in self.dims if d not in self.fixed]
+        grid = np.indices([self.shape[d] for d in free]).reshape(len(free), -1) if free else np.zeros((0, 1), int)
+        coords = []
+        for d in self.dims:
+            coords.append(np.full(grid.shape[1], self.fixed[d]) if d in self.fixed else grid[free.index(d)])
+        pos = np.ravel_multi_index(coords, [self.shape[d] for d in self.dims]) if self.dims else np.zeros(1, int)
+        return sorted(int(p) for p in pos)
+
+
+# -- the animation -----------------------------------------------------------------------------
+
+class Animation:
+    """What ``xe.animate`` returns.  Displays itself in Jupyter (an HTML animation that plays
+    without any extension); ``frames`` is the data (per step: the highlighted cells and the
+    explanation); ``frame(k)`` a matplotlib Figure of step k; ``save("x.gif")``;
+    ``stepper()`` a slider (ipywidgets)."""
+
+    def __init__(self, ctx, grids, frames, *, title, summary, total_steps, domain):
+        self.context = ctx
+        self.opcode = ctx.opcode
+        self.grids = grids
+        self.frames = frames
+        self.title = title
+        self.summary = summary
+        self.total_steps = total_steps
+        self.domain = domain
+        self.fps = 2
+        self._drawing = None
+
+    def grid(self, name):
+        for g in self.grids:
+            if g.name == name:
+                return g
+        raise KeyError(f"no grid {name!r}; the grids are {[g.name for g in self.grids]}")
+
+    @property
+    def index_map(self):
+        return self.context.index_map
+
+    def __len__(self):
+        return len(self.frames)
+
+    def __repr__(self):
+        return (f"<Animation {self.title}: {self.summary}; grids "
+                f"{', '.join(g.name + _shape_str(g.shape) for g in self.grids)}>")
+
+    def roles_used(self):
+        used = set()
+        for f in self.frames:
+            for cells in f.cells.values():
+                used.update(cells.values())
+        if len(self.frames) > 1:
+            used.add("done")
+        return [r for r in ROLES if r in used]
+
+    # drawing -------------------------------------------------------------------------------
+
+    def drawing(self, dpi=80):
+        return _Drawing(self, dpi=dpi)
+
+    def frame(self, k=0, dpi=80):
+        """Frame ``k`` as a matplotlib Figure (a new figure, not registered with pyplot)."""
+        if not self.frames:
+            raise IndexError(f"{self.title}: the animation has no frames")
+        d = _Drawing(self, dpi=dpi)
+        d.update(k)
+        return d.fig
+
+    def _animation(self, dpi=80, interval=None):
+        from matplotlib.animation import FuncAnimation
+        d = _Drawing(self, dpi=dpi)
+        anim = FuncAnimation(d.fig, d.update, frames=len(self.frames), interval=interval or 1000 / self.fps,
+                             blit=False, repeat=True, cache_frame_data=False)
+        return anim, d
+
+    def to_jshtml(self, dpi=60, interval=None):
+        """An HTML/JavaScript player with every frame embedded (matplotlib's ``to_jshtml``)."""
+        if not self.frames:
+            return f"<p>{self.title}: no steps</p>"
+        import matplotlib
+        with matplotlib.rc_context({"animation.embed_limit": 500}):
+            anim, _ = self._animation(dpi=dpi, interval=interval)
+            return anim.to_jshtml(default_mode="loop")
+
+    def _repr_html_(self):
+        return self.to_jshtml()
+
+    def save(self, path, fps=None, dpi=80, frame=None):
+        """``.gif`` (Pillow), ``.html`` (the player), ``.mp4`` (needs ffmpeg), or one frame
+        as ``.png`` / ``.svg`` / ``.pdf`` (``frame=k``, default 0)."""
+        path = str(path)
+        ext = path.rsplit(".", 1)[-1].lower()
+        if ext in ("png", "svg", "pdf", "jpg", "jpeg") :
+            self.frame(frame or 0, dpi=dpi).savefig(path, dpi=dpi)
+            return path
+        if ext in ("html", "htm"):
+            with open(path, "w") as f:
+                f.write(self.to_jshtml(dpi=dpi))
+            return path
+        from matplotlib.animation import FFMpegWriter, PillowWriter
+        fps = fps or self.fps
+        anim, _ = self._animation(dpi=dpi)
+        if ext == "gif":
+            writer = PillowWriter(fps=fps)
+        elif ext == "mp4":
+            writer = FFMpegWriter(fps=fps)
+        else:
+            raise ValueError(f"save: unknown file type .{ext}; use .gif, .html, .mp4, .png or .svg")
+        anim.save(path, writer=writer, dpi=dpi)
+        return path
+
+    def stepper(self, dpi=80):
+        """A slider (and play button) over the frames: an ipywidgets widget."""
+        try:
+            import ipywidgets as widgets
+        except ImportError:
+            raise ImportError("Animation.stepper() needs ipywidgets: pip install 'xla_explorer[widgets]'") from None
+        from IPython.display import display
+        d = _Drawing(self, dpi=dpi)
+        n = max(len(self.frames) - 1, 0)
+        slider = widgets.IntSlider(value=0, min=0, max=n, description="step", continuous_update=True)
+        play = widgets.Play(value=0, min=0, max=n, interval=int(1000 / self.fps))
+        widgets.jslink((play, "value"), (slider, "value"))
+        out = widgets.Output()
+
+        def show(change=None):
+            d.update(slider.value)
+            with out:
+                out.clear_output(wait=True)
+                display(d.fig)
+
+        slider.observe(show, names="value")
+        show()
+        box = widgets.VBox([widgets.HBox([play, slider]), out])
+        box.drawing, box.slider = d, slider  # for tests and for callers that want to drive it
+        return box
+
+
+def _shape_str(shape):
+    return "[" + ",".join(str(s) for s in shape) + "]"
+
+
+def _rgb(hex_colour):
+    h = hex_colour.lstrip("#")
+    return np.array([int(h[i:i + 2], 16) / 255 for i in (0, 2, 4)] + [1.0])
+
+
+class _Drawing:
+    """One figure: an image per grid, cell texts for small grids, the explanation beside.
+    ``update(k)`` shows frame k by rewriting image data and texts."""
+
+    def __init__(self, anim, dpi=80):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Patch
+
+        self.anim = anim
+        grids = anim.grids
+        shapes = [g.image_shape for g in grids]
+        total_w = sum(w for _, w in shapes)
+        max_h = max(h for h, _ in shapes)
+        cell = min(0.34, max(0.05, 9.0 / max(total_w, 1)), max(0.05, 4.5 / max(max_h, 1)))
+        texts = [f.text for f in anim.frames] or [""]
+        line_chars = min(max(len(line) for t in texts for line in t.split("\n")), 96)
+        text_lines = max(t.count("\n") + 1 for t in texts)
+        text_w = 0.2 + 0.068 * max(line_chars, 30)
+        text_h = 0.16 * text_lines
+        gap, left, top, bottom = 0.45, 0.35, 0.95, 0.55
+        panels_w = sum(w * cell for _, w in shapes) + gap * (len(shapes) - 1)
+        body_h = max(max_h * cell, text_h, 0.6)
+        fig_w = left + panels_w + 0.5 + text_w
+        fig_h = top + body_h + bottom
+        self.fig = fig = Figure(figsize=(fig_w, fig_h), dpi=dpi)
+        FigureCanvasAgg(fig)
+        self.title = fig.text(left / fig_w, 1 - 0.12 / fig_h, f"{anim.title}  ({anim.summary})",
+                              fontsize=11, weight="bold", va="top")
+        self.counter = fig.text(left / fig_w, 1 - 0.38 / fig_h, "", fontsize=9, va="top")
+        x = left
+        self.panels = []
+        for g, (h, w) in zip(grids, shapes):
+            pw, ph = w * cell, h * cell
+            y = bottom + (body_h - ph)  # panels aligned at the top
+            ax = fig.add_axes([x / fig_w, y / fig_h, pw / fig_w, ph / fig_h])
+            self.panels.append(_Panel(ax, g, cell, anim, g.name == anim.domain))
+            x += pw + gap
+        tx = (left + panels_w + 0.5) / fig_w
+        self.explanation = fig.text(tx, (bottom + body_h) / fig_h, "", fontsize=8, family="monospace", va="top")
+        roles = anim.roles_used()
+        statics = sorted({r for g in grids for r in g.static_roles()})
+        handles = [Patch(facecolor=ROLES[r][0], edgecolor="#888888", label=ROLES[r][1]) for r in roles]
+        handles += [Patch(facecolor=STATIC[r][0], edgecolor="#888888", label=STATIC[r][1]) for r in statics]
+        if handles:
+            fig.legend(handles=handles, loc="lower left", ncol=min(len(handles), 6), fontsize=7, frameon=False,
+                       bbox_to_anchor=(left / fig_w, 0.02), handlelength=1.2, columnspacing=1.0)
+        self.shown = None
+
+    def update(self, k):
+        frame = self.anim.frames[k]
+        for p in self.panels:
+            p.show(frame)
+        self.counter.set_text(f"step {frame.step + 1} of {self.anim.total_steps}: "
+                              f"{self.anim.domain}{fmt_index(frame.index)}")
+        self.explanation.set_text(frame.text)
+        self.shown = k
+        return []
+
+
+class _Panel:
+    def __init__(self, ax, grid, cell, anim, is_domain):
+        self.grid, self.ax = grid, ax
+        h, w = grid.image_shape
+        pos, rows, cols = grid.drawn_positions()
+        base = np.zeros((h, w, 4))
+        ok, index = grid.elements_at(pos)
+        value = grid.value
+        if len(pos):
+            base[rows, cols] = [1, 1, 1, 1]
+            if ok.any() and value.size:
+                base[rows[ok], cols[ok]] = _value_colours(value[tuple(index[ok].T)] if value.ndim else
+                                                          np.repeat(value.reshape(1), int(ok.sum())))
+            codes = grid.static[tuple(pos.T)] if grid.rank else np.repeat(grid.static.reshape(1), len(pos))
+            names = {v: k for k, v in _STATIC_CODES.items()}
+            for code in np.unique(codes):
+                if code:
+                    m = codes == code
+                    base[rows[m], cols[m]] = _rgb(STATIC[names[int(code)]][0])
+        self.base = base
+        self.image = ax.imshow(base, interpolation="nearest", aspect="auto", extent=(-0.5, w - 0.5, h - 0.5, -0.5))
+        ax.set_xlim(-0.5, w - 0.5)
+        ax.set_ylim(h - 0.5, -0.5)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for s in ax.spines.values():
+            s.set_visible(False)
+        ax.set_title(grid.title + (f" {grid.view_label()}" if grid.fixed else ""), fontsize=8)
+        if h <= 40 and w <= 80 and len(pos):
+            from matplotlib.collections import LineCollection
+            segs = [[(c - 0.5, r - 0.5), (c + 0.5, r - 0.5)] for r, c in zip(rows, cols)]
+            segs += [[(c - 0.5, r + 0.5), (c + 0.5, r + 0.5)] for r, c in zip(rows, cols)]
+            segs += [[(c - 0.5, r - 0.5), (c - 0.5, r + 0.5)] for r, c in zip(rows, cols)]
+            segs += [[(c + 0.5, r - 0.5), (c + 0.5, r + 0.5)] for r, c in zip(rows, cols)]
+            ax.add_collection(LineCollection(segs, colors="white", linewidths=min(1.0, cell * 4)))
+        # axis numbers for small plain grids: rows and columns of the drawn dimensions
+        if len(grid.dims) in (1, 2) and w <= 24 and h <= 24:
+            fs = max(4, min(7, cell * 72 * 0.4))
+            ax.set_xticks(range(w))
+            ax.set_xticklabels([str(i) for i in range(w)], fontsize=fs)
+            if len(grid.dims) == 2:
+                ax.set_yticks(range(h))
+                ax.set_yticklabels([str(i) for i in range(h)], fontsize=fs)
+            ax.tick_params(length=0, pad=1)
+        if len(grid.dims) == 3:  # one label per slice
+            n0, n2 = grid.shape[grid.dims[0]], grid.shape[grid.dims[2]]
+            if n0 <= 16:
+                for s in range(n0):
+                    ax.text(s * (n2 + 1) + (n2 - 1) / 2, h - 0.5 + 0.2, f"{grid.dims[0]}={s}", ha="center",
+                            va="top", fontsize=6, color="#555555")
+        self.texts = {}
+        if ok.sum() and len(pos) <= TEXT_CELLS and max(h, w) <= TEXT_SIDE:
+            fs = max(4, min(8, cell * 72 * 0.38))
+            for p, r, c, good, i in zip(pos, rows, cols, ok, index):
+                if good:
+                    v = value[tuple(i)] if value.ndim else value
+                    self.texts[tuple(int(x) for x in p)] = ax.text(c, r, _cell_text(v), ha="center", va="center",
+                                                                   fontsize=fs)
+        self.visit = None
+        if is_domain and len(anim.frames) > 1:
+            visit = np.full((h, w), np.iinfo(np.int64).max, np.int64)
+            for f in anim.frames:
+                rc = grid.rc(grid.position(f.index))
+                if rc is not None:
+                    visit[rc] = min(visit[rc], f.number)
+            self.visit = visit
+        self.done = _rgb(ROLES["done"][0])
+        self.colours = {r: _rgb(c) for r, (c, _) in ROLES.items()}
+        self.values_shown = None
+
+    def show(self, frame):
+        rgba = self.base.copy()
+        if self.visit is not None:
+            rgba[self.visit < frame.number] = self.done
+        for position, role in frame.cells.get(self.grid.name, {}).items():
+            rc = self.grid.rc(position)
+            if rc is not None:
+                rgba[rc] = self.colours[role]
+        self.image.set_data(rgba)
+        values = frame.values.get(self.grid.name)
+        if values is not None and self.texts:
+            for p, t in self.texts.items():
+                t.set_text(_cell_text(values[self.grid.index_of(p)]))
+
+
+def _value_colours(values):
+    """Light greys for values (darker = larger); NaN pink."""
+    v = np.asarray(values)
+    if v.dtype.kind == "c":
+        v = np.abs(v)
+    v = v.astype(np.float64)
+    finite = np.isfinite(v)
+    out = np.ones(v.shape + (4,))
+    if finite.any():
+        lo, hi = v[finite].min(), v[finite].max()
+        t = np.zeros_like(v) if hi == lo else (np.where(finite, v, lo) - lo) / (hi - lo)
+        g = 0.97 - 0.22 * t
+        out[..., 0] = out[..., 1] = out[..., 2] = g
+    out[np.isnan(v)] = [1.0, 0.8, 0.9, 1.0]
+    out[np.isposinf(v)] = [0.7, 0.7, 0.7, 1.0]
+    out[np.isneginf(v)] = [0.7, 0.7, 0.7, 1.0]
+    return out
+
+
+# -- from a target to a context ----------------------------------------------------------------
+
+OPTIONS = ("dims", "fixed", "max_steps", "sample")
+
+
+def context(target, instruction=None, *args, **attrs):
+    """The OpContext of ``(comp, "gather.1", *module_args)`` or ``("gather", *values, **attrs)``."""
+    from ..computation import XlaComputation
+    from ..executors.reference import ExecutionContext, bind_attrs
+    from ..inspect import _find, _plain, _zeros, instruction_values
+    if isinstance(target, XlaComputation):
+        if not isinstance(instruction, str):
+            raise TypeError("animate(comp, 'gather.1', *args): name the instruction")
+        comp, inst = _find(target, instruction)
+        op = registry.get(inst.opcode)
+        _check(op)
+        ectx = ExecutionContext()
+        bound = bind_attrs(_plain(inst.attrs), ectx)
+        if args:
+            if comp is not target.entry:
+                from ..errors import ExecutionError
+                raise ExecutionError(f"{inst.name} is inside {comp.name}, not the entry computation: pass no "
+                                     "arguments (operands are then constants or zeros) or pick an entry instruction")
+            values = instruction_values(target, *args)
+            operands = [values[o] for o in inst.operands]
+            result = values[inst]
+        else:
+            operands = [o.attrs["literal"] if o.opcode == "constant" else _zeros(o.shape) for o in inst.operands]
+            result = _reference(op, operands, inst.shape, bound, ectx)
+        imap = op.index_map(*operands, shape=inst.shape, **bound)
+        return OpContext(inst.opcode, op, operands, bound, inst.shape, result, imap, inst.name)
+    if not isinstance(target, str):
+        raise TypeError(f"animate: expected an XlaComputation or an opcode / op name, got {type(target).__name__}")
+    ops = registry.all_ops()
+    if target in ops:
+        op = ops[target]
+    elif target in registry.NAMES:
+        op = registry.by_name(target)
+    else:
+        raise NotImplementedError(f"animate: unknown op {target!r}; animated ops: {', '.join(animated())}")
+    _check(op)
+    from ..builder import _eager_value, _trace_computations, infer_shape
+    from ..shapes import Shape
+    values = ((instruction,) if instruction is not None else ()) + args
+    operands = [_eager_value(v) for v in values]
+    shapes = [Shape.of(v) for v in operands]
+    traced = _trace_computations(op, shapes, attrs, None)
+    shape = infer_shape(op, shapes, traced)
+    ectx = ExecutionContext()
+    bound = bind_attrs(traced, ectx)
+    result = _reference(op, operands, shape, bound, ectx)
+    imap = op.index_map(*operands, shape=shape, **bound)
+    return OpContext(op.opcode, op, operands, bound, shape, result, imap, op.name)
+
+
+def _reference(op, operands, shape, bound, ectx):
+    kwargs = dict(bound)
+    if op.needs_context:
+        kwargs["ctx"] = ectx
+    return op.reference(*operands, shape=shape, **kwargs)
+
+
+def _check(op):
+    if op.opcode not in registry.LAYERS.get("animation", {}):
+        raise NotImplementedError(f"{op.name} ({op.opcode}) has no animator; animated ops: {', '.join(animated())}")
+
+
+def animated():
+    return sorted(registry.LAYERS.get("animation", {}))
+
+
+def animate(target, instruction=None, *args, dims=None, fixed=None, max_steps=200, sample=False, **attrs):
+    ctx = context(target, instruction, *args, **attrs)
+    animator = registry.LAYERS["animation"][ctx.opcode]
+    return animator(ctx, dims=dims, fixed=fixed, max_steps=max_steps, sample=sample)
