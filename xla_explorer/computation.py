@@ -6,6 +6,7 @@ BACKENDS = {
     "numpy": "xla_explorer.executors.reference:run",
     "numba": "xla_explorer.executors.numba_executor:run_numba",
     "cuda": "xla_explorer.executors.numba_executor:run_cuda",
+    "jax": "xla_explorer.jax_bridge:run_jax",
 }
 
 
@@ -61,6 +62,18 @@ class XlaComputation:
         from .executors.reference import run_replicated
         return run_replicated(self, per_replica_args, backend=backend, **options)
 
+    # -- JAX ----------------------------------------------------------------------------
+    def to_jax(self):
+        """This computation as a jittable function of jax arrays (every op a ``jax.lax`` call)."""
+        from .jax_bridge import to_jax
+        return to_jax(self)
+
+    def diff(self, *args, against="jax", backend="numpy", **kw):
+        """Run ``backend`` and ``against`` instruction by instruction (each on the same
+        operand values) and report where they differ: a ``DiffReport``."""
+        from .diff import diff
+        return diff(self, *args, against=against, backend=backend, **kw)
+
     # -- text ---------------------------------------------------------------------------
     def as_hlo_text(self):
         from .hlo.printer import print_module
@@ -68,6 +81,15 @@ class XlaComputation:
 
     def __str__(self):
         return self.as_hlo_text()
+
+    def graph(self, **options):
+        """The HLO graph (Graphviz): shapes, sub-computations as clusters, values after a run.
+
+        Displays itself in Jupyter; ``.save("g.svg")`` (svg, png, pdf, dot), ``.source``.
+        Options: ``args=`` / ``values=``, ``around=`` + ``radius=``, ``path=(a, b)``,
+        ``legend=``, ``expand_trivial=`` ... (see ``xla_explorer.render.graph_of``)."""
+        from .render import graph_of
+        return graph_of(self, **options)
 
     def __repr__(self):
         return f"<XlaComputation {self.name}: {self.program_shape()}>"

@@ -1,12 +1,22 @@
-"""JAX, XLA's Python front end, as a source of HLO (``from_jax``); jax stays optional."""
+"""JAX, XLA's Python front end, both ways: ``from_jax`` imports what JAX hands to XLA,
+``to_jax`` / ``run(..., backend="jax")`` run any computation on real XLA through JAX
+(``executors.jax_lowering``), ``XlaComputation.diff`` compares the two instruction by
+instruction (``xla_explorer.diff``).  jax stays an optional extra.
+
+Devices: the ``jax`` backend runs partitioned (shard_map / pmap) programs on several
+devices.  On CPU XLA makes one device unless asked: when this package is the first to
+import jax it adds ``--xla_force_host_platform_device_count=8`` to ``XLA_FLAGS``
+(``XLA_EXPLORER_HOST_DEVICES=N`` picks another count, 0 leaves XLA_FLAGS alone); if
+jax is already imported but not yet used it sets ``jax_num_cpu_devices`` instead.
+"""
 
 
 def _jax():
     try:
-        import jax
+        from .executors.jax_lowering import load
+        return load()
     except ImportError:
         raise ImportError("from_jax needs jax: pip install 'xla_explorer[jax]' (or pip install jax)") from None
-    return jax
 
 
 def from_jax(f, *args, optimized=False, **kwargs):
@@ -28,3 +38,21 @@ def from_jax(f, *args, optimized=False, **kwargs):
     else:
         text = lowered.as_text(dialect="hlo")
     return parse_hlo(text)
+
+
+def to_jax(comp):
+    """``comp`` as a jittable Python function of jax arrays (a tuple for a tuple result),
+    every instruction a ``jax.lax`` call: ``jax.jit(to_jax(comp))(x, y)``.  A module
+    with 64-bit values needs ``jax_enable_x64``.  ``from_jax(to_jax(comp), *args)``
+    gives back an equivalent computation."""
+    from .executors.jax_lowering import lower_module
+    return lower_module(comp)
+
+
+def run_jax(comp, args, jit=True, cache=True):
+    """The ``jax`` backend of ``comp.run``: NumPy in, NumPy out (exact types), XLA in between."""
+    from .executors.jax_lowering import run
+    return run(comp, args, jit=jit, cache=cache)
+
+
+__all__ = ["from_jax", "to_jax", "run_jax"]

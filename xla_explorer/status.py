@@ -47,6 +47,10 @@ def _layer_cell(layer, opcode):
 
 
 def build_table():
+    try:
+        from . import render  # noqa: F401  registers the "graph" layer (graphviz is imported only to draw)
+    except ImportError:
+        pass
     rows = []
     for opcode, op in sorted(registry.all_ops().items(), key=lambda kv: (kv[1].family, kv[0])):
         cells = {

@@ -582,6 +582,7 @@ class Animation:
     # drawing -------------------------------------------------------------------------------
 
     def drawing(self, dpi=80):
+        """The figure with its artists (``.update(k)`` shows frame k; ``.fig``)."""
         return _Drawing(self, dpi=dpi)
 
     def frame(self, k=0, dpi=80):
@@ -592,55 +593,69 @@ class Animation:
         d.update(k)
         return d.fig
 
-    def _animation(self, dpi=80, interval=None):
+    def animation(self, dpi=80, interval=None):
+        """A matplotlib ``FuncAnimation`` over the frames (its figure draws each frame by
+        updating the grids' images and the texts)."""
         from matplotlib.animation import FuncAnimation
         d = _Drawing(self, dpi=dpi)
         anim = FuncAnimation(d.fig, d.update, frames=len(self.frames), interval=interval or 1000 / self.fps,
                              blit=False, repeat=True, cache_frame_data=False)
-        return anim, d
+        anim.drawing = d
+        return anim
 
-    def to_jshtml(self, dpi=60, interval=None):
-        """An HTML/JavaScript player with every frame embedded (matplotlib's ``to_jshtml``)."""
+    def _write(self, path, writer_class, dpi, **kw):
+        anim = self.animation(dpi=dpi)
+        writer = writer_class(anim.drawing, **kw)
+        canvas = anim.drawing.fig.canvas
+        canvas.skip_idle = True  # the writer renders each frame itself (see _Drawing.render)
+        try:
+            anim.save(str(path), writer=writer, dpi=dpi)
+        finally:
+            canvas.skip_idle = False
+        return writer
+
+    def to_jshtml(self, dpi=60, fps=None):
+        """An HTML/JavaScript player with every frame embedded (matplotlib's HTML writer,
+        as ``FuncAnimation.to_jshtml``); plays in Jupyter and in any browser."""
         if not self.frames:
             return f"<p>{self.title}: no steps</p>"
-        import matplotlib
-        with matplotlib.rc_context({"animation.embed_limit": 500}):
-            anim, _ = self._animation(dpi=dpi, interval=interval)
-            return anim.to_jshtml(default_mode="loop")
+        import tempfile
+        from pathlib import Path
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp, "animation.html")
+            self._write(path, _html_writer(), dpi, fps=fps or self.fps, embed_frames=True, default_mode="loop",
+                        embed_limit=1000)
+            return path.read_text()
 
     def _repr_html_(self):
         return self.to_jshtml()
 
     def save(self, path, fps=None, dpi=80, frame=None):
-        """``.gif`` (Pillow), ``.html`` (the player), ``.mp4`` (needs ffmpeg), or one frame
-        as ``.png`` / ``.svg`` / ``.pdf`` (``frame=k``, default 0)."""
+        """``.gif`` (Pillow), ``.html`` (the player), or one frame as ``.png`` / ``.svg`` /
+        ``.pdf`` (``frame=k``, default 0)."""
         path = str(path)
         ext = path.rsplit(".", 1)[-1].lower()
-        if ext in ("png", "svg", "pdf", "jpg", "jpeg") :
+        if ext in ("png", "svg", "pdf", "jpg", "jpeg"):
             self.frame(frame or 0, dpi=dpi).savefig(path, dpi=dpi)
-            return path
-        if ext in ("html", "htm"):
+        elif ext in ("html", "htm"):
             with open(path, "w") as f:
-                f.write(self.to_jshtml(dpi=dpi))
-            return path
-        from matplotlib.animation import FFMpegWriter, PillowWriter
-        fps = fps or self.fps
-        anim, _ = self._animation(dpi=dpi)
-        if ext == "gif":
-            writer = PillowWriter(fps=fps)
-        elif ext == "mp4":
-            writer = FFMpegWriter(fps=fps)
+                f.write(self.to_jshtml(dpi=dpi, fps=fps))
+        elif ext == "gif":
+            if not self.frames:
+                raise ValueError(f"{self.title}: no steps to save")
+            self._write(path, _gif_writer(), dpi, fps=fps or self.fps)
         else:
-            raise ValueError(f"save: unknown file type .{ext}; use .gif, .html, .mp4, .png or .svg")
-        anim.save(path, writer=writer, dpi=dpi)
+            raise ValueError(f"save: unknown file type .{ext}; use .gif, .html, .png, .svg or .pdf")
         return path
 
     def stepper(self, dpi=80):
-        """A slider (and play button) over the frames: an ipywidgets widget."""
+        """A slider (and play button) over the frames: an ipywidgets widget.  Moving the
+        slider updates the figure's artists and shows the figure again."""
         try:
             import ipywidgets as widgets
         except ImportError:
-            raise ImportError("Animation.stepper() needs ipywidgets: pip install 'xla_explorer[widgets]'") from None
+            raise ImportError("Animation.stepper() needs ipywidgets: pip install 'xla_explorer[widgets]' "
+                              "(or pip install ipywidgets)") from None
         from IPython.display import display
         d = _Drawing(self, dpi=dpi)
         n = max(len(self.frames) - 1, 0)
@@ -658,7 +673,7 @@ class Animation:
         slider.observe(show, names="value")
         show()
         box = widgets.VBox([widgets.HBox([play, slider]), out])
-        box.drawing, box.slider = d, slider  # for tests and for callers that want to drive it
+        box.drawing, box.slider = d, slider  # for tests and callers that drive it
         return box
 
 
@@ -671,12 +686,75 @@ def _rgb(hex_colour):
     return np.array([int(h[i:i + 2], 16) / 255 for i in (0, 2, 4)] + [1.0])
 
 
+# -- drawing -----------------------------------------------------------------------------------
+
+def _canvas_class():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    class Canvas(FigureCanvasAgg):
+        """Agg, except that ``draw_idle`` does nothing while a writer renders the frames
+        itself (FuncAnimation asks for a full redraw after every frame)."""
+        skip_idle = False
+
+        def draw_idle(self, *args, **kwargs):
+            if not self.skip_idle:
+                super().draw_idle(*args, **kwargs)
+
+    return Canvas
+
+
+class _FastFrames:
+    """Writer mixin: a frame is the background (drawn once) plus the changing artists,
+    instead of a full ``savefig`` per frame."""
+
+    def __init__(self, drawing, **kw):
+        self.drawing = drawing
+        super().__init__(**kw)
+
+    def _image(self):
+        from PIL import Image
+        rgba = self.drawing.render()
+        return Image.fromarray(rgba[..., :3].copy(), "RGB")
+
+
+def _html_writer():
+    from matplotlib.animation import HTMLWriter
+
+    class Writer(_FastFrames, HTMLWriter):
+        def grab_frame(self, **savefig_kwargs):
+            import base64
+            from io import BytesIO
+            if self._hit_limit:
+                return
+            f = BytesIO()
+            self._image().save(f, format="png", compress_level=1)
+            data = base64.encodebytes(f.getvalue()).decode("ascii")
+            self._total_bytes += len(data)
+            if self._total_bytes >= self._bytes_limit:
+                self._hit_limit = True
+                raise RuntimeError(f"the animation is larger than {self._bytes_limit >> 20} MB; "
+                                   "use max_steps= (fewer frames) or a smaller dpi=")
+            self._saved_frames.append(data)
+
+    return Writer
+
+
+def _gif_writer():
+    from matplotlib.animation import PillowWriter
+
+    class Writer(_FastFrames, PillowWriter):
+        def grab_frame(self, **savefig_kwargs):
+            self._frames.append(self._image())
+
+    return Writer
+
+
 class _Drawing:
     """One figure: an image per grid, cell texts for small grids, the explanation beside.
-    ``update(k)`` shows frame k by rewriting image data and texts."""
+    ``update(k)`` shows frame k by rewriting image data and texts; ``render()`` gives the
+    pixels, drawing only the changing artists over a background drawn once."""
 
     def __init__(self, anim, dpi=80):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         from matplotlib.patches import Patch
 
@@ -687,27 +765,29 @@ class _Drawing:
         max_h = max(h for h, _ in shapes)
         cell = min(0.34, max(0.05, 9.0 / max(total_w, 1)), max(0.05, 4.5 / max(max_h, 1)))
         texts = [f.text for f in anim.frames] or [""]
-        line_chars = min(max(len(line) for t in texts for line in t.split("\n")), 96)
+        line_chars = min(max(len(line) for t in texts for line in t.split("\n")), 100)
         text_lines = max(t.count("\n") + 1 for t in texts)
-        text_w = 0.2 + 0.068 * max(line_chars, 30)
-        text_h = 0.16 * text_lines
+        text_w = 0.2 + 0.066 * max(line_chars, 30)
+        text_h = 0.15 * text_lines
         gap, left, top, bottom = 0.45, 0.35, 0.95, 0.55
         panels_w = sum(w * cell for _, w in shapes) + gap * (len(shapes) - 1)
-        body_h = max(max_h * cell, text_h, 0.6)
+        body_h = max(max_h * cell + 0.25, text_h, 0.6)
         fig_w = left + panels_w + 0.5 + text_w
         fig_h = top + body_h + bottom
         self.fig = fig = Figure(figsize=(fig_w, fig_h), dpi=dpi)
-        FigureCanvasAgg(fig)
-        self.title = fig.text(left / fig_w, 1 - 0.12 / fig_h, f"{anim.title}  ({anim.summary})",
-                              fontsize=11, weight="bold", va="top")
-        self.counter = fig.text(left / fig_w, 1 - 0.38 / fig_h, "", fontsize=9, va="top")
+        _canvas_class()(fig)
+        fig.patch.set_facecolor("white")
+        fig.text(left / fig_w, 1 - 0.12 / fig_h, f"{anim.title}  ({anim.summary})", fontsize=11, weight="bold",
+                 va="top")
+        self.counter = fig.text(left / fig_w, 1 - 0.40 / fig_h, "", fontsize=9, va="top")
         x = left
         self.panels = []
+        gridlines = cell * dpi >= 8  # cell borders only where cells are big enough to need them
         for g, (h, w) in zip(grids, shapes):
             pw, ph = w * cell, h * cell
             y = bottom + (body_h - ph)  # panels aligned at the top
             ax = fig.add_axes([x / fig_w, y / fig_h, pw / fig_w, ph / fig_h])
-            self.panels.append(_Panel(ax, g, cell, anim, g.name == anim.domain))
+            self.panels.append(_Panel(ax, g, cell, anim, g.name == anim.domain, gridlines))
             x += pw + gap
         tx = (left + panels_w + 0.5) / fig_w
         self.explanation = fig.text(tx, (bottom + body_h) / fig_h, "", fontsize=8, family="monospace", va="top")
@@ -718,6 +798,8 @@ class _Drawing:
         if handles:
             fig.legend(handles=handles, loc="lower left", ncol=min(len(handles), 6), fontsize=7, frameon=False,
                        bbox_to_anchor=(left / fig_w, 0.02), handlelength=1.2, columnspacing=1.0)
+        self.dynamic = [a for p in self.panels for a in p.dynamic] + [self.counter, self.explanation]
+        self._background = None
         self.shown = None
 
     def update(self, k):
@@ -730,9 +812,24 @@ class _Drawing:
         self.shown = k
         return []
 
+    def render(self):
+        """The current frame's pixels (RGBA array)."""
+        canvas = self.fig.canvas
+        if self._background is None:
+            for a in self.dynamic:
+                a.set_visible(False)
+            canvas.draw()
+            self._background = canvas.copy_from_bbox(self.fig.bbox)
+            for a in self.dynamic:
+                a.set_visible(True)
+        canvas.restore_region(self._background)
+        for a in self.dynamic:
+            self.fig.draw_artist(a)
+        return np.asarray(canvas.buffer_rgba())
+
 
 class _Panel:
-    def __init__(self, ax, grid, cell, anim, is_domain):
+    def __init__(self, ax, grid, cell, anim, is_domain, gridlines):
         self.grid, self.ax = grid, ax
         h, w = grid.image_shape
         pos, rows, cols = grid.drawn_positions()
@@ -752,6 +849,7 @@ class _Panel:
                     base[rows[m], cols[m]] = _rgb(STATIC[names[int(code)]][0])
         self.base = base
         self.image = ax.imshow(base, interpolation="nearest", aspect="auto", extent=(-0.5, w - 0.5, h - 0.5, -0.5))
+        self.dynamic = [self.image]
         ax.set_xlim(-0.5, w - 0.5)
         ax.set_ylim(h - 0.5, -0.5)
         ax.set_xticks([])
@@ -759,13 +857,14 @@ class _Panel:
         for s in ax.spines.values():
             s.set_visible(False)
         ax.set_title(grid.title + (f" {grid.view_label()}" if grid.fixed else ""), fontsize=8)
-        if h <= 40 and w <= 80 and len(pos):
+        if gridlines and len(pos):
             from matplotlib.collections import LineCollection
             segs = [[(c - 0.5, r - 0.5), (c + 0.5, r - 0.5)] for r, c in zip(rows, cols)]
             segs += [[(c - 0.5, r + 0.5), (c + 0.5, r + 0.5)] for r, c in zip(rows, cols)]
             segs += [[(c - 0.5, r - 0.5), (c - 0.5, r + 0.5)] for r, c in zip(rows, cols)]
             segs += [[(c + 0.5, r - 0.5), (c + 0.5, r + 0.5)] for r, c in zip(rows, cols)]
-            ax.add_collection(LineCollection(segs, colors="white", linewidths=min(1.0, cell * 4)))
+            lines = ax.add_collection(LineCollection(segs, colors="white", linewidths=min(1.0, cell * 4)))
+            self.dynamic.append(lines)  # drawn over the image
         # axis numbers for small plain grids: rows and columns of the drawn dimensions
         if len(grid.dims) in (1, 2) and w <= 24 and h <= 24:
             fs = max(4, min(7, cell * 72 * 0.4))
@@ -779,7 +878,9 @@ class _Panel:
             n0, n2 = grid.shape[grid.dims[0]], grid.shape[grid.dims[2]]
             if n0 <= 16:
                 for s in range(n0):
-                    ax.text(s * (n2 + 1) + (n2 - 1) / 2, h - 0.5 + 0.2, f"{grid.dims[0]}={s}", ha="center",
+                    parts = [str(s) if d == grid.dims[0] else ":" if d in grid.dims else str(grid.fixed[d])
+                             for d in range(grid.rank)]
+                    ax.text(s * (n2 + 1) + (n2 - 1) / 2, h - 0.5 + 0.15, f"[{','.join(parts)}]", ha="center",
                             va="top", fontsize=6, color="#555555")
         self.texts = {}
         if ok.sum() and len(pos) <= TEXT_CELLS and max(h, w) <= TEXT_SIDE:
@@ -789,6 +890,7 @@ class _Panel:
                     v = value[tuple(i)] if value.ndim else value
                     self.texts[tuple(int(x) for x in p)] = ax.text(c, r, _cell_text(v), ha="center", va="center",
                                                                    fontsize=fs)
+        self.dynamic += list(self.texts.values())
         self.visit = None
         if is_domain and len(anim.frames) > 1:
             visit = np.full((h, w), np.iinfo(np.int64).max, np.int64)
@@ -799,7 +901,6 @@ class _Panel:
             self.visit = visit
         self.done = _rgb(ROLES["done"][0])
         self.colours = {r: _rgb(c) for r, (c, _) in ROLES.items()}
-        self.values_shown = None
 
     def show(self, frame):
         rgba = self.base.copy()

@@ -1,11 +1,22 @@
 """Scalar code for fused loops: one emitter per element-wise opcode.
 
 An emitter turns an instruction and its operands' expressions into a Numba-compilable
-expression for one element (``"fmax(a, b)"``).  The fused-loop generators (CPU and CUDA)
-wrap it: the value is cast to its carrier type (``np.int32(...)``: integers wrap there)
-and, for floats narrower than f32, rounded to their format.  Helpers it calls live in
-``scalar_lib``.  ``EMITTERS`` is keyed by HLO opcode; an element-wise op without an
-emitter is not fused and needs a kernel of its own.
+expression for one element (``"fmax(t0, t1)"``).  The fused-loop generators (CPU and CUDA)
+wrap it with ``finish``: the value is cast to its carrier type (``np.int32(...)``: integers
+wrap there) and, for floats narrower than f32, rounded to their format.  Helpers it calls
+live in ``scalar_lib``.  ``EMITTERS`` is keyed by HLO opcode; an element-wise op without an
+emitter, or one whose ``accepts(inst)`` says no (complex ``tan``, say), is not fused and
+runs the kernel of ``executors/cpu/elementwise.py``.
+
+What each expression computes is the reference's formula (``ops/elementwise.py``), in the
+carrier types:
+
+- integers in their own type; Numba widens integer arithmetic to 64 bits and the carrier
+  cast truncates, which is two's-complement wrap-around;
+- f32 and f64 in themselves (for + - * / sqrt the result equals the reference's "compute in
+  f64, round once"); narrow floats (bf16, f16, f8) in f32, rounded after every op as the
+  reference rounds (f64 -> f32 -> narrow, as ml_dtypes converts; f16 directly);
+- complex in complex128 (c64 results are rounded by the carrier cast), except power.
 """
 import numpy as np
 
@@ -16,10 +27,19 @@ EMITTERS = {}
 #: XLA type -> the NumPy type name a fused loop computes it in
 _CARRIER = {"pred": "np.bool_", "s8": "np.int8", "s16": "np.int16", "s32": "np.int32", "s64": "np.int64",
             "u8": "np.uint8", "u16": "np.uint16", "u32": "np.uint32", "u64": "np.uint64",
-            "f32": "np.float32", "f64": "np.float64", "c64": "np.complex64", "c128": "np.complex128",
-            "f16": "np.float32", "bf16": "np.float32", "f8e4m3fn": "np.float32", "f8e5m2": "np.float32"}
+            "s4": "np.int8", "s2": "np.int8", "u4": "np.uint8", "u2": "np.uint8",
+            "f32": "np.float32", "f64": "np.float64", "c64": "np.complex64", "c128": "np.complex128"}
 #: floats carried as f32 and rounded after each op: (exponent bits, mantissa bits)
-NARROW_FLOATS = {"f16": (5, 10), "bf16": (8, 7), "f8e5m2": (5, 2), "f8e4m3fn": (4, 3)}
+NARROW_FLOATS = {"f16": (5, 10), "bf16": (8, 7), "f8e5m2": (5, 2), "f8e4m3fn": (4, 3), "f8e4m3": (4, 3),
+                 "f8e3m4": (3, 4), "f8e4m3fnuz": (4, 3), "f8e5m2fnuz": (5, 2), "f8e4m3b11fnuz": (4, 3)}
+#: narrow float -> the scalar_lib function rounding an f32 to it
+_ROUND = {t: "round_" + t for t in NARROW_FLOATS}
+#: IEEE-style narrow formats (bias 2^(e-1)-1): their NaN and Inf bit patterns (reduce-precision)
+_IEEE_BITS = {"f16": (0x7E00, 0x7C00, True), "bf16": (0x7FC0, 0x7F80, True), "f8e5m2": (0x7E, 0x7C, True),
+              "f8e4m3": (0x7C, 0x78, True), "f8e3m4": (0x78, 0x70, True), "f8e4m3fn": (0x7F, 0x7F, False)}
+_SUB_BYTE = {"s4", "s2", "u4", "u2"}
+for _t in NARROW_FLOATS:
+    _CARRIER[_t] = "np.float32"
 
 
 def carrier(t):
@@ -45,7 +65,9 @@ def emitter(*opcodes):
 
 
 def can_emit(inst):
-    if inst.opcode not in EMITTERS:
+    if inst.opcode not in EMITTERS or not inst.shape.is_array:
+        return False
+    if not all(o.shape.is_array for o in inst.operands):
         return False
     types = [inst.shape.element_type] + [o.shape.element_type for o in inst.operands]
     if not all(supported_type(t) for t in types):
@@ -55,33 +77,84 @@ def can_emit(inst):
 
 
 def finish(expr, t):
-    """Cast ``expr`` to the carrier of type ``t`` (rounding narrow floats)."""
+    """Cast ``expr`` to the carrier of type ``t`` (rounding narrow floats, wrapping sub-byte
+    integers)."""
     c = _CARRIER[t]
     if t in NARROW_FLOATS:
-        e, m = NARROW_FLOATS[t]
-        if t == "f8e4m3fn":
-            return f"np.float32(round_to_e4m3fn(np.float64({expr})))"
-        return f"np.float32(round_to(np.float64({expr}), {e}, {m}))"
+        return f"{_ROUND[t]}(np.float32({expr}))"
+    if t in _SUB_BYTE:
+        wrap = "wrap_signed" if t[0] == "s" else "wrap_unsigned"
+        return f"{c}({wrap}(np.int64({expr}), {dtypes.bit_width(t)}))"
     return f"{c}({expr})"
 
 
+# -- type helpers ------------------------------------------------------------------------------
+
 def _t(inst):
     return inst.shape.element_type
+
+
+def _ot(inst, k=0):
+    return inst.operands[k].shape.element_type
 
 
 def _is_int(t):
     return t in dtypes.INTEGRAL
 
 
+def _is_signed(t):
+    return t in dtypes.SIGNED
+
+
 def _is_float(t):
     return t in dtypes.FLOATING
 
 
-# -- a first set; the element-wise family's emitters complete it (emit_elementwise.py) ------
+def _is_complex(t):
+    return t in dtypes.COMPLEX
+
+
+def _f32ish(t):
+    """Computed in f32 (f32 itself and the narrow floats)."""
+    return t == "f32" or t in NARROW_FLOATS
+
+
+def _k(t, v):
+    """A constant ``v`` in the carrier of ``t``."""
+    return f"{_CARRIER[t]}({v})"
+
+
+def _mask(t):
+    return (1 << dtypes.bit_width(t)) - 1
+
+
+def _bits(t, x):
+    """The n-bit pattern of integer ``x`` as a uint64."""
+    return f"(np.uint64({x}) & np.uint64({_mask(t)}))"
+
+
+def _as_signed(t, x):
+    """The n bits of ``x`` read as a signed number, as an int64."""
+    n = dtypes.bit_width(t)
+    if t in _SUB_BYTE:
+        return f"wrap_signed(np.int64({x}), {n})"
+    return f"np.int64(np.int{n}({x}))"
+
+
+def _wide(t, x):
+    """Complex operands are computed in complex128."""
+    return f"np.complex128({x})" if _is_complex(t) else x
+
+
+def _not_complex(inst):
+    return not any(_is_complex(t) for t in [_t(inst)] + [o.shape.element_type for o in inst.operands])
+
+
+# -- arithmetic ---------------------------------------------------------------------------------
 
 @emitter("add")
 def _add(inst, a, b):
-    return f"{a} + {b}" if _t(inst) != "pred" else f"{a} or {b}"
+    return f"({a} or {b})" if _t(inst) == "pred" else f"{a} + {b}"
 
 
 @emitter("subtract")
@@ -91,43 +164,304 @@ def _sub(inst, a, b):
 
 @emitter("multiply")
 def _mul(inst, a, b):
-    return f"{a} * {b}" if _t(inst) != "pred" else f"{a} and {b}"
+    t = _t(inst)
+    if t == "pred":
+        return f"({a} and {b})"
+    return f"{_wide(t, a)} * {_wide(t, b)}"
+
+
+@emitter("divide")
+def _div(inst, a, b):
+    t = _t(inst)
+    if _is_signed(t):
+        return f"int_div(np.int64({a}), np.int64({b}))"
+    if _is_int(t):
+        return f"uint_div(np.uint64({a}), np.uint64({b}), np.uint64({_mask(t)}))"
+    if _is_complex(t):
+        return f"cdiv({_wide(t, a)}, {_wide(t, b)})"
+    return f"{a} / {b}"
+
+
+@emitter("remainder")
+def _rem(inst, a, b):
+    t = _t(inst)
+    if _is_signed(t):
+        return f"int_rem(np.int64({a}), np.int64({b}))"
+    if _is_int(t):
+        return f"uint_rem(np.uint64({a}), np.uint64({b}))"
+    return f"np.fmod({a}, {b})"
 
 
 @emitter("negate")
 def _neg(inst, a):
-    return f"-{a}" if not _t(inst).startswith("u") else f"{carrier(_t(inst))}(0) - {a}"
+    t = _t(inst)
+    if _is_int(t) and not _is_signed(t):
+        return f"np.uint64(0) - np.uint64({a})"
+    if _is_int(t):
+        return f"-np.int64({a})"
+    return f"-{a}"
+
+
+@emitter("abs")
+def _abs(inst, a):
+    t = _ot(inst)
+    if _is_complex(t):
+        return f"cabs({_wide(t, a)})"
+    if _is_int(t):
+        return f"abs(np.int64({a}))"
+    return f"abs({a})"
+
+
+@emitter("sign")
+def _sign(inst, a):
+    t = _t(inst)
+    if _is_complex(t):
+        return f"csign({_wide(t, a)})"
+    if _is_int(t):
+        return f"np.int64(1 if {a} > 0 else 0) - np.int64(1 if {a} < 0 else 0)"
+    return f"fsign({a})"
 
 
 @emitter("maximum")
 def _max(inst, a, b):
-    return f"fmax({a}, {b})" if _is_float(_t(inst)) else f"max({a}, {b})"
+    t = _t(inst)
+    if t == "pred":
+        return f"({a} or {b})"
+    if _is_complex(t):
+        return f"cmax({a}, {b})"
+    return f"fmax({a}, {b})" if _is_float(t) else f"max({a}, {b})"
 
 
 @emitter("minimum")
 def _min(inst, a, b):
-    return f"fmin({a}, {b})" if _is_float(_t(inst)) else f"min({a}, {b})"
+    t = _t(inst)
+    if t == "pred":
+        return f"({a} and {b})"
+    if _is_complex(t):
+        return f"cmin({a}, {b})"
+    return f"fmin({a}, {b})" if _is_float(t) else f"min({a}, {b})"
+
+
+@emitter("power")
+def _pow(inst, a, b):
+    t = _t(inst)
+    n = dtypes.bit_width(t) if _is_int(t) else 0
+    if _is_signed(t):
+        return f"int_pow(np.int64({a}), {_bits(t, b)}, {n}, np.int64(1), np.int64(-1))"
+    if _is_int(t):
+        return f"int_pow(np.uint64({a}), {_bits(t, b)}, {n}, np.uint64(1), np.uint64({_mask(t)}))"
+    if _is_complex(t):  # XLA computes it in the operands' precision
+        f = "np.float32" if t == "c64" else "np.float64"
+        return f"cpow({a}, {b}, {f}(0.5), {f}(1.0))"
+    return f"math.pow({a}, {b})"
+
+
+@emitter("atan2")
+def _atan2(inst, a, b):
+    return f"math.atan2({a}, {b})"
+
+
+_atan2.accepts = _not_complex
+
+
+@emitter("complex")
+def _complex(inst, a, b):
+    return f"complex({a}, {b})"
+
+
+# -- bits --------------------------------------------------------------------------------------
+
+@emitter("and")
+def _and(inst, a, b):
+    return f"({a} and {b})" if _t(inst) == "pred" else f"{a} & {b}"
+
+
+@emitter("or")
+def _or(inst, a, b):
+    return f"({a} or {b})" if _t(inst) == "pred" else f"{a} | {b}"
+
+
+@emitter("xor")
+def _xor(inst, a, b):
+    return f"({a} != {b})" if _t(inst) == "pred" else f"{a} ^ {b}"
+
+
+@emitter("not")
+def _not(inst, a):
+    return f"(not {a})" if _t(inst) == "pred" else f"~{a}"
+
+
+@emitter("shift-left")
+def _shl(inst, a, b):
+    t = _t(inst)
+    return f"shift_left({a}, {_bits(t, b)}, {dtypes.bit_width(t)})"
+
+
+@emitter("shift-right-logical")
+def _shrl(inst, a, b):
+    t = _t(inst)
+    return f"shift_right_logical({_bits(t, a)}, {_bits(t, b)}, {dtypes.bit_width(t)})"
+
+
+@emitter("shift-right-arithmetic")
+def _shra(inst, a, b):
+    t = _t(inst)
+    return f"shift_right_arithmetic({_as_signed(t, a)}, {_bits(t, b)}, {dtypes.bit_width(t)})"
+
+
+@emitter("count-leading-zeros")
+def _clz(inst, a):
+    t = _t(inst)
+    return f"count_leading_zeros({_bits(t, a)}, {dtypes.bit_width(t)})"
+
+
+@emitter("popcnt")
+def _popcnt(inst, a):
+    return f"popcount({_bits(_t(inst), a)})"
+
+
+# -- comparison, selection ----------------------------------------------------------------------
+
+_OPS = {"EQ": "==", "NE": "!=", "GE": ">=", "GT": ">", "LE": "<=", "LT": "<"}
+
+
+def _total_key(t, x):
+    return f"total_order_key64({x})" if t in ("f64", "c128") else f"total_order_key32({x})"
+
+
+@emitter("compare")
+def _compare(inst, a, b):
+    t = _ot(inst)
+    direction = inst.attrs["comparison_direction"]
+    total = inst.attrs.get("compare_type") == "TOTALORDER" and (_is_float(t) or _is_complex(t))
+    op = _OPS[direction]
+    if _is_complex(t):
+        parts = [f"{a}.real", f"{b}.real", f"{a}.imag", f"{b}.imag"]
+        if total:
+            parts = [_total_key(t, p) for p in parts]
+        xr, yr, xi, yi = parts
+        if direction in ("EQ", "NE"):
+            equal = f"({xr} == {yr} and {xi} == {yi})"
+            return equal if direction == "EQ" else f"(not {equal})"
+        strict = _OPS[direction[0] + "T"]
+        return f"({xr} {strict} {yr} or ({xr} == {yr} and {xi} {op} {yi}))"
+    if total:
+        return f"{_total_key(t, a)} {op} {_total_key(t, b)}"
+    return f"{a} {op} {b}"
 
 
 @emitter("select")
 def _select(inst, p, a, b):
-    return f"{a} if {p} else {b}"
+    return f"({a} if {p} else {b})"
 
 
-@emitter("exponential")
-def _exp(inst, a):
-    return f"math.exp({a})"
+@emitter("clamp")
+def _clamp(inst, lo, x, hi):
+    t = _t(inst)
+    if t == "pred":
+        return f"(({lo} or {x}) and {hi})"
+    if _is_complex(t):
+        return f"cmin(cmax({lo}, {x}), {hi})"
+    if _is_float(t):
+        return f"fmin(fmax({lo}, {x}), {hi})"
+    return f"min(max({lo}, {x}), {hi})"
 
 
-@emitter("tanh")
-def _tanh(inst, a):
-    return f"math.tanh({a})"
+# -- conversions ---------------------------------------------------------------------------------
+
+@emitter("convert")
+def _convert(inst, a):
+    src, dst = _ot(inst), _t(inst)
+    if src == dst:
+        return a
+    if dst == "pred":
+        return f"({a} != 0)"
+    if _is_complex(src) and not _is_complex(dst):
+        a, src = f"{a}.real", dtypes.complex_component(src)
+    if src == "pred":
+        return f"(1 if {a} else 0)"
+    if _is_float(src) and _is_int(dst):
+        if dst == "u64":
+            return f"float_to_uint64({a})"
+        n = dtypes.bit_width(dst)
+        upper = 2.0 ** (n - 1) if _is_signed(dst) else 2.0 ** n
+        lower = -upper if _is_signed(dst) else 0.0
+        hi = (1 << (n - 1)) - 1 if _is_signed(dst) else (1 << n) - 1
+        lo = -(1 << (n - 1)) if _is_signed(dst) else 0
+        return f"float_to_int({a}, {lower!r}, {upper!r}, np.int64({lo}), np.int64({hi}))"
+    if dst == "f16" and src in ("f64", "c128"):
+        return f"round_f16_f64({a})"     # NumPy rounds f64 -> f16 directly (ml_dtypes: via f32)
+    if _is_int(src) and _is_int(dst):
+        return f"np.int64({a})" if _is_signed(src) else f"np.uint64({a})"
+    return a
 
 
-@emitter("sqrt")
-def _sqrt(inst, a):
-    return f"math.sqrt({a})" if _is_float(_t(inst)) else f"cmath.sqrt({a})"
+@emitter("reduce-precision")
+def _reduce_precision(inst, a):
+    t = _t(inst)
+    e, m = inst.attrs["exponent_bits"], inst.attrs["mantissa_bits"]
+    if t == "f32":
+        return f"reduce_precision_f32({a}, {e}, {m})"
+    if t == "f64":
+        return f"reduce_precision_f64({a}, {e}, {m})"
+    src_e, src_m = NARROW_FLOATS[t]
+    nan_bits, inf_bits, has_inf = _IEEE_BITS[t]
+    return f"reduce_precision_narrow({a}, {e}, {m}, {src_e}, {src_m}, {nan_bits}, {inf_bits}, {has_inf})"
 
 
-_sqrt.accepts = lambda inst: _is_float(_t(inst))
-_exp.accepts = _tanh.accepts = _sqrt.accepts
+_reduce_precision.accepts = lambda inst: _t(inst) in ("f32", "f64") or _t(inst) in _IEEE_BITS
+
+
+# -- unary float functions -------------------------------------------------------------------------
+
+def _float_fn(f32_fn, f64_fn, complex_fn=None):
+    """An emitter calling ``f32_fn`` for f32 and narrow floats, ``f64_fn`` for f64 and
+    ``complex_fn`` (on complex128) for complex; no complex_fn: complex is not fused."""
+    def emit(inst, a):
+        t = _ot(inst)
+        if _is_complex(t):
+            return f"{complex_fn}({_wide(t, a)})"
+        return f"{f32_fn if _f32ish(t) else f64_fn}({a})"
+    if complex_fn is None:
+        emit.accepts = _not_complex
+    return emit
+
+
+for _op, _fns in {
+        "exponential": ("exp_f32", "math.exp", "cexp"),
+        "exponential-minus-one": ("math.expm1", "math.expm1", "cexpm1"),
+        "log": ("log_f32", "math.log", "clog"),
+        "log-plus-one": ("math.log1p", "math.log1p", "clog1p"),
+        "sqrt": ("math.sqrt", "math.sqrt", "csqrt"),
+        "cbrt": ("np.cbrt", "np.cbrt"),
+        "sine": ("math.sin", "math.sin", "csin"),
+        "cosine": ("math.cos", "math.cos", "ccos"),
+        "tan": ("math.tan", "math.tan"),
+        "tanh": ("tanh_f32", "math.tanh"),
+        "logistic": ("logistic_f32", "logistic_f64", "clogistic"),
+        "erf": ("math.erf", "math.erf"),
+        "floor": ("np.floor", "np.floor"),
+        "ceil": ("np.ceil", "np.ceil"),
+        "round-nearest-even": ("np.rint", "np.rint"),
+        "round-nearest-afz": ("round_afz", "round_afz"),
+        "is-finite": ("math.isfinite", "math.isfinite")}.items():
+    emitter(_op)(_float_fn(*_fns))
+
+
+@emitter("rsqrt")
+def _rsqrt(inst, a):
+    one = "np.float32(1.0)" if _f32ish(_ot(inst)) else "1.0"
+    return f"{one} / math.sqrt({a})"
+
+
+_rsqrt.accepts = _not_complex
+
+
+@emitter("real")
+def _real(inst, a):
+    return f"{a}.real" if _is_complex(_ot(inst)) else a
+
+
+@emitter("imag")
+def _imag(inst, a):
+    return f"{a}.imag" if _is_complex(_ot(inst)) else _k(_t(inst), 0)

@@ -18,13 +18,15 @@ _NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng
 def fusible(inst):
     if inst.opcode in _NOT_FUSED or not inst.shape.is_array:
         return False
+    from .emit import can_emit, supported_type  # an element-wise op is fused when a loop can compute it
+    if not supported_type(inst.shape.element_type):   # no carrier type (f4e2m1fn, ...)
+        return False
     if inst.opcode == "constant":
         return inst.shape.rank == 0
     if inst.opcode in _INDEX_OPS:
         return True
     if inst.opcode not in registry.CATEGORIES["elementwise"]:
         return False
-    from .emit import can_emit  # an element-wise op is fused when a loop can compute it
     return all(o.shape.is_array for o in inst.operands) and can_emit(inst)
 
 

@@ -1,10 +1,26 @@
 """Scalar functions of XLA's element-wise ops, for Numba (CPU loops and CUDA kernels alike).
 
 Each is a plain function jitted with ``@njit`` at module level (call ``.py_func`` to step
-through it in Python).  Generated fused loops call them; Numba inlines them.  They follow
-the NumPy reference exactly (integers bit for bit), and the reference's tests compare
-them.  Floats narrower than f32 (bf16, f16, f8) are carried as f32 and rounded to their
-format after every op (``round_to``), as XLA:CPU computes them in f32.
+through it in Python).  Generated fused loops call them (``emit.py`` writes the calls) and
+LLVM inlines them.  They follow the NumPy reference (``ops/elementwise.py``): integers and
+predicates bit for bit, conversions and rounding bit for bit, float arithmetic within the
+corpus tolerances.
+
+Conventions:
+
+- integers arrive in their own type; Numba computes integer expressions in 64 bits and the
+  loop's cast to the result type (``np.int8(...)``) wraps them, as two's complement does;
+- floats narrower than f32 (bf16, f16, f8) are carried as f32 and rounded to their format
+  after every op (``round_bf16`` ...), exactly as the reference rounds them (ml_dtypes goes
+  through f32; f16 from f64 rounds directly: ``round_f16_f64``);
+- the f32 ``exp``/``log``/``tanh``/``logistic`` are polynomial versions without branches
+  (selects only), so that a loop calling them vectorises; they are within 2 ulp of the
+  correctly rounded result (``tests/test_numba_elementwise.py`` sweeps them) and handle
+  NaN, +-Inf, overflow and underflow like the C library.  f64 uses ``math``;
+- complex numbers are computed in complex128 (the reference's precision), except power,
+  which XLA computes in the operands' precision.
+
+Bit patterns are read with ``np.float32(x).view(np.uint32)`` (a no-op on the machine).
 """
 import math
 
@@ -13,8 +29,8 @@ from numba import njit
 
 _opts = dict(cache=True, nogil=True)
 
-
 # -- index helpers ----------------------------------------------------------------------------
+
 
 @njit(**_opts)
 def bcast_index(i, out_dims, strides):
@@ -35,32 +51,38 @@ def coordinate(i, inner, size):
     return (i // inner) % size
 
 
-# -- integer arithmetic with XLA's edge cases --------------------------------------------------
+# -- integers -----------------------------------------------------------------------------------
+# Division and remainder truncate toward zero (C), with XLA's answers where C has none.
 
 @njit(**_opts)
-def int_div(a, b, int_min):
-    """x / 0 = -1 (all bits set); INT_MIN / -1 = INT_MIN; otherwise truncation toward zero."""
+def int_div(a, b):
+    """Signed a / b: x / 0 = -1; INT_MIN / -1 = INT_MIN (``-a`` wraps); else toward zero."""
     if b == 0:
         return -1
-    if b == -1 and a == int_min:
-        return a
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
+    if b == -1:
+        return -a
+    q = a // b                       # Numba's // floors, like Python's
+    if q < 0 and q * b != a:
+        q += 1
+    return q
 
 
 @njit(**_opts)
-def int_rem(a, b, int_min):
-    """x % 0 = x; INT_MIN % -1 = 0; otherwise the sign of the dividend."""
+def int_rem(a, b):
+    """Signed a % b with the sign of a: x % 0 = x; INT_MIN % -1 = 0."""
     if b == 0:
         return a
-    if b == -1 and a == int_min:
+    if b == -1:
         return 0
-    r = abs(a) % abs(b)
-    return r if a >= 0 else -r
+    r = a % b                        # Python's %: the sign of b
+    if r != 0 and (r < 0) != (a < 0):
+        r -= b
+    return r
 
 
 @njit(**_opts)
 def uint_div(a, b, all_ones):
+    """Unsigned a / b: x / 0 = all bits set."""
     if b == 0:
         return all_ones
     return a // b
@@ -68,58 +90,601 @@ def uint_div(a, b, all_ones):
 
 @njit(**_opts)
 def uint_rem(a, b):
+    """Unsigned a % b: x % 0 = x."""
     if b == 0:
         return a
     return a % b
 
 
-# -- floats ---------------------------------------------------------------------------------
+@njit(**_opts)
+def shift_left(a, amount, n):
+    """a << amount; ``amount`` is the shift read as an n-bit unsigned number (uint64): >= n
+    shifts every bit out."""
+    s = np.int64(amount) if amount < n else np.int64(0)
+    r = a << s
+    return r if amount < n else r ^ r
+
+
+@njit(**_opts)
+def shift_right_logical(u, amount, n):
+    """``u`` is the operand's bits as an unsigned number of its width."""
+    s = np.int64(amount) if amount < n else np.int64(0)
+    r = u >> s
+    return r if amount < n else r ^ r
+
+
+@njit(**_opts)
+def shift_right_arithmetic(s, amount, n):
+    """``s`` is the operand's bits as a signed number of its width: the top bit is copied
+    in (on unsigned types too); amounts >= n give the sign fill."""
+    k = np.int64(amount) if amount < n else np.int64(n - 1)
+    return s >> k
+
+
+@njit(**_opts)
+def int_pow(base, e, n, one, all_ones):
+    """XLA's integer power: six squarings, so only the exponent's low 6 bits count; an
+    exponent with its top bit set (``e`` holds the n exponent bits as uint64) gives 0 unless
+    the base is 1 or all bits set (-1).  Products wrap (the loop's cast truncates)."""
+    acc = one
+    sq = base
+    bits = e
+    for _ in range(6):
+        acc = acc * sq if bits & np.uint64(1) else acc
+        sq = sq * sq
+        bits = bits >> np.uint64(1)
+    negative = (e >> np.uint64(n - 1)) & np.uint64(1)
+    unit = base == one or base == all_ones
+    return acc if (negative == 0 or unit) else acc ^ acc
+
+
+@njit(**_opts)
+def count_leading_zeros(u, n):
+    """Leading zero bits of the n-bit pattern ``u`` (uint64): a branch-free binary search."""
+    length = np.uint64(0)
+    for s in (32, 16, 8, 4, 2, 1):
+        high = u >> np.uint64(s)
+        has = high != 0
+        length += np.uint64(s) if has else np.uint64(0)
+        u = high if has else u
+    length += np.uint64(1) if u != 0 else np.uint64(0)
+    return np.int64(n) - np.int64(length)
+
+
+@njit(**_opts)
+def popcount(u):
+    """Bits set in the uint64 ``u`` (SWAR: sums of pairs, nibbles, bytes)."""
+    u = u - ((u >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    u = (u & np.uint64(0x3333333333333333)) + ((u >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    u = (u + (u >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((u * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@njit(**_opts)
+def wrap_signed(v, n):
+    """The n-bit two's-complement value of the int64 ``v`` (s4, s2)."""
+    m = np.int64(1) << n
+    w = v & (m - 1)
+    return w - m if w >= (m >> 1) else w
+
+
+@njit(**_opts)
+def wrap_unsigned(v, n):
+    """The n-bit unsigned value of ``v`` (u4, u2)."""
+    return np.int64(v) & ((np.int64(1) << n) - 1)
+
+
+@njit(**_opts)
+def float_to_int(x, lower, upper, lo_int, hi_int):
+    """Float -> integer as XLA:CPU converts: toward zero, saturating at the type's limits
+    (``upper`` is the first value out of range, 2^(n-1) or 2^n), NaN -> 0.  Not for u64."""
+    t = np.trunc(np.float64(x))
+    inside = t if (t < upper and t >= lower) else 0.0   # out-of-range values never reach the cast
+    r = np.int64(inside)
+    r = hi_int if t >= upper else r
+    r = lo_int if t < lower else r
+    return r
+
+
+@njit(**_opts)
+def float_to_uint64(x):
+    """Float -> u64: toward zero, saturating, NaN -> 0 (no int64 in between)."""
+    t = np.trunc(np.float64(x))
+    inside = t if t < 18446744073709551616.0 else 0.0
+    inside = inside if inside >= 0.0 else 0.0
+    r = np.uint64(inside) if t == t else np.uint64(0)
+    r = np.uint64(0xFFFFFFFFFFFFFFFF) if t >= 18446744073709551616.0 else r
+    return np.uint64(0) if t < 0.0 else r
+
+
+# -- floats ---------------------------------------------------------------------------------------
+
+@njit(**_opts)
+def signbit(x):
+    return math.copysign(1.0, x) < 0
+
 
 @njit(**_opts)
 def fmax(a, b):
     """maximum: NaN propagates; +0.0 > -0.0."""
-    if a != a:
-        return a
-    if b != b:
-        return b
-    if a == b:
-        return b if math.copysign(1.0, a) < 0 else a
-    return a if a > b else b
+    r = a if a > b else b
+    r = (b if signbit(a) else a) if a == b else r
+    r = b if b != b else r
+    return a if a != a else r
 
 
 @njit(**_opts)
 def fmin(a, b):
-    if a != a:
-        return a
-    if b != b:
-        return b
-    if a == b:
-        return a if math.copysign(1.0, a) < 0 else b
-    return a if a < b else b
+    """minimum: NaN propagates; -0.0 < +0.0."""
+    r = a if a < b else b
+    r = (a if signbit(a) else b) if a == b else r
+    r = b if b != b else r
+    return a if a != a else r
 
 
 @njit(**_opts)
-def round_to(x, exponent_bits, mantissa_bits):
-    """Round a float64 to the nearest (ties to even) value with the given exponent and
-    mantissa widths, IEEE-style (Inf on overflow, denormals kept): ReducePrecision's rule,
-    and how bf16 / f16 results are rounded."""
-    if x != x or x == 0.0 or math.isinf(x):
-        return x
-    m, e = math.frexp(x)               # x = m * 2**e, 0.5 <= |m| < 1
+def fsign(x):
+    """sign: -1, +1; +-0 and NaN are returned as they are."""
+    s = math.copysign(1.0, x)
+    return x if (x != x or x == 0) else s
+
+
+@njit(**_opts)
+def round_afz(x):
+    """Round half away from zero."""
+    r = np.trunc(x)
+    return r + math.copysign(1.0, x) if abs(x - r) >= 0.5 else r
+
+
+@njit(**_opts)
+def total_order_key32(x):
+    """f32 bits as an int32 ordered like XLA's total order (-NaN < -Inf < ... < +NaN)."""
+    s = np.float32(x).view(np.int32)
+    return s ^ np.int32(0x7FFFFFFF) if s < 0 else s
+
+
+@njit(**_opts)
+def total_order_key64(x):
+    s = np.float64(x).view(np.int64)
+    return s ^ np.int64(0x7FFFFFFFFFFFFFFF) if s < 0 else s
+
+
+# -- narrow floats: round an f32 to a format, in f32 ------------------------------------------------
+
+def _format(mantissa_bits, emin, max_value, overflow, no_negative_zero=False):
+    """round_narrow's constants for a format (computed here: Numba freezes them)."""
+    return (23 - mantissa_bits,                                       # f32 bits rounded away
+            np.float32(1.5 * 2.0 ** (emin - mantissa_bits + 23)),     # rounds at its denormal step
+            np.float32(2.0 ** emin),                                  # smallest normal
+            np.float32(max_value), np.float32(overflow), no_negative_zero)
+
+
+_F16 = _format(10, -14, 65504.0, np.inf)
+_F8E5M2 = _format(2, -14, 57344.0, np.inf)
+_F8E4M3FN = _format(3, -6, 448.0, np.nan)            # no Inf: overflow (and Inf) gives NaN
+_F8E4M3 = _format(3, -6, 240.0, np.inf)
+_F8E3M4 = _format(4, -2, 15.5, np.inf)
+_F8E4M3FNUZ = _format(3, -7, 240.0, np.nan, True)    # fnuz: no Inf, no -0
+_F8E5M2FNUZ = _format(2, -15, 57344.0, np.nan, True)
+_F8E4M3B11FNUZ = _format(3, -10, 30.0, np.nan, True)
+
+
+@njit(**_opts)
+def round_narrow(x, shift, c, min_normal, max_value, overflow, no_negative_zero):
+    """Round the f32 ``x`` to nearest even in a format whose mantissa is ``shift`` bits
+    shorter than f32's, with smallest normal ``min_normal`` (denormals kept); magnitudes
+    above ``max_value`` become ``overflow`` (Inf or NaN); NaN stays NaN.  Returns an f32."""
+    x = np.float32(x)
+    a = abs(x)
+    # normal numbers: round the f32 bits (a carry into the exponent is right)
+    u = np.int64(np.float32(a).view(np.uint32))
+    u = (u + ((np.int64(1) << (shift - 1)) - 1) + ((u >> shift) & 1)) & ~((np.int64(1) << shift) - 1)
+    normal = np.uint32(u).view(np.float32)
+    # denormals of the format are multiples of one step: adding c = 1.5 * step * 2^23 makes
+    # the f32 addition round there (the sum stays in c's binade)
+    tiny = (a + c) - c
+    r = tiny if a < min_normal else normal
+    r = overflow if r > max_value else r
+    r = np.float32(math.copysign(r, x))
+    r = abs(r) if no_negative_zero else r
+    return x if x != x else r
+
+
+@njit(**_opts)
+def round_bf16(x):
+    """f32 -> bf16 (held in an f32): round the low 16 bits away, to nearest even."""
+    x = np.float32(x)
+    u = np.int64(np.float32(x).view(np.uint32))
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    r = np.uint32(u).view(np.float32)
+    return x if x != x else r
+
+
+@njit(**_opts)
+def round_f16(x):
+    return round_narrow(x, *_F16)
+
+
+@njit(**_opts)
+def round_f8e5m2(x):
+    return round_narrow(x, *_F8E5M2)
+
+
+@njit(**_opts)
+def round_f8e4m3fn(x):
+    return round_narrow(x, *_F8E4M3FN)
+
+
+@njit(**_opts)
+def round_f8e4m3(x):
+    return round_narrow(x, *_F8E4M3)
+
+
+@njit(**_opts)
+def round_f8e3m4(x):
+    return round_narrow(x, *_F8E3M4)
+
+
+@njit(**_opts)
+def round_f8e4m3fnuz(x):
+    return round_narrow(x, *_F8E4M3FNUZ)
+
+
+@njit(**_opts)
+def round_f8e5m2fnuz(x):
+    return round_narrow(x, *_F8E5M2FNUZ)
+
+
+@njit(**_opts)
+def round_f8e4m3b11fnuz(x):
+    return round_narrow(x, *_F8E4M3B11FNUZ)
+
+
+@njit(**_opts)
+def round_f16_f64(x):
+    """f64 -> f16 directly (NumPy's conversion, no f32 in between), held in an f64."""
+    x = np.float64(x)
+    a = abs(x)
+    u = np.float64(a).view(np.int64)
+    u = (u + ((1 << 41) - 1) + ((u >> 42) & 1)) & ~((1 << 42) - 1)
+    normal = np.int64(u).view(np.float64)
+    c = 1.5 * 2.0 ** (-24 + 52)
+    tiny = (a + c) - c
+    r = tiny if a < 2.0 ** -14 else normal
+    r = np.inf if r > 65504.0 else r
+    r = math.copysign(r, x)
+    return x if x != x else r
+
+
+# -- reduce-precision: the reference's bit algorithm ---------------------------------------------
+
+@njit(**_opts)
+def reduce_precision_bits(bits, n, src_exponent, src_mantissa, exponent_bits, mantissa_bits):
+    """ReducePrecision on the n-bit pattern ``bits`` (int64) of a float with
+    ``src_exponent``/``src_mantissa`` bits: round the mantissa to nearest even, then send
+    values above the new range to Inf and below its smallest normal to zero (NaN: the
+    caller keeps the operand)."""
+    if mantissa_bits < src_mantissa:
+        shift = src_mantissa - mantissa_bits
+        last = (bits >> shift) & 1
+        bits = (bits + last + (np.int64(1) << (shift - 1)) - 1) & ~((np.int64(1) << shift) - 1)
+    if exponent_bits < src_exponent:
+        exponent_mask = ((np.int64(1) << src_exponent) - 1) << src_mantissa
+        sign = bits & (np.int64(1) << (n - 1))
+        src_bias = (1 << (src_exponent - 1)) - 1
+        new_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exponent_mask
+        if exponent > (np.int64(src_bias + new_bias) << src_mantissa):
+            bits = sign | exponent_mask
+        elif exponent <= (np.int64(src_bias - new_bias) << src_mantissa):
+            bits = sign
+    return bits
+
+
+@njit(**_opts)
+def reduce_precision_f32(x, exponent_bits, mantissa_bits):
+    x = np.float32(x)
+    b = np.int64(np.float32(x).view(np.uint32))
+    b = reduce_precision_bits(b, 32, 8, 23, exponent_bits, mantissa_bits) & 0xFFFFFFFF
+    r = np.uint32(b).view(np.float32)
+    return x if x != x else r
+
+
+@njit(**_opts)
+def reduce_precision_f64(x, exponent_bits, mantissa_bits):
+    x = np.float64(x)
+    b = np.float64(x).view(np.int64)
+    if exponent_bits < 11 or mantissa_bits < 52:
+        b = reduce_precision_bits(b, 64, 11, 52, exponent_bits, mantissa_bits)
+    r = np.int64(b).view(np.float64)
+    return x if x != x else r
+
+
+@njit(**_opts)
+def encode_narrow(x, exponent_bits, mantissa_bits, nan_bits, inf_bits):
+    """The bit pattern of the f32 ``x`` (exactly representable) in an IEEE-style format
+    (bias 2^(e-1)-1, denormals); ``nan_bits``/``inf_bits`` are the format's NaN and Inf
+    patterns (e4m3fn has no Inf: its NaN is given for both)."""
+    x = np.float32(x)
+    n = 1 + exponent_bits + mantissa_bits
+    sign = (np.int64(np.float32(x).view(np.uint32)) >> 31) << (n - 1)
+    a = np.float64(abs(x))
     bias = (1 << (exponent_bits - 1)) - 1
-    emin = 1 - bias                    # smallest normal exponent (value 2**emin)
-    # the unit in the last place at this magnitude (denormals share the smallest one)
-    exp = e - 1
-    if exp < emin:
-        exp = emin
-    ulp = math.ldexp(1.0, exp - mantissa_bits)
-    q = x / ulp
-    r = math.floor(q)
-    diff = q - r
-    if diff > 0.5 or (diff == 0.5 and (r % 2.0) != 0.0):
-        r += 1.0
-    y = r * ulp
-    max_value = math.ldexp(2.0 - math.ldexp(1.0, -mantissa_bits), bias)
-    if abs(y) > max_value:
-        return math.copysign(math.inf, x)
-    return y
+    if x != x:
+        return sign | nan_bits
+    if a == np.inf:
+        return sign | inf_bits
+    if a < 2.0 ** (1 - bias):        # denormal (or zero): a multiple of the smallest one
+        return sign | np.int64(a * 2.0 ** (mantissa_bits + bias - 1))
+    m, e = math.frexp(a)             # a = m 2^e, 0.5 <= m < 1
+    field = np.int64(e - 1 + bias)
+    fraction = np.int64((m * 2.0 - 1.0) * 2.0 ** mantissa_bits)
+    return sign | (field << mantissa_bits) | fraction
+
+
+@njit(**_opts)
+def decode_narrow(bits, exponent_bits, mantissa_bits, has_inf):
+    """The value of an IEEE-style n-bit pattern, as f32 (``has_inf`` False: e4m3fn, where
+    only the all-ones pattern is NaN and the top exponent holds normal numbers)."""
+    n = 1 + exponent_bits + mantissa_bits
+    bias = (1 << (exponent_bits - 1)) - 1
+    negative = (bits >> (n - 1)) & 1
+    field = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    fraction = bits & ((1 << mantissa_bits) - 1)
+    top = (1 << exponent_bits) - 1
+    if field == top and (has_inf or fraction == (1 << mantissa_bits) - 1):
+        v = np.inf if (has_inf and fraction == 0) else np.nan
+    elif field == 0:
+        v = fraction * 2.0 ** (1 - bias - mantissa_bits)
+    else:
+        v = (1.0 + fraction * 2.0 ** -mantissa_bits) * 2.0 ** (field - bias)
+    return np.float32(-v if negative else v)
+
+
+@njit(**_opts)
+def reduce_precision_narrow(x, exponent_bits, mantissa_bits, src_exponent, src_mantissa,
+                            nan_bits, inf_bits, has_inf):
+    """ReducePrecision of a narrow float carried as f32, on the narrow type's own bits."""
+    x = np.float32(x)
+    n = 1 + src_exponent + src_mantissa
+    b = encode_narrow(x, src_exponent, src_mantissa, nan_bits, inf_bits)
+    b = reduce_precision_bits(b, n, src_exponent, src_mantissa, exponent_bits, mantissa_bits)
+    r = decode_narrow(b & ((1 << n) - 1), src_exponent, src_mantissa, has_inf)
+    return x if x != x else r
+
+
+# -- f32 transcendentals without branches --------------------------------------------------------
+# Range reduction with rounding by a magic constant (1.5 * 2^23), polynomials fitted for
+# these intervals (near-minimax), scaling by 2^k built from bits.
+
+@njit(**_opts)
+def exp_f32(x):
+    """e^x for f32: x = k ln2 + r, |r| <= ln2/2, e^r = 1 + r + r^2 P(r); max error 1 ulp."""
+    x = np.float32(x)
+    xc = x if x < np.float32(89.0) else np.float32(89.0)        # e^89 overflows anyway
+    xc = xc if xc > np.float32(-104.0) else np.float32(-104.0)  # e^-104 underflows to 0
+    t = xc * np.float32(1.44269504) + np.float32(12582912.0)
+    k = np.int32(np.float32(t).view(np.uint32)) - np.int32(0x4B400000)
+    kf = t - np.float32(12582912.0)
+    r = xc - kf * np.float32(0.693145751953125)       # ln2 in two parts: the first exact
+    r = r - kf * np.float32(1.428606765330187e-06)
+    p = np.float32(0.0013751407386735082) * r + np.float32(0.008368915878236294)
+    p = p * r + np.float32(0.04166953265666962)
+    p = p * r + np.float32(0.166665181517601)
+    p = p * r + np.float32(0.49999988079071045)
+    p = np.float32(1.0) + r + (r * r) * p
+    k1 = k >> 1                                        # 2^k in two factors: 2^k may be denormal or > max
+    s1 = np.int32((k1 + 127) << 23).view(np.float32)
+    s2 = np.int32((k - k1 + 127) << 23).view(np.float32)
+    y = (p * s1) * s2
+    return y if x == x else x
+
+
+@njit(**_opts)
+def log_f32(x):
+    """ln x for f32: x = 2^k m, m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s), s = (m-1)/(m+1),
+    = 2s + s^3 P(s^2); max error 1 ulp.  ln 0 = -Inf, ln(x<0) = NaN."""
+    x = np.float32(x)
+    small = x < np.float32(1.1754943508222875e-38)     # denormal: scale up first
+    xs = x * np.float32(8388608.0) if small else x
+    u = np.int32(np.float32(xs).view(np.uint32))
+    k = ((u - np.int32(0x3F3504F3)) >> 23)
+    m = np.int32(u - (k << 23)).view(np.float32)
+    kf = np.float32(k - 23 if small else k)
+    f = m - np.float32(1.0)
+    s = f / (np.float32(2.0) + f)
+    z = s * s
+    p = np.float32(0.298753023147583) * z + np.float32(0.3997737765312195)
+    p = p * z + np.float32(0.6666677594184875)
+    log_m = np.float32(2.0) * s + s * z * p
+    y = kf * np.float32(0.693145751953125) + (kf * np.float32(1.428606765330187e-06) + log_m)
+    y = np.float32(-np.inf) if x == 0 else y
+    y = x if x == np.float32(np.inf) else y
+    return np.float32(np.nan) if (x < 0 or x != x) else y
+
+
+@njit(**_opts)
+def tanh_f32(x):
+    """tanh for f32: an odd polynomial below 0.625, 1 - 2/(e^2|x| + 1) above; 2 ulp."""
+    x = np.float32(x)
+    a = abs(x)
+    z = x * x
+    p = np.float32(-0.005691985599696636) * z + np.float32(0.020626291632652283)
+    p = p * z + np.float32(-0.05373531952500343)
+    p = p * z + np.float32(0.13331381976604462)
+    p = p * z + np.float32(-0.3333328068256378)
+    small = x + x * z * p
+    e = exp_f32(a + a)
+    large = np.float32(1.0) - np.float32(2.0) / (e + np.float32(1.0))
+    large = np.float32(math.copysign(large, x))
+    return small if a < np.float32(0.625) else (large if a == a else x)
+
+
+@njit(**_opts)
+def logistic_f32(x):
+    """1 / (1 + e^-x) for f32."""
+    x = np.float32(x)
+    return np.float32(1.0) / (np.float32(1.0) + exp_f32(-x))
+
+
+@njit(**_opts)
+def logistic_f64(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+# -- complex (in complex128; the loop's cast narrows c64 results) ------------------------------
+
+@njit(**_opts)
+def cdiv(x, y):
+    """XLA's complex division: Smith's algorithm, with C99's recovery of infinities and zeros
+    (as the reference's ``_complex_divide``)."""
+    a, b, c, d = x.real, x.imag, y.real, y.imag
+    if abs(c) >= abs(d):
+        r = d / c
+        t = c + d * r
+        re = (a + b * r) / t
+        im = (b - a * r) / t
+    else:
+        r = c / d
+        t = c * r + d
+        re = (a * r + b) / t
+        im = (b * r - a) / t
+    if c == 0 and d == 0 and not (a != a and b != b):
+        inf_c = math.copysign(math.inf, c)
+        re = inf_c * a
+        im = inf_c * b
+    if (math.isinf(a) or math.isinf(b)) and math.isfinite(c) and math.isfinite(d):
+        ia = math.copysign(1.0 if math.isinf(a) else 0.0, a)
+        ib = math.copysign(1.0 if math.isinf(b) else 0.0, b)
+        re = math.inf * (ia * c + ib * d)
+        im = math.inf * (ib * c - ia * d)
+    if (math.isinf(c) or math.isinf(d)) and math.isfinite(a) and math.isfinite(b):
+        ic = math.copysign(1.0 if math.isinf(c) else 0.0, c)
+        id_ = math.copysign(1.0 if math.isinf(d) else 0.0, d)
+        re = 0.0 * (a * ic + b * id_)
+        im = 0.0 * (b * ic - a * id_)
+    return complex(re, im)
+
+
+@njit(**_opts)
+def cabs(x):
+    """|x|, NaN if a part is NaN (XLA; C's hypot says Inf when the other part is Inf)."""
+    a, b = x.real, x.imag
+    return math.nan if (a != a or b != b) else math.hypot(a, b)
+
+
+@njit(**_opts)
+def csign(x):
+    """x / |x| part by part, x itself at 0 (|x| as NumPy's abs: Inf beats NaN)."""
+    a, b = x.real, x.imag
+    mag = math.hypot(a, b)
+    if mag == 0:
+        return complex(a, b)
+    return complex(a / mag, b / mag)
+
+
+@njit(**_opts)
+def cexp(x):
+    """e^a (cos b + i sin b); a zero imaginary part stays zero."""
+    a, b = x.real, x.imag
+    ea = math.exp(a)
+    return complex(ea * math.cos(b), b if b == 0 else ea * math.sin(b))
+
+
+@njit(**_opts)
+def cexpm1(x):
+    a, b = x.real, x.imag
+    s = math.sin(b / 2)
+    return complex(math.expm1(a) * math.cos(b) - 2 * s * s, b if b == 0 else math.exp(a) * math.sin(b))
+
+
+@njit(**_opts)
+def clog1p(x):
+    a, b = x.real, x.imag
+    return complex(0.5 * math.log1p(a * (2 + a) + b * b), math.atan2(b, 1 + a))
+
+
+@njit(**_opts)
+def clog(x):
+    """ln|x| + i atan2(b, a); NaN + NaN i when a part is NaN (XLA:CPU).  Near |x| = 1 the
+    real part is log1p of |x|^2 - 1 (which keeps its precision)."""
+    a, b = x.real, x.imag
+    if a != a or b != b:
+        return complex(math.nan, math.nan)
+    h = math.hypot(a, b)
+    if 0.5 < h < 2.0:
+        big, small = max(abs(a), abs(b)), min(abs(a), abs(b))
+        re = 0.5 * math.log1p((big - 1) * (big + 1) + small * small)
+    else:
+        re = math.log(h)
+    return complex(re, math.atan2(b, a))
+
+
+@njit(**_opts)
+def csqrt(x):
+    """The principal square root (C99's special values); NaN + NaN i when a part is NaN."""
+    a, b = x.real, x.imag
+    if a != a or b != b:
+        return complex(math.nan, math.nan)
+    if math.isinf(b):
+        return complex(math.inf, b)
+    if a == -math.inf:
+        return complex(0.0, math.copysign(math.inf, b))
+    if a == math.inf:
+        return complex(math.inf, math.copysign(0.0, b))
+    if a == 0 and b == 0:
+        return complex(0.0, b)
+    scale = 1.0
+    if abs(a) > 1e300 or abs(b) > 1e300:     # keep |a| + |x| finite
+        a, b, scale = a * 0.25, b * 0.25, 2.0
+    t = math.sqrt((abs(a) + math.hypot(a, b)) * 0.5)
+    if a >= 0:
+        return complex(scale * t, scale * (b / (2 * t)))
+    return complex(scale * (abs(b) / (2 * t)), scale * math.copysign(t, b))
+
+
+@njit(**_opts)
+def csin(x):
+    a, b = x.real, x.imag
+    return complex(math.sin(a) * math.cosh(b), math.cos(a) * math.sinh(b))
+
+
+@njit(**_opts)
+def ccos(x):
+    a, b = x.real, x.imag
+    return complex(math.cos(a) * math.cosh(b), -math.sin(a) * math.sinh(b))
+
+
+@njit(**_opts)
+def clogistic(x):
+    return cdiv(complex(1.0, 0.0), 1 + cexp(-x))
+
+
+@njit(**_opts)
+def cpow(x, y, half, one):
+    """XLA's complex power in the operands' own precision (``half``/``one`` typed f32 or f64):
+    |x|^c e^(-d arg x) (cos q + i sin q), q = c arg x + d/2 ln|x|^2; 0^c = 1 or 0 (c >= 0)."""
+    a, b, c, d = x.real, x.imag, y.real, y.imag
+    aa_p_bb = a * a + b * b
+    angle = math.atan2(b, a)
+    coefficient = math.pow(aa_p_bb, c * half) * math.exp(-d * angle)
+    q = c * angle + d * half * math.log(aa_p_bb)
+    if aa_p_bb == 0 and d == 0 and c >= 0:
+        return complex(one if c == 0 else one - one, one - one)
+    return complex(coefficient * math.cos(q), coefficient * math.sin(q))
+
+
+@njit(**_opts)
+def lex_less(x, y):
+    """Complex order: real parts, then imaginary parts."""
+    return x.real < y.real or (x.real == y.real and x.imag < y.imag)
+
+
+@njit(**_opts)
+def cmax(x, y):
+    return y if lex_less(x, y) else x
+
+
+@njit(**_opts)
+def cmin(x, y):
+    return y if lex_less(y, x) else x

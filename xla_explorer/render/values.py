@@ -150,9 +150,10 @@ def heatmap_png(arr):
     if rgb is None:
         return None
     rows, cols = rgb.shape[:2]
-    cell = max(1, min(MAX_PIXELS[0] // rows, MAX_PIXELS[1] // cols, 12))
-    cell_w = cell if rows > 1 else max(cell, 1)
-    cell_h = cell if rows > 1 else max(cell, 8)  # a single row is drawn as a visible strip
+    # cells as large as fit (at most 12 pixels), not necessarily square; a single row
+    # is drawn as a strip at least 8 pixels high
+    cell_h = max(1, min(MAX_PIXELS[0] // rows, 12), 8 if rows == 1 else 1)
+    cell_w = max(1, min(MAX_PIXELS[1] // cols, 12))
     big = np.repeat(np.repeat(rgb, cell_h, axis=0), cell_w, axis=1)
     return encode_png(big)
 

@@ -75,8 +75,11 @@ def kernel(*opcodes, note=None):
 
 
 def launch_config(n):
-    blocks = max(1, (n + THREADS - 1) // THREADS)
-    return blocks, THREADS
+    """(blocks, threads per block) for one thread per element of ``n``.  The simulator runs
+    every thread of a block as a Python thread: it gets no more threads than elements."""
+    threads = THREADS if not simulated() else max(1, min(THREADS, n))
+    blocks = max(1, (n + threads - 1) // threads)
+    return blocks, threads
 
 
 class CudaBackend:

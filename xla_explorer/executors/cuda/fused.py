@@ -47,3 +47,10 @@ def run_group(backend, group, values):
         inputs = [backend.to_device(v).flat() for v in values]
         loop[launch_config(n)](n, out.flat(), *inputs, odims, *params)
     return out
+
+
+def compile_source(prefix, source):
+    """Import generated CUDA source (kernels and device functions) under the header above,
+    written once to the kernel cache; the kernel families build their per-type and
+    per-region kernels with it."""
+    return load_source(prefix, _HEADER + "\n" + source)

@@ -1,0 +1,118 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Build a computation op by op, then step through it
+#
+# [![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/xla-explorer/xla_explorer/main?labpath=notebooks%2Fbuilder.ipynb)
+#
+# Two widgets over the same library:
+#
+# - `BuilderWidget`: declare parameters, pick an op (every op of the registry, by
+#   family), its operands and attributes. The result shape appears as soon as the op is
+#   fully set, or the `ShapeError` that the spec's rule raises, in red. "Add" records it.
+# - `StepperWidget`: run the computation on the reference executor and walk through it
+#   one instruction at a time, with the values going in and coming out.
+#
+# The widgets know no op: shapes, errors, values and index maps all come from
+# `xla_explorer` itself.
+
+# %%
+import numpy as np
+import xla_explorer as xe
+from xla_explorer.widgets import BuilderWidget, IndexMapStepper, StepperWidget
+
+# %% [markdown]
+# ## 1. The builder
+#
+# Try it: add a parameter `f32[3,4]` named `x` and one `s32[2,1]` named `i`, choose
+# the *indexing* family and `Gather`, type `x` and `i` as operands, and fill the fields.
+# Attributes are Python literals (`[1, 4]`); a computation is the name of an op function
+# (`Add`, `Max`); a value is its name (`gather.1`).
+
+# %%
+bw = BuilderWidget("demo")
+bw
+
+# %% [markdown]
+# The widget is driven by traitlets, so the same steps can be written in code (and the
+# widget above follows along):
+
+# %%
+bw.add_parameter("f32[3,4]", "x")
+bw.add_parameter("s32[2,1]", "i")
+bw.op_name = "Gather"
+bw.operands = ["x", "i"]
+bw.attrs_text = ("offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0], "
+                 "index_vector_dim=1, slice_sizes=[1, 4]")
+print("shape:", bw.shape_text)
+
+# %% [markdown]
+# A slice wider than the operand breaks a rule of Gather: the widget shows which one,
+# with the values, and does not raise.
+
+# %%
+bw.attrs_text = bw.attrs_text.replace("slice_sizes=[1, 4]", "slice_sizes=[1, 5]")
+print("error:", bw.error)
+
+# %%
+bw.attrs_text = bw.attrs_text.replace("slice_sizes=[1, 5]", "slice_sizes=[1, 4]")
+gather = bw.add()
+bw.op_name = "Constant"
+bw.operands = []
+bw.attrs_text = "value=1.0"
+one = bw.add()
+bw.op_name = "Add"
+bw.operands = [gather.name, one.name]
+bw.attrs_text = ""
+print("shape:", bw.shape_text)
+bw.add()
+print(bw.hlo)
+
+# %% [markdown]
+# `bw.computation` is the `XlaComputation` built so far; `bw.run(...)` runs it.
+# Row index 7 is out of bounds: Gather clamps the start so that the whole slice stays
+# inside the operand, so it reads the last row.
+
+# %%
+x_val = np.arange(12, dtype=np.float32).reshape(3, 4)
+i_val = np.array([[1], [7]], dtype=np.int32)
+bw.run(x_val, i_val)
+
+# %% [markdown]
+# ## 2. Step through it
+#
+# The slider (or Play) moves from instruction to instruction in the order the entry
+# computation runs them; each step shows the HLO line, the operand values and the
+# result (big arrays are summarised: shape, min / max / mean, NaN count), and the graph
+# around the instruction.
+
+# %%
+stepper = StepperWidget(bw.computation, x_val, i_val)
+stepper
+
+# %%
+for k in range(stepper.n_steps):
+    stepper.step = k
+    print(stepper.instruction)
+print()
+print(stepper.value_text)
+
+# %% [markdown]
+# ## 3. Inside one op: its index map, step by step
+#
+# Which element of `x` does each result element of the gather read? Steps 4 to 7 read
+# the last row: their start index was clamped.
+
+# %%
+steps = IndexMapStepper(bw.computation, gather.name, x_val, i_val)
+steps.step = 4
+print(steps.access_text)
+steps

@@ -1,0 +1,68 @@
+"""Render the README's example graph: the gradient of a small MLP's loss, traced by JAX.
+
+    .venv/bin/python scripts/make_readme_graph.py [--no-values] [--out docs/images]
+
+Writes docs/images/mlp_grad_graph.svg and .png.  The graph shows every instruction of
+``jax.grad(loss)`` as XLA receives it, with shapes, and -- unless ``--no-values`` -- the
+values of one run on the NumPy reference executor (min / max / mean and a heatmap per
+node).  Needs jax and Graphviz's ``dot``.
+"""
+import argparse
+import pathlib
+import sys
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import xla_explorer as xe  # noqa: E402
+
+
+def mlp_loss(params, x, y):
+    """Mean squared error of a two-layer tanh MLP."""
+    import jax.numpy as jnp
+    (w1, b1), (w2, b2) = params
+    hidden = jnp.tanh(x @ w1 + b1)
+    prediction = hidden @ w2 + b2
+    return jnp.mean((prediction - y) ** 2)
+
+
+def example_arguments(batch=8, n_in=4, n_hidden=16, n_out=2, seed=0):
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+    params = ((rng.normal(size=(n_in, n_hidden)).astype(f32) / 2, np.zeros(n_hidden, f32)),
+              (rng.normal(size=(n_hidden, n_out)).astype(f32) / 4, np.zeros(n_out, f32)))
+    x = rng.normal(size=(batch, n_in)).astype(f32)
+    y = rng.normal(size=(batch, n_out)).astype(f32)
+    return params, x, y
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "docs" / "images"))
+    parser.add_argument("--no-values", action="store_true", help="draw shapes only, no run")
+    opts = parser.parse_args(argv)
+    import jax
+
+    params, x, y = example_arguments()
+    comp = xe.from_jax(jax.grad(mlp_loss), params, x, y)
+    flat_args = jax.tree_util.tree_leaves((params, x, y))
+    graph = None
+    if not opts.no_values:
+        try:
+            graph = comp.graph(args=flat_args, title="jax.grad(mlp_loss): values of one run")
+        except (NotImplementedError, xe.ExecutionError) as e:
+            print(f"note: running the graph failed ({e}); drawing shapes only", file=sys.stderr)
+    if graph is None:
+        graph = comp.graph(title="jax.grad(mlp_loss)")
+    out = pathlib.Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for suffix, kw in ((".svg", {}), (".png", {"dpi": 96})):
+        path = graph.save(out / f"mlp_grad_graph{suffix}", **kw)
+        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    print(graph)
+
+
+if __name__ == "__main__":
+    main()

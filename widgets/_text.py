@@ -1,0 +1,306 @@
+"""The text the widgets show, with no widget library: values, index-map steps, attributes.
+
+Everything here is presentation.  What an op means comes from the library: op functions
+and their signatures from ``xla_explorer`` (found through the registry), shapes from the
+shape rules, values from the reference executor, reads and writes from the index maps.
+"""
+import ast
+import html
+import importlib
+import inspect
+import re
+import types
+
+import numpy as np
+
+#: arrays with at most this many elements are printed in full; bigger ones are summarised
+SMALL = 64
+
+
+# -- values ----------------------------------------------------------------------------------
+
+def type_text(value):
+    """``f32[3,4]`` for an array (the library's own shape text), the class name otherwise."""
+    from xla_explorer.shapes import Shape
+    try:
+        return str(Shape.of(np.asarray(value)))
+    except Exception:  # a Token, or a dtype XLA has no name for
+        return type(value).__name__
+
+
+def summary(arr):
+    """min / max / mean (and NaN / Inf counts) of an array, one line."""
+    arr = np.asarray(arr)
+    if arr.size == 0:
+        return "empty"
+    if arr.dtype.kind == "b":
+        return f"true {int(np.count_nonzero(arr))} of {arr.size}"
+    if arr.dtype.kind in "iu":
+        return f"min {arr.min()}  max {arr.max()}  mean {arr.mean(dtype=np.float64):.4g}"
+    x = np.abs(arr) if arr.dtype.kind == "c" else arr
+    x = x.astype(np.float64)
+    nan, inf = int(np.count_nonzero(np.isnan(x))), int(np.count_nonzero(np.isinf(x)))
+    finite = x[np.isfinite(x)]
+    text = "|x| " if arr.dtype.kind == "c" else ""
+    if finite.size:
+        text += f"min {finite.min():.4g}  max {finite.max():.4g}  mean {finite.mean():.4g}"
+    else:
+        text += "no finite values"
+    if nan or inf:
+        text += f"  NaN {nan}  Inf {inf}"
+    return text
+
+
+def format_value(value, name="value", small=SMALL):
+    """``name: f32[2,2]`` and the values (a small array), or a one-line summary (a big one)."""
+    if isinstance(value, tuple):
+        lines = [f"{name}: tuple of {len(value)}"]
+        for k, v in enumerate(value):
+            lines.extend("  " + line for line in format_value(v, f"{name}[{k}]", small).splitlines())
+        return "\n".join(lines)
+    if not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
+        return f"{name}: {value!r}"
+    arr = np.asarray(value)
+    head = f"{name}: {type_text(arr)}"
+    if arr.size <= small:
+        body = np.array2string(arr, max_line_width=96, threshold=small + 1, separator=" ")
+        return head + (f" = {body}" if arr.ndim == 0 else "\n" + _indent(body))
+    return f"{head} ({arr.size} elements)  {summary(arr)}"
+
+
+def format_diff(reference, other, what="other"):
+    """How ``other`` differs from the reference value (tuples element by element)."""
+    if isinstance(reference, tuple):
+        if not isinstance(other, (tuple, list)) or len(other) != len(reference):
+            return f"{what}: not a tuple of {len(reference)} like the reference"
+        return "\n".join(format_diff(r, o, f"{what}[{k}]") for k, (r, o) in enumerate(zip(reference, other)))
+    ref, got = np.asarray(reference), np.asarray(other)
+    if ref.shape != got.shape:
+        return f"{what}: shape {got.shape} but the reference has {ref.shape}"
+    if ref.size == 0:
+        return f"{what}: empty, as the reference"
+    if ref.dtype.kind in "biu" and got.dtype.kind in "biu":
+        bad = int(np.count_nonzero(ref != got))
+        return f"{what}: {'equal to' if not bad else f'{bad} of {ref.size} elements differ from'} the reference"
+    r, g = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64), \
+        got.astype(np.complex128 if got.dtype.kind == "c" else np.float64)
+    both_nan = np.isnan(r) & np.isnan(g)
+    err = np.where(both_nan, 0.0, np.abs(r - g))
+    err = np.where(np.isnan(err), np.inf, err)
+    close = np.isclose(r, g, rtol=1e-5, atol=1e-6, equal_nan=True)
+    return (f"{what}: max |difference| {float(err.max()):.3g}; "
+            f"{int(np.count_nonzero(~close))} of {ref.size} elements outside rtol 1e-5")
+
+
+def _indent(text, by="  "):
+    return "\n".join(by + line for line in text.splitlines())
+
+
+# -- index-map steps -------------------------------------------------------------------------
+
+def _idx(index):
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+
+
+def format_access(access, operand_names=(), result_name="result", domain_name=None, detail=True):
+    """One ``Access`` of an IndexMap as text: reads, writes, clamped / skipped, and (with
+    ``detail``) the spec's intermediate indices."""
+    domain_name = domain_name or result_name
+    def operand(k):
+        return operand_names[k] if k < len(operand_names) else f"operands[{k}]"
+    lines = [f"{domain_name}{_idx(access.index)}"]
+    if access.reads:
+        reads = ", ".join(f"{operand(k)}{_idx(i)}" for k, i in access.reads)
+        lines.append(f"  reads   {reads}")
+    elif not access.writes:
+        lines.append(f"  reads   nothing ({access.source})")
+    if access.source != "operand" and access.reads:
+        lines.append(f"  source  {access.source}")
+    if access.writes:
+        lines.append("  writes  " + ", ".join(f"{result_name if j == 0 else f'{result_name}[{j}]'}{_idx(i)}"
+                                            for j, i in access.writes))
+    if access.clamped:
+        lines.append("  clamped: the start index was moved so that the whole slice stays in bounds")
+    if access.skipped:
+        lines.append("  skipped: out of bounds, this element changes nothing")
+    for key, value in (access.detail or {}).items() if detail else ():
+        lines.append(f"  {key} = {value}")
+    return "\n".join(lines)
+
+
+# -- op functions, attributes ------------------------------------------------------------------
+
+def op_function(opdef):
+    """The public function of an op (``xla_explorer.Gather``), found by its registry name."""
+    for module in ("xla_explorer.ops", "xla_explorer"):
+        fn = getattr(importlib.import_module(module), opdef.name, None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def takes_builder(fn):
+    params = list(inspect.signature(fn).parameters)
+    return bool(params) and params[0] == "builder"
+
+
+def attribute_params(fn, n_operands):
+    """The parameters of ``fn`` left after ``n_operands`` positional operands (and the
+    builder, for ops that take one): the attribute fields a builder UI shows."""
+    params = list(inspect.signature(fn).parameters.values())
+    if params and params[0].name == "builder":
+        params = params[1:]
+    out, left = [], n_operands
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            left = 0  # every remaining operand goes here
+        elif p.kind is p.VAR_KEYWORD:
+            continue
+        elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and left > 0:
+            left -= 1
+        elif p.kind is not p.POSITIONAL_ONLY:
+            out.append(p)
+    return out
+
+
+def signature_text(fn):
+    sig = inspect.signature(fn)
+    doc = (inspect.getdoc(fn) or "").strip().splitlines()
+    return f"{fn.__name__}{sig}" + (f" — {doc[0]}" if doc else "")
+
+
+#: dotted names ("gather.1", as XLA names instructions) are not Python: swapped before parsing
+_DOTTED = re.compile(r"(?<![\w.\"'])([A-Za-z_]\w*(?:\.\w+)+)")
+
+
+def _protect(text):
+    """Swap dotted names for placeholder identifiers; returns (text, {placeholder: name})."""
+    found = {}
+
+    def swap(m):
+        key = f"__name_{len(found)}__"
+        found[key] = m.group(1)
+        return key
+    return _DOTTED.sub(swap, text), found
+
+
+def _restore(text, found):
+    for key, name in found.items():
+        text = text.replace(key, name)
+    return text
+
+
+def split_attrs(text):
+    """``"a=[1, 2], b=3"`` -> ``{"a": "[1, 2]", "b": "3"}`` (the source text of each value)."""
+    text = (text or "").strip().rstrip(",")
+    if not text:
+        return {}
+    src, found = _protect(f"f({text})")
+    try:
+        call = ast.parse(src, mode="eval").body
+    except SyntaxError as e:
+        raise ValueError(f"attributes: cannot read {text!r} as keyword=value pairs ({e.msg})") from None
+    if not isinstance(call, ast.Call) or call.args or any(k.arg is None for k in call.keywords):
+        raise ValueError(f"attributes: expected keyword=value pairs, got {text!r}")
+    return {k.arg: _restore(ast.get_source_segment(src, k.value), found) for k in call.keywords}
+
+
+def parse_value(text, names=None):
+    """A Python literal (ints, lists, tuples, strings, ...), where names (op functions such as
+    ``Add``, values of the builder such as ``gather.1``) stand for those objects."""
+    names = dict(names or {})
+    src, found = _protect(text.strip())
+    names.update({key: names[name] for key, name in found.items() if name in names})
+    try:
+        node = ast.parse(src, mode="eval").body
+    except SyntaxError as e:
+        raise ValueError(f"cannot read {text!r} ({e.msg})") from None
+    return _value(node, names, text, found)
+
+
+def _value(node, names, text, found):
+    if isinstance(node, ast.Name):
+        if node.id in names:
+            return names[node.id]
+        raise ValueError(f"unknown name {found.get(node.id, node.id)!r} in {text!r} (use a literal, an op "
+                         "function such as Add, or the name of a value)")
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_value(e, names, text, found) for e in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        raise ValueError(f"cannot read {text!r}: expected a Python literal") from None
+    return _restore(value, found) if isinstance(value, str) else value
+
+
+def join_attrs(texts):
+    """``{"a": "[1, 2]"}`` -> ``"a=[1, 2]"`` (empty fields left out)."""
+    return ", ".join(f"{k}={v.strip()}" for k, v in texts.items() if v and v.strip())
+
+
+# -- graphs ----------------------------------------------------------------------------------
+
+def svg_of(graph):
+    """SVG text of whatever the renderer returned (a graphviz object or a wrapper)."""
+    if graph is None:
+        return None
+    if hasattr(graph, "_repr_mimebundle_"):
+        bundle = graph._repr_mimebundle_()
+        if isinstance(bundle, tuple):
+            bundle = bundle[0]
+        if bundle and bundle.get("image/svg+xml"):
+            return bundle["image/svg+xml"]
+    for method in ("_repr_svg_", "_repr_html_"):
+        if hasattr(graph, method):
+            out = getattr(graph, method)()
+            if out:
+                return out
+    if hasattr(graph, "pipe"):
+        return graph.pipe(format="svg").decode()
+    return None
+
+
+def highlight_svg(svg, node_id, colour="#e6550d"):
+    """The SVG with node ``node_id`` (its DOT id) glowing; unchanged if it is not there."""
+    pattern = re.compile(r'(<g id="[^"]*" class="node")(>\s*<title>' + re.escape(html.escape(node_id)) + "</title>)")
+    return pattern.sub(lambda m: f'{m.group(1)} style="filter: drop-shadow(0 0 4px {colour}) '
+                       f'drop-shadow(0 0 4px {colour})"{m.group(2)}', svg, count=1)
+
+
+def inline_svg(svg):
+    """SVG for an HTML widget: what comes before ``<svg`` (XML header, DOCTYPE) dropped."""
+    at = svg.find("<svg")
+    return svg[at:] if at >= 0 else svg
+
+
+def call_with_accepted(fn, *args, **kwargs):
+    """Call ``fn`` with the keywords its signature accepts (renderers' options differ)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn(*args, **kwargs)
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in params}
+    return fn(*args, **kwargs)
+
+
+def animate_function():
+    """``xe.animate`` when the animate package is there, else None."""
+    import xla_explorer as xe
+    fn = getattr(xe, "animate", None)
+    if callable(fn) and not isinstance(fn, types.ModuleType):
+        return fn
+    try:
+        mod = importlib.import_module("xla_explorer.animate")
+    except ImportError:
+        return None
+    fn = getattr(mod, "animate", None)
+    return fn if callable(fn) else None
+
+
+def pre(text, colour=None):
+    style = "margin:0; white-space:pre-wrap; font-family:monospace; font-size:12px"
+    if colour:
+        style += f"; color:{colour}"
+    return f"<pre style='{style}'>{html.escape(text)}</pre>"

@@ -1,0 +1,265 @@
+"""ReduceWindow, SelectAndScatter and Reduce animations.
+
+ReduceWindow and SelectAndScatter draw the operand padded and base-dilated: elements at
+``padding_low + index * base_dilation``, padding cells and dilation holes between and
+around (pale, static).  A step highlights its window there: the elements it reads, the
+padding cells and holes it covers (window dilation spaces the window's cells).
+SelectAndScatter steps through the source: the window, the element ``select`` picks and
+the result element the source value is scattered into (a collision when an earlier
+window picked the same element); the result grid shows the running values.
+"""
+import numpy as np
+
+from ..ops import registry
+from ..ops.reduction import _window_attrs
+from .core import Animator, Grid, TEXT_CELLS, _STATIC_CODES, _type, combiner_name, element, fmt_index, \
+    fmt_list, fmt_value
+
+CROPPED, PADDING, HOLE, ELEMENT = 3, 2, 1, 0
+
+
+def padded_lattice(shape, padding, base_dilations):
+    """Per dimension: (lattice, origin, codes): the (offset, step, size) of the elements in
+    the lattice, the lattice position of padded index 0, and each lattice cell's kind."""
+    lattice, origins, codes = [], [], []
+    for n, (low, high), bd in zip(shape, padding, base_dilations):
+        dilated = (n - 1) * bd + 1 if n > 0 else 0
+        padded = low + dilated + high
+        lo = min(0, low)
+        size = max(padded, low + dilated) - lo
+        origin = -lo
+        p = np.arange(size) - origin          # the padded index of each lattice cell
+        q = p - low                           # its index in the base-dilated operand
+        code = np.where((p < 0) | (p >= padded), CROPPED,
+                        np.where((q < 0) | (q >= dilated), PADDING, np.where(q % bd != 0, HOLE, ELEMENT)))
+        lattice.append((low + origin, bd, size))
+        origins.append(origin)
+        codes.append(code)
+    return lattice, origins, codes
+
+
+def padded_grid(name, value, padding, base_dilations):
+    value = np.asarray(value)
+    lattice, origins, codes = padded_lattice(value.shape, padding, base_dilations)
+    combined = np.zeros((), np.int8)
+    for c in codes:
+        combined = np.maximum.outer(combined, c.astype(np.int8))
+    static = np.zeros(combined.shape, np.int8)
+    static[combined == CROPPED] = _STATIC_CODES["cropped"]
+    static[combined == PADDING] = _STATIC_CODES["padding"]
+    static[combined == HOLE] = _STATIC_CODES["hole"]
+    grid = Grid(name, value, title=f"{name} {_type(value)}, padded" +
+                (" and dilated" if any(b > 1 for b in base_dilations) else ""),
+                lattice=lattice, static=static)
+    grid.origin = tuple(origins)
+    return grid
+
+
+def _terms(names_values, limit=6):
+    shown = names_values[:limit]
+    more = len(names_values) - len(shown)
+    return shown, more
+
+
+def _fold_text(f, init_name, init_value, cells, result_value):
+    """``result = init + a + b`` (or ``f(init, a, b)``) with names, then with values."""
+    shown, more = _terms(cells)
+    names = [init_name] + [n for n, _ in shown] + ([f"... {more} more"] if more else [])
+    values = [fmt_value(init_value)] + [fmt_value(v) for _, v in shown] + (["..."] if more else [])
+    if f in ("+", "*", "and", "or", "xor"):
+        sep = f" {f} "
+        return [f"   = {sep.join(names)}", f"   = {sep.join(values)} = {fmt_value(result_value)}"]
+    return [f"   = {f}({', '.join(names)})", f"   = {f}({', '.join(values)}) = {fmt_value(result_value)}"]
+
+
+class _Variadic(Animator):
+    def _n(self, ctx):
+        return len(ctx.operands) // 2
+
+    def operand_names(self, ctx):
+        n = self._n(ctx)
+        if n == 1:
+            return ["operand", "init_value"]
+        return [f"operands[{k}]" for k in range(n)] + [f"init_values[{k}]" for k in range(n)]
+
+    def mark_init(self, ctx, marks):
+        for name in self.names(ctx)[self._n(ctx):]:
+            marks.elem(name, (), "init")
+
+
+class ReduceWindowAnimator(_Variadic):
+    opcodes = ("reduce-window",)
+
+    def window(self, ctx):
+        a = ctx.attrs
+        return _window_attrs("ReduceWindow", np.shape(ctx.operands[0]), a["window_dimensions"],
+                             a["window_strides"], a["padding"], a.get("base_dilations"), a.get("window_dilations"))
+
+    def make_grids(self, ctx):
+        wd, ws, pad, bd, wdl = self.window(ctx)
+        n = self._n(ctx)
+        names = self.names(ctx)
+        grids = super().make_grids(ctx)
+        for k in range(n):
+            grids[k] = padded_grid(names[k], ctx.operands[k], pad, bd)
+        return grids
+
+    def mark(self, ctx, marks, a, state):
+        super().mark(ctx, marks, a, state)
+        self.mark_init(ctx, marks)
+        for name in self.names(ctx)[:self._n(ctx)]:
+            origin = marks.grids[name].origin
+            for _, padded, kind, _ in a.detail["cells"]:
+                role = {"operand": "read", "padding": "padding", "hole": "hole"}[kind]
+                marks.pos(name, [p + o for p, o in zip(padded, origin)], role)
+
+    def explain(self, ctx, a, state):
+        wd, ws, pad, bd, wdl = self.window(ctx)
+        d = a.detail
+        cells = d["cells"]
+        kinds = [c[2] for c in cells]
+        n = self._n(ctx)
+        names = self.names(ctx)
+        lines = [f"result_index    = {fmt_index(a.index)}",
+                 f"window_position = result_index * window_strides = {fmt_index(a.index)} * {fmt_list(ws)}"
+                 f" = {fmt_index(d['window_position'])}",
+                 "   (in the operand padded by " + ", ".join(f"({lo}, {hi})" for lo, hi in pad)
+                 + (f" and base-dilated by {fmt_list(bd)}" if any(b > 1 for b in bd) else "") + ")",
+                 f"window: window_dimensions = {fmt_list(wd)}" + (f", window_dilations = {fmt_list(wdl)}"
+                                                                   if any(w > 1 for w in wdl) else ""),
+                 f"   {len(cells)} cells: {kinds.count('operand')} elements, {kinds.count('padding')} padding, "
+                 f"{kinds.count('hole')} holes (padding and holes do not take part)"]
+        f = combiner_name(ctx.attrs["computation"], "computation")
+        results = ctx.results
+        res = element("result" if n == 1 else "result[0]", a.index)
+        reads0 = [c[3] for c in cells if c[2] == "operand"]
+        operand = np.asarray(ctx.operands[0])
+        lines.append(f"{res} = reduce with {f}:" if n == 1 else f"{res}, ... = reduce with {f} (variadic):")
+        lines += _fold_text(f, names[n], ctx.operands[n], [(element(names[0], i), operand[i]) for i in reads0],
+                            np.asarray(results[0])[tuple(a.index)])
+        return "\n".join(lines)
+
+
+class SelectAndScatterAnimator(Animator):
+    opcodes = ("select-and-scatter",)
+    operand_names = ("operand", "source", "init_value")
+
+    def window(self, ctx):
+        a = ctx.attrs
+        return _window_attrs("SelectAndScatter", np.shape(ctx.operands[0]), a["window_dimensions"],
+                             a["window_strides"], a["padding"])
+
+    def make_grids(self, ctx):
+        wd, ws, pad, bd, wdl = self.window(ctx)
+        grids = super().make_grids(ctx)
+        grids[0] = padded_grid("operand", ctx.operands[0], pad, bd)
+        return grids
+
+    def domain(self, ctx):
+        return "source"
+
+    def start(self, ctx):
+        state = super().start(ctx)
+        state["running"] = np.full(np.shape(ctx.operands[0]), ctx.operands[2], dtype=np.asarray(ctx.results[0]).dtype)
+        state["step"] = None
+        return state
+
+    def mark(self, ctx, marks, a, state):
+        super().mark(ctx, marks, a, state)
+        origin = marks.grids["operand"].origin
+        for _, padded, kind, _ in a.detail["cells"]:
+            if kind == "padding":
+                marks.pos("operand", [p + o for p, o in zip(padded, origin)], "padding")
+        selected = a.detail["selected"]
+        state["step"] = None
+        if selected is not None:
+            marks.elem("operand", selected, "selected")
+            if state["running"] is not None:
+                old = state["running"][selected]
+                src = np.asarray(ctx.operands[1])[tuple(a.index)]
+                try:
+                    new = np.asarray(ctx.attrs["scatter"](np.asarray(old), np.asarray(src))).astype(old.dtype)
+                    state["step"] = (old, src, new)
+                except Exception:
+                    state["running"] = None
+
+    def advance(self, ctx, a, state, step):
+        super().advance(ctx, a, state, step)
+        if state["step"] is not None:
+            state["running"][a.detail["selected"]] = state["step"][2]
+        state["step"] = None
+
+    def values(self, ctx, state):
+        r = state["running"]
+        return {"result": r.copy()} if r is not None and r.size <= TEXT_CELLS else {}
+
+    def explain(self, ctx, a, state):
+        wd, ws, pad, bd, wdl = self.window(ctx)
+        d = a.detail
+        operand = np.asarray(ctx.operands[0])
+        cells = d["cells"]
+        lines = [f"source_index    = {fmt_index(a.index)}",
+                 f"window_position = source_index * window_strides = {fmt_index(a.index)} * {fmt_list(ws)}"
+                 f" = {fmt_index(d['window_position'])}",
+                 f"   (in the operand padded by " + ", ".join(f"({lo}, {hi})" for lo, hi in pad) + ")",
+                 f"window: {len(cells)} cells, {sum(c[2] == 'operand' for c in cells)} elements"]
+        selected = d["selected"]
+        if selected is None:
+            lines.append("the window holds only padding: nothing is selected, the source value is dropped")
+            return "\n".join(lines)
+        sel = _select_name(ctx.attrs["select"])
+        lines.append(f"select ({sel}) picks {element('operand', selected)} = {fmt_value(operand[tuple(selected)])}")
+        f = combiner_name(ctx.attrs["scatter"], "scatter")
+        res, src = element("result", selected), element("source", a.index)
+        step = state.get("step")
+        if f in ("+", "*"):
+            lines.append(f"{res} = {res} {f} {src}")
+            if step:
+                lines.append(f"   = {fmt_value(step[0])} {f} {fmt_value(step[1])} = {fmt_value(step[2])}")
+        else:
+            lines.append(f"{res} = {f}({res}, {src})")
+            if step:
+                lines.append(f"   = {f}({fmt_value(step[0])}, {fmt_value(step[1])}) = {fmt_value(step[2])}")
+        earlier = state["written"].get((0, tuple(selected)))
+        if earlier is not None:
+            lines.append(f"COLLISION: {res} was already chosen at step {earlier[0] + 1} "
+                         f"(source {fmt_index(earlier[1])}); scatter combines them")
+        else:
+            lines.append(f"(every result element starts at init_value = {fmt_value(ctx.operands[2])})")
+        return "\n".join(lines)
+
+
+def _select_name(fn):
+    comp = getattr(fn, "computation", None)
+    root = getattr(comp, "root", None)
+    if root is not None and root.opcode == "compare":
+        return root.attrs.get("comparison_direction", "compare")
+    return combiner_name(fn, "select")
+
+
+class ReduceAnimator(_Variadic):
+    opcodes = ("reduce",)
+
+    def mark(self, ctx, marks, a, state):
+        super().mark(ctx, marks, a, state)
+        self.mark_init(ctx, marks)
+
+    def explain(self, ctx, a, state):
+        d = a.detail
+        n = self._n(ctx)
+        names = self.names(ctx)
+        operand = np.asarray(ctx.operands[0])
+        reads = [i for k, i in a.reads if k == 0]
+        f = combiner_name(ctx.attrs["computation"], "computation")
+        res = element("result" if n == 1 else "result[0]", a.index)
+        lines = [f"result_index = {fmt_index(a.index)}",
+                 f"dimensions reduced = {list(d['reduced_dimensions'])}, kept = {list(d['kept_dimensions'])}",
+                 f"{res} = reduce with {f} over {len(reads)} elements:"]
+        lines += _fold_text(f, names[n], ctx.operands[n], [(element(names[0], i), operand[i]) for i in reads],
+                            np.asarray(ctx.results[0])[tuple(a.index)])
+        return "\n".join(lines)
+
+
+for _animator in (ReduceWindowAnimator(), SelectAndScatterAnimator(), ReduceAnimator()):
+    for _opcode in _animator.opcodes:
+        registry.register_layer("animation", _opcode, _animator)

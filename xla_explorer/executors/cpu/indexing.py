@@ -1,0 +1,481 @@
+"""CPU kernels of the indexing family: gather and scatter.
+
+Both ops are loops over *slices*: Gather copies one slice of the operand per index vector
+(``batch`` position ``p``), Scatter combines one window of updates per scatter index.
+Everything that depends on the dimension numbers is computed once in Python (and
+cached) as int64 tables the kernels read at run time, so a kernel compiles once per
+element type, never per configuration:
+
+- index vector ``k`` of position ``p`` sits at ``((p // inner) * K + k) * inner + p % inner``
+  in the flat indices (``inner``: the product of the index dimensions after
+  ``index_vector_dim``; 1 when the index vector is last or implicit);
+- ``imap[0, k]`` is the operand stride of dimension ``start_index_map[k]`` and
+  ``imap[1, k]`` the largest valid start there (``dim - slice size``);
+- ``bmap`` (batching dimensions): position ``p``'s coordinate along a batch dimension is
+  ``(p // bmap[1, i]) % bmap[2, i]``, which moves the operand by ``bmap[0, i]``;
+- a slice / window is a strided loop nest (dims, destination strides, source strides:
+  the rows of ``sl`` / ``wl``), merged as in ``shape.plan_copy`` so that whole rows
+  are contiguous runs (the "row gather" is one run per index).
+
+Gather clamps each start into the operand (XLA); element types are moved as bits
+(``shape.words``).  Gather is parallel over (position, row of the slice).
+
+Scatter applies the updates in XLA's order (scatter index by scatter index in row-major
+order, each window whole, in row-major order) and skips a window that does not fit
+whole.  Its combiner is compiled into the kernel: the standard ones (add, multiply,
+maximum, minimum, and, or, xor, overwrite) from a table, any other element-wise region
+from its instructions with the fused loops' emitters (``emit.EMITTERS``), the generated
+source cached on disk as the fused loops are (``jit_cache.load_source``).  A region that
+cannot be compiled runs through the NumPy reference.  The parallel scatter is
+deterministic: thread ``t`` owns the result positions ``[lo_t, hi_t)`` and walks all the
+updates in order, applying only those that land in its range, so every result element
+sees its updates in exactly the reference's order, whatever the combiner.
+"""
+import functools
+import math
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from ... import dtypes
+from ...ops.indexing import (_batch_position, _index_values, _offset_operand_dims, _scatter_reference,
+                             _split_scatter_operands)
+from ..emit import EMITTERS, can_emit, carrier, carrier_dtype, finish, supported_type
+from ..jit_cache import load_source
+from ..numba_setup import PARALLEL_THRESHOLD
+from . import kernel
+from .shape import _copy_run, as_result, merge_dims, new_words, product, row_major_strides, threads, words
+
+_opts = dict(cache=True, nogil=True)
+
+
+def _indices(indices):
+    """The indices as a flat int32 or int64 array (the two types the kernels take); other
+    integer types become int64, u64 capped as the reference caps it (huge stays huge)."""
+    a = np.asarray(indices)
+    if a.dtype not in (np.int32, np.int64):
+        a = _index_values(a)
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def _table(rows, n):
+    """An int64 table of ``len(rows)`` rows and n columns."""
+    return np.array(rows, np.int64).reshape(len(rows), n)
+
+
+def _index_layout(indices_dims, index_vector_dim):
+    """``inner``: the product of the index dimensions after ``index_vector_dim``."""
+    return product(indices_dims[index_vector_dim + 1:]) if index_vector_dim < len(indices_dims) else 1
+
+
+def _batching_table(pairs, ostr, batch_sizes, index_vector_dim):
+    """bmap for (operand dim, indices dim) batching pairs: stride, divisor, size."""
+    cols = []
+    for d_operand, d_indices in pairs:
+        pos = _batch_position(d_indices, index_vector_dim)
+        cols.append((ostr[d_operand], product(batch_sizes[pos + 1:]), batch_sizes[pos]))
+    return _table([[c[i] for c in cols] for i in range(3)], len(cols))
+
+
+# =========================================================================================
+# Gather
+# =========================================================================================
+
+class GatherPlan:
+    __slots__ = ("nb", "K", "inner", "imap", "bmap", "S", "dmap", "sl", "nrows")
+
+
+@functools.lru_cache(maxsize=1024)
+def _gather_plan(odims, idims, rdims, offset_dims, collapsed_slice_dims, start_index_map, index_vector_dim,
+                 slice_sizes, operand_batching_dims, start_indices_batching_dims):
+    plan = GatherPlan()
+    ostr, rstr = row_major_strides(odims), row_major_strides(rdims)
+    batch_dims = [d for d in range(len(rdims)) if d not in offset_dims]
+    batch_sizes = [rdims[d] for d in batch_dims]
+    plan.nb = product(batch_sizes)
+    plan.K = len(start_index_map)
+    plan.inner = _index_layout(idims, index_vector_dim)
+    plan.imap = _table([[ostr[d] for d in start_index_map],
+                        [odims[d] - slice_sizes[d] for d in start_index_map]], plan.K)
+    plan.bmap = _batching_table(zip(operand_batching_dims, start_indices_batching_dims), ostr, batch_sizes,
+                                index_vector_dim)
+    # where slice p starts in the result: p * S when the offset dimensions are the last ones
+    remapped = _offset_operand_dims(len(odims), collapsed_slice_dims, operand_batching_dims)
+    slice_dims = [slice_sizes[d] for d in remapped]
+    if tuple(offset_dims) == tuple(range(len(batch_dims), len(rdims))):
+        plan.S, plan.dmap = product(slice_dims), _table([[], [], []], 0)
+    else:
+        plan.S = -1
+        plan.dmap = _table([[rstr[d] for d in batch_dims],
+                            [product(batch_sizes[j + 1:]) for j in range(len(batch_dims))], batch_sizes],
+                           len(batch_dims))
+    dims, (dstr, sstr) = merge_dims(slice_dims, [rstr[d] for d in offset_dims], [ostr[d] for d in remapped])
+    plan.sl = _table([dims, dstr, sstr], len(dims))
+    plan.nrows = product(dims[:-1])
+    return plan
+
+
+@njit(inline="always", **_opts)
+def _gather_item(w, out, src, idx, K, inner, imap, bmap, S, dmap, sl, nrows):
+    """Work item w: row ``row`` of the slice of position ``p``."""
+    if nrows == 1:
+        p = w
+        row = 0
+    else:
+        p = w // nrows
+        row = w - p * nrows
+    if inner == 1:
+        q = p
+        rr = 0
+    else:
+        q = p // inner
+        rr = p - q * inner
+    so = 0
+    for k in range(K):
+        # full_start_index[start_index_map[k]] = clamp(start_index[k], 0, dim - slice size)
+        v = np.int64(idx[uint64((q * K + k) * inner + rr)])
+        if v < 0:
+            v = 0
+        elif v > imap[1, k]:
+            v = imap[1, k]
+        so += v * imap[0, k]
+    for i in range(bmap.shape[1]):
+        so += ((p // bmap[1, i]) % bmap[2, i]) * bmap[0, i]
+    if S >= 0:
+        do = p * S
+    else:
+        do = 0
+        for j in range(dmap.shape[1]):
+            do += ((p // dmap[1, j]) % dmap[2, j]) * dmap[0, j]
+    r = sl.shape[1]
+    rem = row
+    for d in range(r - 2, -1, -1):
+        c = rem % sl[0, d]
+        rem //= sl[0, d]
+        do += c * sl[1, d]
+        so += c * sl[2, d]
+    _copy_run(out, do, sl[1, r - 1], src, so, sl[2, r - 1], 0, sl[0, r - 1])
+
+
+@njit(parallel=True, **_opts)
+def gather_par(out, src, idx, nb, K, inner, imap, bmap, S, dmap, sl, nrows):
+    """Every (position, slice row) pair, in parallel."""
+    for w in prange(nb * nrows):
+        _gather_item(w, out, src, idx, K, inner, imap, bmap, S, dmap, sl, nrows)
+
+
+@njit(**_opts)
+def gather_ser(out, src, idx, nb, K, inner, imap, bmap, S, dmap, sl, nrows):
+    for w in range(nb * nrows):
+        _gather_item(w, out, src, idx, K, inner, imap, bmap, S, dmap, sl, nrows)
+
+
+@kernel("gather")
+def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, start_index_map, index_vector_dim,
+           slice_sizes, operand_batching_dims=(), start_indices_batching_dims=(), indices_are_sorted=False):
+    n = shape.numel
+    if operand.ndim == 0:  # every result element is the scalar
+        return np.full(shape.dims, operand, shape.dtype)
+    if 0 in operand.shape or 0 in slice_sizes:  # empty slices: XLA:CPU gives zeros
+        return np.zeros(shape.dims, shape.dtype)
+    out = new_words(shape, n)
+    if n:
+        plan = _gather_plan(tuple(operand.shape), tuple(np.shape(start_indices)), tuple(shape.dims),
+                            tuple(offset_dims), tuple(collapsed_slice_dims), tuple(start_index_map),
+                            int(index_vector_dim), tuple(slice_sizes), tuple(operand_batching_dims),
+                            tuple(start_indices_batching_dims))
+        (gather_par if n >= PARALLEL_THRESHOLD else gather_ser)(
+            out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap,
+            plan.S, plan.dmap, plan.sl, plan.nrows)
+    return as_result(out, shape)
+
+
+# =========================================================================================
+# Scatter
+# =========================================================================================
+
+class ScatterPlan:
+    __slots__ = ("nsc", "K", "inner", "imap", "bmap", "W", "umap", "wl", "span")
+
+
+@functools.lru_cache(maxsize=1024)
+def _scatter_plan(odims, idims, udims, update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims,
+                  index_vector_dim, input_batching_dims, scatter_indices_batching_dims):
+    plan = ScatterPlan()
+    rank = len(odims)
+    ostr, ustr = row_major_strides(odims), row_major_strides(udims)
+    update_scatter_dims = [d for d in range(len(udims)) if d not in update_window_dims]
+    scatter_sizes = [udims[d] for d in update_scatter_dims]
+    plan.nsc = product(scatter_sizes)
+    plan.K = len(scatter_dims_to_operand_dims)
+    plan.inner = _index_layout(idims, index_vector_dim)
+    window_operand_dims = _offset_operand_dims(rank, inserted_window_dims, input_batching_dims)
+    window_size = [1] * rank
+    for d, d_input in zip(update_window_dims, window_operand_dims):
+        window_size[d_input] = udims[d]
+    # a start k is valid in [0, dim - window size]: the window fits whole
+    plan.imap = _table([[ostr[d] for d in scatter_dims_to_operand_dims],
+                        [odims[d] - window_size[d] for d in scatter_dims_to_operand_dims]], plan.K)
+    plan.bmap = _batching_table(zip(input_batching_dims, scatter_indices_batching_dims), ostr, scatter_sizes,
+                                index_vector_dim)
+    if tuple(update_window_dims) == tuple(range(len(update_scatter_dims), len(udims))):
+        plan.W, plan.umap = product(udims[d] for d in update_window_dims), _table([[], [], []], 0)
+    else:
+        plan.W = -1
+        plan.umap = _table([[ustr[d] for d in update_scatter_dims],
+                            [product(scatter_sizes[j + 1:]) for j in range(len(scatter_sizes))], scatter_sizes],
+                           len(scatter_sizes))
+    dims, (dstr, sstr) = merge_dims([udims[d] for d in update_window_dims],
+                                    [ostr[d] for d in window_operand_dims], [ustr[d] for d in update_window_dims])
+    plan.wl = _table([dims, dstr, sstr], len(dims))
+    plan.span = sum((n - 1) * s for n, s in zip(dims, dstr))
+    return plan
+
+
+# The generated scatter: {outs}/{upds} are the N result and update arrays, {combine} the
+# combiner's statements on the scalars a0.., b0.. (current values, update values).
+_SCATTER_SOURCE = '''
+@njit(cache=True, nogil=True)
+def apply(lo, hi, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
+    """Apply, in order, every update whose result position lies in [lo, hi)."""
+    r = wl.shape[1]
+    nrows = 1
+    for d in range(r - 1):
+        nrows *= wl[0, d]
+    L = wl[0, r - 1]
+    ds = wl[1, r - 1]
+    us = wl[2, r - 1]
+    for p in range(nsc):
+        q = p // inner
+        rr = p - q * inner
+        base = 0
+        fits = True
+        for k in range(K):
+            v = np.int64(idx[np.uint64((q * K + k) * inner + rr)])
+            if v < 0 or v > imap[1, k]:  # the window does not fit whole: skipped
+                fits = False
+                break
+            base += v * imap[0, k]
+        if not fits:
+            continue
+        for i in range(bmap.shape[1]):
+            base += ((p // bmap[1, i]) % bmap[2, i]) * bmap[0, i]
+        if base >= hi or base + span < lo:
+            continue
+        if W >= 0:
+            ub = p * W
+        else:
+            ub = 0
+            for j in range(umap.shape[1]):
+                ub += ((p // umap[1, j]) % umap[2, j]) * umap[0, j]
+        for row in range(nrows):
+            to = base
+            uo = ub
+            rem = row
+            for d in range(r - 2, -1, -1):
+                c = rem % wl[0, d]
+                rem //= wl[0, d]
+                to += c * wl[1, d]
+                uo += c * wl[2, d]
+            if to >= hi or to + (L - 1) * ds < lo:
+                continue
+            for j in range(L):
+                tj = to + j * ds
+                if tj >= lo and tj < hi:
+                    t = np.uint64(tj)
+                    u = np.uint64(uo + j * us)
+{combine}
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def scatter_par(nthreads, total, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
+    """Thread t owns the result positions [t * chunk, (t + 1) * chunk)."""
+    chunk = (total + nthreads - 1) // nthreads
+    for t in prange(nthreads):
+        apply(t * chunk, min(total, (t + 1) * chunk), {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl,
+              span, nsc)
+
+
+@njit(cache=True, nogil=True)
+def scatter_ser(nthreads, total, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
+    apply(0, total, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc)
+'''
+
+#: the standard combiners, by the carrier's kind: "b" pred, "i" integers, "f" floats, "c" complex
+_COMBINERS = {
+    "add": {"b": "{a} or {b}", "i": "{a} + {b}", "f": "{a} + {b}", "c": "{a} + {b}"},
+    "multiply": {"b": "{a} and {b}", "i": "{a} * {b}", "f": "{a} * {b}", "c": "{a} * {b}"},
+    "maximum": {"b": "{a} or {b}", "i": "max({a}, {b})", "f": "fmax({a}, {b})"},
+    "minimum": {"b": "{a} and {b}", "i": "min({a}, {b})", "f": "fmin({a}, {b})"},
+    "and": {"b": "{a} and {b}", "i": "{a} & {b}"},
+    "or": {"b": "{a} or {b}", "i": "{a} | {b}"},
+    "xor": {"b": "{a} != {b}", "i": "{a} ^ {b}"},
+}
+
+
+def _kind(t):
+    k = carrier_dtype(t).kind
+    return {"u": "i"}.get(k, k)
+
+
+def _literal(inst):
+    """A scalar constant as Python source."""
+    v = np.asarray(inst.attrs.get("literal"))
+    if v.shape != ():
+        return None
+    v = v[()]
+    if isinstance(v, (bool, np.bool_)):
+        return "True" if v else "False"
+    if isinstance(v, (np.integer, int)):
+        return str(int(v))
+
+    def real(x):
+        x = float(x)
+        if math.isnan(x):
+            return "math.nan"
+        if math.isinf(x):
+            return "math.inf" if x > 0 else "-math.inf"
+        return repr(x)
+    if isinstance(v, (np.complexfloating, complex)):
+        return f"complex({real(v.real)}, {real(v.imag)})"
+    return real(v)
+
+
+def _region_statements(comp, arg_names):
+    """Statements computing the region ``comp`` on scalars named ``arg_names`` (its
+    parameters in order), with the fused loops' emitters; and the names of its N results.
+    None when some instruction cannot be emitted."""
+    names = dict(zip(comp.parameters, arg_names))
+    lines = []
+    root = comp.root
+    for k, inst in enumerate(comp.instructions):
+        if inst.opcode == "parameter":
+            continue
+        if inst.opcode == "tuple" and inst is root:
+            continue
+        if not inst.shape.is_array or inst.shape.rank != 0 or not supported_type(inst.shape.element_type):
+            return None
+        if inst.opcode == "constant":
+            expr = _literal(inst)
+            if expr is None:
+                return None
+        elif can_emit(inst) and all(o in names for o in inst.operands):
+            expr = EMITTERS[inst.opcode](inst, *[names[o] for o in inst.operands])
+        else:
+            return None
+        names[inst] = f"v{k}"
+        lines.append(f"v{k} = {finish(expr, inst.shape.element_type)}")
+    results = root.operands if root.opcode == "tuple" else [root]
+    if any(r not in names for r in results):
+        return None
+    return lines, [names[r] for r in results]
+
+
+def _combine_lines(region, types):
+    """The combiner as statements on a0.. (current values) and b0.. (updates) ending in
+    stores into out0.. at t; None when it cannot be compiled.  Also whether the arrays
+    are carried as bits (overwrite: no arithmetic)."""
+    n = len(types)
+    comb = region.combiner
+    if comb == "second":
+        return [f"out{j}[t] = upd{j}[u]" for j in range(n)], True
+    if comb in _COMBINERS and n == 1:
+        t = types[0]
+        template = _COMBINERS[comb].get("b" if t == "pred" else _kind(t))
+        if template is None:
+            return None, False
+        expr = template.format(a="a0", b="b0")
+        return ["a0 = out0[t]", "b0 = upd0[u]", f"out0[t] = {finish(expr, t)}"], False
+    comp = region.computation
+    params = comp.parameters
+    if len(params) != 2 * n:
+        return None, False
+    loads = []
+    for j in range(n):
+        for side, arr, p in (("a", "out", params[j]), ("b", "upd", params[n + j])):
+            if not p.shape.is_array or p.shape.rank != 0 or not supported_type(p.shape.element_type):
+                return None, False
+            loads.append(f"{side}{j} = {carrier(p.shape.element_type)}({arr}{j}[{'t' if side == 'a' else 'u'}])")
+    body = _region_statements(comp, [f"a{j}" for j in range(n)] + [f"b{j}" for j in range(n)])
+    if body is None:
+        return None, False
+    lines, results = body
+    if len(results) != n:
+        return None, False
+    stores = [f"out{j}[t] = {finish(r, t)}" for j, (r, t) in enumerate(zip(results, types))]
+    return loads + lines + stores, False
+
+
+_generated = {}
+
+
+def _scatter_kernels(region, types):
+    """(par, ser, as_bits) for this combiner and these element types, or None."""
+    comb = region.combiner
+    key = (comb, types) if comb in _COMBINERS or comb == "second" else (id(region.computation), types)
+    hit = _generated.get(key)
+    if hit is not None and (comb is not None or hit[3] is region.computation):
+        return hit[:3]
+    lines, as_bits = _combine_lines(region, types)
+    if lines is None:
+        return None
+    from .fused import _HEADER
+    n = len(types)
+    source = _HEADER + f"\n# scatter combiner: {comb or region.computation.name} on {', '.join(types)}\n" + \
+        _SCATTER_SOURCE.format(outs=", ".join(f"out{j}" for j in range(n)),
+                               upds=", ".join(f"upd{j}" for j in range(n)),
+                               combine="\n".join(" " * 20 + line for line in lines))
+    module = load_source("scatter", source)
+    _generated[key] = (module.scatter_par, module.scatter_ser, as_bits, region.computation)
+    return _generated[key][:3]
+
+
+def _scatter_fallback(values, shape, update_computation, attrs):
+    """Run the NumPy reference with the region as a reference Region (it can then be
+    applied to whole arrays of updates at once when it is element-wise)."""
+    from ..reference import Region
+    region = Region(update_computation.computation, update_computation.ctx)
+    return _scatter_reference(*values, shape=shape, update_computation=region, **attrs)
+
+
+@kernel("scatter", note="numba (regions that are not element-wise: reference)")
+def scatter(*values, shape, update_computation, update_window_dims, inserted_window_dims,
+            scatter_dims_to_operand_dims, index_vector_dim, input_batching_dims=(), scatter_indices_batching_dims=(),
+            indices_are_sorted=False, unique_indices=False):
+    inputs, scatter_indices, updates = _split_scatter_operands(values)
+    n = len(inputs)
+    types = tuple(dtypes.from_numpy(x.dtype) for x in inputs)
+    shapes = shape.tuple_shapes if n > 1 else (shape,)
+    attrs = dict(update_window_dims=update_window_dims, inserted_window_dims=inserted_window_dims,
+                 scatter_dims_to_operand_dims=scatter_dims_to_operand_dims, index_vector_dim=index_vector_dim,
+                 input_batching_dims=input_batching_dims, scatter_indices_batching_dims=scatter_indices_batching_dims)
+    kernels = None if update_computation.combiner == "first" else _scatter_kernels(update_computation, types)
+    if kernels is None and update_computation.combiner != "first":
+        return _scatter_fallback(values, shape, update_computation, attrs)
+    total = inputs[0].size
+    nupdates = updates[0].size
+    if kernels is None or total == 0 or nupdates == 0:  # nothing changes
+        out = tuple(np.array(x, copy=True, order="C") for x in inputs)
+        return out if n > 1 else out[0]
+    par, ser, as_bits = kernels
+    if as_bits:
+        outs = [words(x).copy() for x in inputs]
+        upds = [words(u) for u in updates]
+    else:
+        outs = [np.array(x, dtype=carrier_dtype(t), order="C").reshape(-1) for x, t in zip(inputs, types)]
+        upds = [np.ascontiguousarray(u, dtype=carrier_dtype(t)).reshape(-1) for u, t in zip(updates, types)]
+    plan = _scatter_plan(tuple(inputs[0].shape), tuple(np.shape(scatter_indices)), tuple(updates[0].shape),
+                         tuple(update_window_dims), tuple(inserted_window_dims), tuple(scatter_dims_to_operand_dims),
+                         int(index_vector_dim), tuple(input_batching_dims), tuple(scatter_indices_batching_dims))
+    nthreads = threads()
+    parallel = nthreads > 1 and nupdates >= PARALLEL_THRESHOLD and total >= 2 * nthreads
+    (par if parallel else ser)(nthreads, total, *outs, _indices(scatter_indices), *upds, plan.K, plan.inner,
+                               plan.imap, plan.bmap, plan.W, plan.umap, plan.wl, plan.span, plan.nsc)
+    results = []
+    for o, s in zip(outs, shapes):
+        if as_bits:
+            results.append(as_result(o, s))
+        else:
+            results.append((o if o.dtype == s.dtype else o.astype(s.dtype)).reshape(s.dims))
+    return tuple(results) if n > 1 else results[0]
+

@@ -1,0 +1,365 @@
+"""CPU kernels of the shape family: transpose, reverse, concatenate, reshape, bitcast,
+copy, dynamic-reshape; and the strided-copy machinery the slicing and indexing kernels
+share.
+
+Data movement never computes on values, so a kernel moves *bits*: every array is viewed
+as unsigned integers of its element's width (``uint8`` for pred and s8, ``uint16`` for
+bf16/f16, ``uint32`` for f32/s32, ``uint64`` for f64/c64; c128 stays ``complex128``), and
+one compiled kernel serves every element type of a width.
+
+Most data-movement ops are one loop nest::
+
+    for every index (i0, ..., iN) of ``dims``:
+        dst[dst_base + sum(i_d * dst_strides[d])] = src[src_base + sum(i_d * src_strides[d])]
+
+with the ``dims`` and strides (in elements, negative for a reversal) computed per op in
+Python and passed as run-time int64 arrays: a transpose permutes the source strides, a
+reverse negates them, a slice multiplies them.  ``plan_copy`` first merges dimensions
+that are contiguous on both sides and drops size-1 dimensions, so a plain copy is one
+run, and a transposed copy is walked in square tiles (``_tiles``) so that both the reads
+and the writes stay within a few cache lines per tile.
+
+``broadcast`` and ``iota`` have no kernel here: the fusion plan makes every one of them a
+fused loop (a lone one is a one-member loop group), so the executor never asks for one.
+"""
+import functools
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from ... import dtypes
+from ...errors import ExecutionError
+from ..numba_setup import PARALLEL_THRESHOLD, numba
+from . import kernel
+
+numba()  # configure numba (threading layer) before the first compile
+
+_opts = dict(cache=True, nogil=True)
+
+#: element width in bytes -> the unsigned type whose bits a data-movement kernel moves
+_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
+
+
+# -- carriers ----------------------------------------------------------------------------
+
+def word_dtype(dtype):
+    return np.dtype(_WORDS[np.dtype(dtype).itemsize])
+
+
+def words(array):
+    """``array``'s elements as a flat C-contiguous array of unsigned words (a view when it can)."""
+    a = np.ascontiguousarray(array)
+    return a.reshape(-1).view(word_dtype(a.dtype))
+
+
+def new_words(shape, n=None):
+    """An uninitialised flat word array for a result of ``shape`` (n elements)."""
+    if n is None:
+        n = shape.numel
+    return np.empty(n, word_dtype(shape.dtype))
+
+
+def as_result(flat, shape):
+    """A flat word array seen as the result: ``shape``'s dtype and dims."""
+    return flat.view(shape.dtype).reshape(shape.dims)
+
+
+def threads():
+    return numba().get_num_threads()
+
+
+def row_major_strides(dims):
+    strides, s = [0] * len(dims), 1
+    for d in range(len(dims) - 1, -1, -1):
+        strides[d] = s
+        s *= dims[d]
+    return tuple(strides)
+
+
+def product(dims):
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+# -- the strided copy ------------------------------------------------------------------------
+
+class CopyPlan:
+    """One loop nest ``dst[dbase + i.dstr] = src[sbase + i.sstr]`` over ``dims`` (merged),
+    with the way to walk it: rows of the last dimension (``chunk`` elements per work item)
+    or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
+
+    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "span")
+
+    def __repr__(self):
+        return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
+                f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk})")
+
+
+def merge_dims(dims, *strides):
+    """Drop size-1 dimensions and merge neighbours that are contiguous in every stride list
+    (``stride[d] == stride[d+1] * dims[d+1]``): the same loop nest with fewer dimensions.
+    Returns (dims, [strides...]); at least one dimension."""
+    kept = [(int(n), [int(s[d]) for s in strides]) for d, n in enumerate(dims) if n != 1]
+    out = []
+    for n, st in kept:
+        if out:
+            pn, pst = out[-1]
+            if all(p == s * n for p, s in zip(pst, st)):
+                out[-1] = (pn * n, st)
+                continue
+        out.append((n, st))
+    if not out:
+        out = [(1, [1] * len(strides))]
+    return tuple(n for n, _ in out), [tuple(st[k] for _, st in out) for k in range(len(strides))]
+
+
+@functools.lru_cache(maxsize=4096)
+def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
+    """The CopyPlan of a loop nest (all arguments tuples/ints, so that it can be cached)."""
+    mdims, (dstr, sstr) = merge_dims(dims, dst_strides, src_strides)
+    plan = CopyPlan()
+    plan.dims = np.array(mdims, np.int64)
+    plan.dstr = np.array(dstr, np.int64)
+    plan.sstr = np.array(sstr, np.int64)
+    plan.n = product(mdims)
+    r = len(mdims)
+    plan.tile_dim, plan.tile = -1, 0
+    # the last dimension is read with a large stride, another one is (nearly) contiguous in
+    # the source: a transposition, walked in tiles
+    if r >= 2 and abs(sstr[-1]) > 1 and abs(dstr[-1]) <= 1 and mdims[-1] >= 4:
+        a = min(range(r - 1), key=lambda d: abs(sstr[d]))
+        if abs(sstr[a]) < abs(sstr[-1]) and mdims[a] >= 4:
+            plan.tile_dim = a
+            plan.tile = {1: 64, 2: 64, 4: 32}.get(itemsize, 16)
+    rows = plan.n // mdims[-1]
+    plan.chunk = mdims[-1]
+    if rows < 4 * nthreads and mdims[-1] >= 8192:
+        # few long rows: cut them so that every thread gets work
+        plan.chunk = max(4096, -(-mdims[-1] // (4 * nthreads)))
+    plan.span = sum((n - 1) * s for n, s in zip(mdims, dstr))
+    return plan
+
+
+@njit(inline="always", **_opts)
+def _offsets(row, dims, dstr, sstr, last):
+    """(dst, src) offsets of row ``row`` of the dimensions before ``last`` (row-major)."""
+    do = 0
+    so = 0
+    rem = row
+    for d in range(last - 1, -1, -1):
+        c = rem % dims[d]
+        rem //= dims[d]
+        do += c * dstr[d]
+        so += c * sstr[d]
+    return do, so
+
+
+@njit(inline="always", **_opts)
+def _copy_run(dst, do, ds, src, so, ss, j0, j1):
+    # positions are cast to unsigned: Numba then knows they are not negative (no
+    # wrap-around test per access), and LLVM vectorises the loop
+    if ds == 1 and ss == 1:
+        for j in range(j0, j1):
+            dst[uint64(do + j)] = src[uint64(so + j)]
+    else:
+        for j in range(j0, j1):
+            dst[uint64(do + j * ds)] = src[uint64(so + j * ss)]
+
+
+@njit(inline="always", **_opts)
+def _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
+    r = dims.shape[0]
+    row = w // nch
+    c = w - row * nch
+    j0 = c * chunk
+    j1 = min(dims[r - 1], j0 + chunk)
+    do, so = _offsets(row, dims, dstr, sstr, r - 1)
+    _copy_run(dst, dbase + do, dstr[r - 1], src, sbase + so, sstr[r - 1], j0, j1)
+
+
+@njit(parallel=True, **_opts)
+def rows_par(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
+    """The loop nest row by row (the last dimension), ``chunk`` elements per work item, in parallel."""
+    r = dims.shape[0]
+    nch = (dims[r - 1] + chunk - 1) // chunk
+    items = nch
+    for d in range(r - 1):
+        items *= dims[d]
+    for w in prange(items):
+        _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+
+
+@njit(**_opts)
+def rows_ser(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
+    """``rows_par`` in one thread (small arrays: no thread launch)."""
+    r = dims.shape[0]
+    nch = (dims[r - 1] + chunk - 1) // chunk
+    items = nch
+    for d in range(r - 1):
+        items *= dims[d]
+    for w in range(items):
+        _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+
+
+@njit(inline="always", **_opts)
+def _tile_item(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, nb):
+    """Tile ``w``: the other dimensions' row, then the tile's place along ``a`` and the last."""
+    r = dims.shape[0]
+    outer = w // (na * nb)
+    t = w - outer * (na * nb)
+    ta = t // nb
+    tb = t - ta * nb
+    do = dbase
+    so = sbase
+    rem = outer
+    for d in range(r - 2, -1, -1):
+        if d == a:
+            continue
+        c = rem % dims[d]
+        rem //= dims[d]
+        do += c * dstr[d]
+        so += c * sstr[d]
+    i1 = min(dims[a], (ta + 1) * tile)
+    j0 = tb * tile
+    j1 = min(dims[r - 1], j0 + tile)
+    da, sa = dstr[a], sstr[a]
+    ds, ss = dstr[r - 1], sstr[r - 1]
+    for i in range(ta * tile, i1):
+        _copy_run(dst, do + i * da, ds, src, so + i * sa, ss, j0, j1)
+
+
+@njit(parallel=True, **_opts)
+def tiles_par(dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
+    """The loop nest in ``tile`` x ``tile`` blocks of dimension ``a`` and the last one, in
+    parallel: a transposition reads a column of the source and writes a row of the result,
+    and a block keeps both within a few cache lines."""
+    r = dims.shape[0]
+    na = (dims[a] + tile - 1) // tile
+    nb = (dims[r - 1] + tile - 1) // tile
+    items = na * nb
+    for d in range(r - 1):
+        if d != a:
+            items *= dims[d]
+    for w in prange(items):
+        _tile_item(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, nb)
+
+
+@njit(**_opts)
+def tiles_ser(dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
+    r = dims.shape[0]
+    na = (dims[a] + tile - 1) // tile
+    nb = (dims[r - 1] + tile - 1) // tile
+    items = na * nb
+    for d in range(r - 1):
+        if d != a:
+            items *= dims[d]
+    for w in range(items):
+        _tile_item(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, nb)
+
+
+def run_copy(plan, dst, dbase, src, sbase):
+    """Run a CopyPlan: ``dst`` and ``src`` are flat word arrays of one dtype."""
+    par = plan.n >= PARALLEL_THRESHOLD
+    if plan.tile:
+        (tiles_par if par else tiles_ser)(dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr,
+                                          plan.tile_dim, plan.tile)
+    else:
+        (rows_par if par else rows_ser)(dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, plan.chunk)
+
+
+def strided_copy(dst, dbase, dst_strides, src, sbase, src_strides, dims):
+    """``dst[dbase + i.dst_strides] = src[sbase + i.src_strides]`` for every index i of ``dims``."""
+    if product(dims) == 0:
+        return
+    plan = plan_copy(tuple(dims), tuple(dst_strides), tuple(src_strides), dst.dtype.itemsize, threads())
+    run_copy(plan, dst, dbase, src, sbase)
+
+
+def gathered_copy(operand, shape, src_base, src_strides):
+    """A result of ``shape`` whose element at index i is operand[src_base + i.src_strides]
+    (strides in elements of the row-major operand): transpose, reverse, slice."""
+    n = shape.numel
+    out = new_words(shape, n)
+    if n:
+        strided_copy(out, 0, row_major_strides(shape.dims), words(operand), src_base, src_strides, shape.dims)
+    return as_result(out, shape)
+
+
+# -- the kernels ------------------------------------------------------------------------------
+
+@kernel("transpose")
+def transpose(operand, *, shape, permutation):
+    # result index i reads operand_index with operand_index[permutation[d]] = i[d]:
+    # the result's stride along d is the operand's stride along permutation[d]
+    strides = row_major_strides(operand.shape)
+    return gathered_copy(operand, shape, 0, tuple(strides[p] for p in permutation))
+
+
+@kernel("reverse")
+def reverse(operand, *, shape, dimensions):
+    # in a reversed dimension of size N the result's index i reads N - 1 - i: start at the
+    # end and walk back
+    strides = list(row_major_strides(operand.shape))
+    base = 0
+    for d in set(dimensions):
+        if operand.shape[d] > 0:
+            base += (operand.shape[d] - 1) * strides[d]
+        strides[d] = -strides[d]
+    return gathered_copy(operand, shape, base, tuple(strides))
+
+
+@kernel("concatenate")
+def concatenate(*operands, shape, dimension):
+    # operand k fills, in every row of the dimensions before `dimension`, the run that
+    # starts after the runs of operands 0..k-1
+    out = new_words(shape)
+    outer = product(shape.dims[:dimension])
+    row = product(shape.dims[dimension:])
+    inner = product(shape.dims[dimension + 1:])
+    offset = 0
+    for x in operands:
+        run = product(x.shape[dimension:])
+        if run and outer:
+            strided_copy(out, offset * inner, (row, 1), words(x), 0, (run, 1), (outer, run))
+        offset += x.shape[dimension]
+    return as_result(out, shape)
+
+
+@kernel("copy", note="memcpy")
+def copy(operand, *, shape):
+    if isinstance(operand, tuple):
+        return tuple(copy(v, shape=s) for v, s in zip(operand, shape.tuple_shapes))
+    return np.array(operand, copy=True, order="C")
+
+
+@kernel("reshape", note="view (no copy)")
+def reshape(operand, *, shape, new_sizes):
+    # row-major: a reshape of a contiguous array is the same buffer seen with other sizes
+    return np.reshape(np.ascontiguousarray(operand), shape.dims)
+
+
+@kernel("bitcast", note="view (no copy)")
+def bitcast(operand, *, shape):
+    flat = np.ascontiguousarray(operand).reshape(-1)
+    if operand.dtype != shape.dtype:
+        if dtypes.bit_width(shape.element_type) != shape.dtype.itemsize * 8 or \
+                dtypes.bit_width(dtypes.from_numpy(operand.dtype)) != operand.dtype.itemsize * 8:
+            raise NotImplementedError(f"Bitcast: sub-byte element types ({dtypes.from_numpy(operand.dtype)} "
+                                      f"-> {shape.element_type}) are not supported")
+        flat = flat.view(shape.dtype)
+    return flat.reshape(shape.dims)
+
+
+@kernel("dynamic-reshape", note="view (no copy)")
+def dynamic_reshape(operand, *dim_sizes, shape):
+    sizes = [int(s) for s in dim_sizes]
+    for i, (size, d, b) in enumerate(zip(sizes, shape.dims, shape.bounds)):
+        limit = d if d is not None else b
+        if size < 0 or (limit is not None and size > limit):
+            raise ExecutionError(f"DynamicReshape: dim_sizes[{i}]={size} is outside [0, {limit}] ({shape})")
+    if product(sizes) != operand.size:
+        raise ExecutionError(f"DynamicReshape: dim_sizes={sizes} has {product(sizes)} elements but the "
+                             f"operand has {operand.size}")
+    return np.reshape(np.ascontiguousarray(operand), sizes)

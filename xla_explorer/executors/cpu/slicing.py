@@ -1,0 +1,146 @@
+"""CPU kernels of the slicing family: slice, dynamic-slice, dynamic-update-slice, pad.
+
+Slices are strided copies (``shape.gathered_copy``): the result's index i reads the
+operand at ``start + i * strides``, i.e. from ``base = start . operand_strides`` with the
+strides ``strides * operand_strides``.  Dynamic starts are clamped in Python first,
+exactly as the reference clamps them (``ops.slicing._adjusted_start_indices``: Python
+integers, so a huge u64 start is the huge number it is).
+
+Pad writes each row of the result (its last dimension) once: a row that lies in edge or
+interior padding of an outer dimension is all ``padding_value``; any other row is
+filled and then receives its operand row at ``edge_padding_low + j * (interior + 1)``
+(negative edge padding crops: only the operand elements that land inside are copied).
+The rows are independent, so they run in parallel.
+"""
+import functools
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from ...ops.slicing import _adjusted_start_indices
+from ..numba_setup import PARALLEL_THRESHOLD
+from . import kernel
+from .shape import as_result, gathered_copy, new_words, product, row_major_strides, strided_copy, words
+
+_opts = dict(cache=True, nogil=True)
+
+
+@kernel("slice")
+def slice_(operand, *, shape, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * operand.ndim
+    op_strides = row_major_strides(operand.shape)
+    base = sum(s * st for s, st in zip(start_indices, op_strides))
+    return gathered_copy(operand, shape, base, tuple(s * st for s, st in zip(strides, op_strides)))
+
+
+@kernel("dynamic-slice")
+def dynamic_slice(operand, *start_indices, shape, slice_sizes):
+    adjusted_start_indices = _adjusted_start_indices(start_indices, operand.shape, slice_sizes)
+    op_strides = row_major_strides(operand.shape)
+    base = sum(s * st for s, st in zip(adjusted_start_indices, op_strides))
+    return gathered_copy(operand, shape, base, op_strides)
+
+
+@kernel("dynamic-update-slice")
+def dynamic_update_slice(operand, update, *start_indices, shape):
+    adjusted_start_indices = _adjusted_start_indices(start_indices, operand.shape, update.shape)
+    result = words(operand).copy()
+    op_strides = row_major_strides(operand.shape)
+    base = sum(s * st for s, st in zip(adjusted_start_indices, op_strides))
+    strided_copy(result, base, op_strides, words(update), 0, row_major_strides(update.shape), update.shape)
+    return as_result(result, shape)
+
+
+# -- Pad ----------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1024)
+def _pad_plan(operand_dims, result_dims, padding_config):
+    """Per dimension (int64 arrays): low, interior + 1, operand size; and for the last
+    dimension the operand range [j0, j1) that lands inside the result."""
+    if not operand_dims:  # a scalar: one row of one element, no padding
+        operand_dims, result_dims, padding_config = (1,), (1,), ((0, 0, 0),)
+    low = np.array([c[0] for c in padding_config], np.int64)
+    step = np.array([c[2] + 1 for c in padding_config], np.int64)
+    size = np.array(operand_dims, np.int64)
+    rdims = np.array(result_dims, np.int64)
+    lo, st, n, width = int(low[-1]), int(step[-1]), operand_dims[-1], result_dims[-1]
+    # result position lo + j * st must lie in [0, width)
+    j0 = max(0, (-lo + st - 1) // st)
+    j1 = min(n, (width - 1 - lo) // st + 1) if width - 1 - lo >= 0 else 0
+    j1 = max(j1, j0)
+    return low, step, size, rdims, j0, j1
+
+
+@njit(inline="always", **_opts)
+def _pad_row(row, out, src, pad, low, step, size, rdims, j0, j1):
+    r = rdims.shape[0]
+    width = rdims[r - 1]
+    o = row * width
+    # which operand row lands in result row `row` (none: the row is padding)
+    rem = row
+    s = 0
+    sstride = size[r - 1]
+    padding = False
+    for d in range(r - 2, -1, -1):
+        i = rem % rdims[d]
+        rem //= rdims[d]
+        t = i - low[d]
+        if t < 0 or t % step[d] != 0 or t // step[d] >= size[d]:
+            padding = True
+            break
+        s += (t // step[d]) * sstride
+        sstride *= size[d]
+    lo = low[r - 1]
+    st = step[r - 1]
+    if padding or j1 <= j0:
+        for k in range(width):
+            out[uint64(o + k)] = pad
+    elif st == 1:
+        # edge padding, the operand row, edge padding
+        p0 = lo + j0
+        p1 = lo + j1
+        for k in range(p0):
+            out[uint64(o + k)] = pad
+        for j in range(j0, j1):
+            out[uint64(o + lo + j)] = src[uint64(s + j)]
+        for k in range(p1, width):
+            out[uint64(o + k)] = pad
+    else:
+        for k in range(width):
+            out[uint64(o + k)] = pad
+        for j in range(j0, j1):
+            out[uint64(o + lo + j * st)] = src[uint64(s + j)]
+
+
+@njit(parallel=True, **_opts)
+def pad_par(out, src, pad, low, step, size, rdims, j0, j1):
+    """Every row of the result (parallel over rows): padding, or an operand row spread out."""
+    rows = 1
+    for d in range(rdims.shape[0] - 1):
+        rows *= rdims[d]
+    for row in prange(rows):
+        _pad_row(row, out, src, pad, low, step, size, rdims, j0, j1)
+
+
+@njit(**_opts)
+def pad_ser(out, src, pad, low, step, size, rdims, j0, j1):
+    rows = 1
+    for d in range(rdims.shape[0] - 1):
+        rows *= rdims[d]
+    for row in range(rows):
+        _pad_row(row, out, src, pad, low, step, size, rdims, j0, j1)
+
+
+@kernel("pad")
+def pad(operand, padding_value, *, shape, padding_config):
+    n = shape.numel
+    out = new_words(shape, n)
+    if n:
+        pad_word = words(np.asarray(padding_value, shape.dtype))[0]
+        low, step, size, rdims, j0, j1 = _pad_plan(tuple(operand.shape), tuple(shape.dims),
+                                                   tuple(tuple(c) for c in padding_config))
+        if operand.size == 0:
+            j0 = j1 = 0
+        (pad_par if n >= PARALLEL_THRESHOLD else pad_ser)(out, words(operand), pad_word, low, step, size,
+                                                          rdims, j0, j1)
+    return as_result(out, shape)

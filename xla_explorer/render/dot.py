@@ -1,0 +1,197 @@
+"""DOT text for a ``GraphModel``, and Graphviz's ``dot`` to turn it into SVG, PNG or PDF.
+
+Nodes are HTML-like labels (a small table: opcode in bold, name, shape, attributes,
+value statistics, heatmap), coloured by op category; called computations are
+``subgraph cluster_*`` blocks; a call is a dashed edge between the caller and the
+callee's root.  The text is written here; the ``graphviz`` Python package (when
+installed) only runs ``dot``.
+"""
+import os
+import re
+import shutil
+import subprocess
+
+from .model import CATEGORY_STYLE
+
+FONT = "Helvetica"
+ERROR_RED, ALERT_RED, MUTED = "#c62828", "#d32f2f", "#546e7a"
+
+INSTALL_HELP = """Graphviz's `dot` program was not found on PATH; drawing a graph needs it
+(the DOT text, `graph.source`, does not). Install Graphviz with:
+  Debian/Ubuntu:  sudo apt-get install graphviz
+  macOS:          brew install graphviz
+  conda:          conda install -c conda-forge graphviz
+  Binder:         list `graphviz` in binder/apt.txt (this repository's binder/apt.txt does)
+and the Python package with: pip install graphviz"""
+
+
+class GraphvizNotFoundError(RuntimeError):
+    """Graphviz's ``dot`` is not installed; the message says how to install it."""
+
+    def __init__(self, message=INSTALL_HELP):
+        super().__init__(message)
+
+
+# -- text -------------------------------------------------------------------------------------
+def html(text):
+    """Escape text for an HTML-like label."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
+
+def quoted(text):
+    """A DOT double-quoted string; newlines become graphviz's ``\\n``."""
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def image_name(node):
+    return f"xe_heat_{node.id}.png"
+
+
+def _row(text, size=None, color=None, bold=False):
+    inner = html(text)
+    if bold:
+        inner = f"<B>{inner}</B>"
+    if size or color:
+        attrs = (f' POINT-SIZE="{size}"' if size else "") + (f' COLOR="{color}"' if color else "")
+        inner = f"<FONT{attrs}>{inner}</FONT>"
+    return f"<TR><TD>{inner}</TD></TR>"
+
+
+def node_label(node, images):
+    """The HTML-like label of a node (``images``: draw heatmaps as <IMG>)."""
+    from .model import wrap
+    if node.kind == "more":
+        return "<" + html(node.title) + ">"
+    rows = [_row(node.title, bold=True, color=ERROR_RED if node.error else None)]
+    if node.name:
+        rows.append(_row(node.name, size=8, color=MUTED))
+    for line in wrap(node.shape):
+        rows.append(_row(line))
+    if node.constant:
+        for line in wrap(node.constant, max_lines=2):
+            rows.append(_row(line, size=9))
+    for attr in node.attributes:
+        for line in wrap(attr):
+            rows.append(_row(line, size=8))
+    for line in node.stats:
+        alert = node.alert and ("NaN" in line or "Inf" in line or "no finite" in line)
+        rows.append(_row(line, size=8, color=ALERT_RED if alert else "#1a237e", bold=alert))
+    if images and node.image is not None:
+        rows.append(f'<TR><TD><IMG SRC="{image_name(node)}"/></TD></TR>')
+    if node.error:
+        for line in wrap(node.error, width=48, max_lines=8):
+            rows.append(_row(line, size=8, color=ERROR_RED))
+    border = 2 if (node.is_root or node.error or node.kind == "failed") else 1
+    color = ERROR_RED if node.error else ("#37474f" if node.is_root else "#90a4ae")
+    style = ' STYLE="ROUNDED"' if node.kind != "failed" else ""
+    return (f'<<TABLE BORDER="{border}" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1"{style} '
+            f'BGCOLOR="{node.color}" COLOR="{color}">' + "".join(rows) + "</TABLE>>")
+
+
+def _node_statement(node, images, indent):
+    attrs = [f"label={node_label(node, images)}"]
+    if node.kind == "more":
+        attrs += ["shape=box", 'style="rounded,dashed"', "fontsize=9", f'color="{MUTED}"', f'fontcolor="{MUTED}"']
+    if node.tooltip:
+        attrs.append(f"tooltip={quoted(node.tooltip)}")
+    return f"{indent}{node.id} [{', '.join(attrs)}];"
+
+
+def _legend(model):
+    rows = "".join(f'<TR><TD BGCOLOR="{CATEGORY_STYLE[c][0]}" WIDTH="14" BORDER="1"> </TD>'
+                   f'<TD ALIGN="LEFT">{html(CATEGORY_STYLE[c][1])}</TD></TR>' for c in model.legend)
+    return (f'  legend [label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">'
+            f'<TR><TD COLSPAN="2"><B>ops</B></TD></TR>{rows}</TABLE>>, fontsize=9, tooltip="colours by op category"];')
+
+
+def to_dot(model, *, legend=True, rankdir="TB", images=None, dpi=None):
+    """DOT text of ``model``.  ``images``: the folder holding the heatmap PNGs (None: no
+    heatmaps, the text stands alone); ``dpi``: for PNG output."""
+    out = [f"digraph {quoted(model.title or 'hlo')} {{"]
+    graph_attrs = [f"rankdir={rankdir}", "compound=true", f'fontname="{FONT}"', "fontsize=11",
+                   "nodesep=0.25", "ranksep=0.3", "labelloc=t", f"label={quoted(model.title)}"]
+    if images:
+        graph_attrs.append(f"imagepath={quoted(images)}")
+    if dpi:
+        graph_attrs.append(f"dpi={int(dpi)}")
+    out.append(f"  graph [{', '.join(graph_attrs)}];")
+    out.append(f'  node [shape=plaintext, fontname="{FONT}", fontsize=10, margin=0];')
+    out.append(f'  edge [fontname="{FONT}", fontsize=8, fontcolor="{MUTED}", color="#78909c", arrowsize=0.6];')
+    if legend and model.legend:
+        out.append(_legend(model))
+    children = {}
+    for c in model.clusters:
+        children.setdefault(c.parent, []).append(c)
+    members = {}
+    for n in model.nodes:
+        members.setdefault(n.cluster, []).append(n)
+
+    def emit(cluster_id, indent):
+        for n in members.get(cluster_id, []):
+            out.append(_node_statement(n, images, indent))
+        for c in children.get(cluster_id, []):
+            out.append(f"{indent}subgraph {c.id} {{")
+            label = f"<<B>{html(c.label)}</B><BR/><FONT POINT-SIZE=\"8\">{html(c.signature)}</FONT>>"
+            out.append(f'{indent}  graph [label={label}, style="rounded,filled", fillcolor="#fafafa", '
+                       f'color="#90a4ae", fontsize=10];')
+            emit(c.id, indent + "  ")
+            out.append(f"{indent}}}")
+
+    emit(None, "  ")
+    for e in model.edges:
+        attrs = []
+        if e.label:
+            attrs.append(f"label={quoted(e.label)}")
+        if e.kind == "call":
+            # drawn from the root to the caller (so the callee sits above its caller) with
+            # the arrow reversed: it reads "caller calls the computation"
+            attrs += ["style=dashed", "dir=back", f"ltail={e.cluster}", 'color="#546e7a"', "fontcolor=\"#37474f\""]
+            out.append(f"  {e.dst} -> {e.src} [{', '.join(attrs)}];")
+            continue
+        if e.kind == "more":
+            attrs += ["style=dotted"]
+        out.append(f"  {e.src} -> {e.dst}" + (f" [{', '.join(attrs)}];" if attrs else ";"))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+# -- running dot ------------------------------------------------------------------------------
+def dot_available():
+    return shutil.which("dot") is not None
+
+
+def run_dot(source, fmt):
+    """Bytes of ``source`` drawn in format ``fmt`` (svg, png, pdf) by Graphviz's ``dot``."""
+    if not dot_available():
+        raise GraphvizNotFoundError()
+    try:
+        import graphviz
+    except ImportError:
+        graphviz = None
+    if graphviz is not None:
+        try:
+            return graphviz.Source(source).pipe(format=fmt, quiet=True)
+        except graphviz.ExecutableNotFound:
+            raise GraphvizNotFoundError() from None
+        except graphviz.CalledProcessError as e:
+            raise RuntimeError(f"dot failed: {e.stderr.decode(errors='replace') if e.stderr else e}") from None
+    proc = subprocess.run(["dot", f"-T{fmt}"], input=source.encode(), capture_output=True)
+    if proc.returncode:
+        raise RuntimeError(f"dot failed: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout
+
+
+_HREF = re.compile(r'xlink:href="([^"]*?(xe_heat_[A-Za-z0-9_]+\.png))"')
+
+
+def inline_images(svg, images):
+    """Replace the heatmap file references of an SVG by data: URIs ({file name: png bytes})."""
+    import base64
+
+    def sub(m):
+        data = images.get(os.path.basename(m.group(2)))
+        if data is None:
+            return m.group(0)
+        return 'xlink:href="data:image/png;base64,' + base64.b64encode(data).decode() + '"'
+    return _HREF.sub(sub, svg)
