@@ -593,18 +593,18 @@ class Animation:
         d.update(k)
         return d.fig
 
-    def animation(self, dpi=80, interval=None):
+    def animation(self, dpi=80, interval=None, fast=False):
         """A matplotlib ``FuncAnimation`` over the frames (its figure draws each frame by
         updating the grids' images and the texts)."""
         from matplotlib.animation import FuncAnimation
-        d = _Drawing(self, dpi=dpi)
+        d = _Drawing(self, dpi=dpi, fast=fast)
         anim = FuncAnimation(d.fig, d.update, frames=len(self.frames), interval=interval or 1000 / self.fps,
                              blit=False, repeat=True, cache_frame_data=False)
         anim.drawing = d
         return anim
 
     def _write(self, path, writer_class, dpi, **kw):
-        anim = self.animation(dpi=dpi)
+        anim = self.animation(dpi=dpi, fast=True)
         writer = writer_class(anim.drawing, **kw)
         canvas = anim.drawing.fig.canvas
         canvas.skip_idle = True  # the writer renders each frame itself (see _Drawing.render)
@@ -754,11 +754,12 @@ class _Drawing:
     ``update(k)`` shows frame k by rewriting image data and texts; ``render()`` gives the
     pixels, drawing only the changing artists over a background drawn once."""
 
-    def __init__(self, anim, dpi=80):
+    def __init__(self, anim, dpi=80, fast=False):
         from matplotlib.figure import Figure
         from matplotlib.patches import Patch
 
         self.anim = anim
+        self.fast = fast
         grids = anim.grids
         shapes = [g.image_shape for g in grids]
         total_w = sum(w for _, w in shapes)
@@ -789,8 +790,14 @@ class _Drawing:
             ax = fig.add_axes([x / fig_w, y / fig_h, pw / fig_w, ph / fig_h])
             self.panels.append(_Panel(ax, g, cell, anim, g.name == anim.domain, gridlines))
             x += pw + gap
-        tx = (left + panels_w + 0.5) / fig_w
-        self.explanation = fig.text(tx, (bottom + body_h) / fig_h, "", fontsize=8, family="monospace", va="top")
+        tx = left + panels_w + 0.5
+        if fast:  # texts drawn by Pillow into images: a frame then costs no glyph layout
+            self.counter.set_visible(False)
+            self.counter = _TextImage(fig, left, fig_h - 0.40, panels_w + 0.5 + text_w - 0.2, 0.2, 9, "DejaVuSans.ttf")
+            self.explanation = _TextImage(fig, tx, bottom + body_h, text_w, body_h, 8, "DejaVuSansMono.ttf")
+        else:
+            self.explanation = fig.text(tx / fig_w, (bottom + body_h) / fig_h, "", fontsize=8, family="monospace",
+                                        va="top")
         roles = anim.roles_used()
         statics = sorted({r for g in grids for r in g.static_roles()})
         handles = [Patch(facecolor=ROLES[r][0], edgecolor="#888888", label=ROLES[r][1]) for r in roles]
@@ -798,7 +805,8 @@ class _Drawing:
         if handles:
             fig.legend(handles=handles, loc="lower left", ncol=min(len(handles), 6), fontsize=7, frameon=False,
                        bbox_to_anchor=(left / fig_w, 0.02), handlelength=1.2, columnspacing=1.0)
-        self.dynamic = [a for p in self.panels for a in p.dynamic] + [self.counter, self.explanation]
+        self.dynamic = [a for p in self.panels for a in p.dynamic] + [_artist(self.counter),
+                                                                      _artist(self.explanation)]
         self._background = None
         self.shown = None
 
@@ -826,6 +834,37 @@ class _Drawing:
         for a in self.dynamic:
             self.fig.draw_artist(a)
         return np.asarray(canvas.buffer_rgba())
+
+
+def _artist(t):
+    return t.image if isinstance(t, _TextImage) else t
+
+
+class _TextImage:
+    """A block of text rendered by Pillow into an image artist (``set_text`` like a Text):
+    at the figure's dpi, pixel for pixel, ``x, top, width, height`` in inches."""
+
+    def __init__(self, fig, x, top, width, height, fontsize, font):
+        import os
+
+        import matplotlib
+        from PIL import ImageFont
+        dpi = fig.dpi
+        fw, fh = fig.get_size_inches()
+        self.size = (max(1, int(round(width * dpi))), max(1, int(round(height * dpi))))
+        ax = fig.add_axes([x / fw, (top - height) / fh, width / fw, height / fh])
+        ax.set_axis_off()
+        self.image = ax.imshow(np.full((self.size[1], self.size[0], 3), 255, np.uint8), interpolation="nearest",
+                               aspect="auto")
+        self.font = ImageFont.truetype(os.path.join(matplotlib.get_data_path(), "fonts", "ttf", font),
+                                       size=max(6, int(round(fontsize * dpi / 72))))
+        self.spacing = max(1, int(round(fontsize * dpi / 72 * 0.25)))
+
+    def set_text(self, text):
+        from PIL import Image, ImageDraw
+        img = Image.new("RGB", self.size, (255, 255, 255))
+        ImageDraw.Draw(img).multiline_text((1, 0), text, font=self.font, fill=(0, 0, 0), spacing=self.spacing)
+        self.image.set_data(np.asarray(img))
 
 
 class _Panel:

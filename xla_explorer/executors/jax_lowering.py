@@ -67,6 +67,13 @@ jax = lax = jnp = None
 #: HLO opcode -> lowering rule
 RULES = {}
 
+#: place shards with shard_map's PartitionSpecs where a spec expresses the sharding (False:
+#: always cut and join with static slices; the general path, for tests)
+SHARDINGS_AS_SPECS = True
+#: collectives over the mesh axes that make up their groups (False: always an all_gather
+#: of every device and a per-device table; the general path, for tests)
+COLLECTIVES_ON_AXES = True
+
 #: how many host (CPU) devices to ask XLA for when jax is first imported by this module;
 #: ``XLA_EXPLORER_HOST_DEVICES=0`` leaves XLA_FLAGS alone
 DEFAULT_HOST_DEVICES = 8
@@ -1062,7 +1069,7 @@ def _axes_of(ctx, groups):
     if all(len(g) == 1 for g in groups):
         return ()
     spmd = ctx.spmd
-    if spmd is None:
+    if spmd is None or not COLLECTIVES_ON_AXES:
         return None
     want = sorted(tuple(g) for g in groups)
     names = [a for a, _ in spmd.mesh_axes]
@@ -1298,7 +1305,7 @@ class SpmdLowering:
         """A PartitionSpec of the mesh that cuts an array of ``dims`` as ``tiling`` does
         (evenly), or None."""
         from . import spmd
-        if tiling is None:
+        if tiling is None or not SHARDINGS_AS_SPECS:
             return None
         rank = len(dims)
         if tiling.rank != rank:

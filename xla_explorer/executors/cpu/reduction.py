@@ -821,3 +821,644 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
                            types)
     res = [_from_carrier(o.reshape(out_dims), t) for o, t in zip(outs, types)]
     return tuple(res) if shape.is_tuple else res[0]
+
+
+# ---------------------------------------------------------------------------------------
+# SelectAndScatter: pass 1 picks one operand element per window (parallel over windows),
+# pass 2 applies the source values in source order (serial: the reference's order)
+
+GE, GT, LE, LT, EQ, NE = range(6)
+_DIRECTIONS = {"GE": GE, "GT": GT, "LE": LE, "LT": LT, "EQ": EQ, "NE": NE}
+_FLIPPED = {"GE": "LE", "GT": "LT", "LE": "GE", "LT": "GT", "EQ": "EQ", "NE": "NE"}
+
+
+def _standard_select(region):
+    """The direction code of a select region ``compare(a, b)`` (IEEE order), or None."""
+    comp = region.computation
+    root, params = comp.root, comp.parameters
+    if root.opcode != "compare" or len(params) != 2 or len(comp.instructions) != 3:
+        return None
+    if root.attrs.get("compare_type") not in (None, "FLOAT", "SIGNED", "UNSIGNED"):
+        return None
+    d = root.attrs["comparison_direction"]
+    if root.operands == [params[0], params[1]]:
+        return _DIRECTIONS[d]
+    if root.operands == [params[1], params[0]]:
+        return _DIRECTIONS[_FLIPPED[d]]
+    return None
+
+
+@njit(inline="always", **_opts)
+def _compare(code, a, b):
+    if code == GE:
+        return a >= b
+    if code == GT:
+        return a > b
+    if code == LE:
+        return a <= b
+    if code == LT:
+        return a < b
+    if code == EQ:
+        return a == b
+    return a != b
+
+
+@njit(**_opts)
+def _select_chunk(lo, hi, code, x, odims, wdims, ncell, table, toff, istr, sel):
+    m = odims.shape[0]
+    oc = np.empty(m, np.int64)
+    wc = np.empty(m, np.int64)
+    for s in range(lo, hi):
+        r = s
+        for d in range(m - 1, -1, -1):
+            oc[d] = r % odims[d]
+            r //= odims[d]
+            wc[d] = 0
+        best = -1
+        cur = x[0]
+        for cell in range(ncell):
+            off = 0
+            ok = True
+            for d in range(m):
+                t = table[toff[d] + oc[d] * wdims[d] + wc[d]]
+                if t < 0:
+                    ok = False
+                off += t * istr[d]
+            if ok:
+                v = x[off]
+                # the first real cell is selected; a later b replaces a when select(a, b) is False
+                if best < 0 or not _compare(code, cur, v):
+                    best = off
+                    cur = v
+            d = m - 1
+            while d >= 0:
+                wc[d] += 1
+                if wc[d] < wdims[d]:
+                    break
+                wc[d] = 0
+                d -= 1
+        sel[s] = best
+
+
+@njit(**_opts)
+def select_windows(n, nchunks, code, x, odims, wdims, ncell, table, toff, istr, sel):
+    """SelectAndScatter's pass 1: sel[s] = the flat operand index window s selects (-1: none)."""
+    _select_chunk(0, n, code, x, odims, wdims, ncell, table, toff, istr, sel)
+
+
+@njit(parallel=True, **_opts)
+def select_windows_par(n, nchunks, code, x, odims, wdims, ncell, table, toff, istr, sel):
+    per = (n + nchunks - 1) // nchunks
+    for k in prange(nchunks):
+        _select_chunk(k * per, min(n, (k + 1) * per), code, x, odims, wdims, ncell, table, toff, istr, sel)
+
+
+@njit(**_opts)
+def scatter_float(code, sel, src, out):
+    """SelectAndScatter's pass 2 (floats), in source order."""
+    for s in range(sel.shape[0]):
+        t = sel[s]
+        if t >= 0:
+            a, b = out[t], src[s]
+            if code == ADD:
+                out[t] = a + b
+            elif code == MUL:
+                out[t] = a * b
+            elif code == MAX:
+                out[t] = fmax(a, b)
+            else:
+                out[t] = fmin(a, b)
+
+
+@njit(**_opts)
+def scatter_int(code, sel, src, out):
+    """SelectAndScatter's pass 2 (integers, pred as uint8), in source order."""
+    for s in range(sel.shape[0]):
+        t = sel[s]
+        if t >= 0:
+            a, b = out[t], src[s]
+            if code == ADD:
+                out[t] = a + b
+            elif code == MUL:
+                out[t] = a * b
+            elif code == MAX:
+                out[t] = max(a, b)
+            elif code == MIN:
+                out[t] = min(a, b)
+            elif code == AND:
+                out[t] = a & b
+            elif code == OR:
+                out[t] = a | b
+            else:
+                out[t] = a ^ b
+
+
+_SAS_SOURCE = """
+@njit(cache=True, nogil=True, error_model='numpy', parallel={par})
+def select_{name}(n, nchunks, x, odims, wdims, ncell, table, toff, istr, sel):
+    m = odims.shape[0]
+    per = (n + nchunks - 1) // nchunks
+    for ch in {loop}(nchunks):
+        oc = np.empty(m, np.int64)
+        wc = np.empty(m, np.int64)
+        for s in range(ch * per, min(n, (ch + 1) * per)):
+            r = s
+            for d in range(m - 1, -1, -1):
+                oc[d] = r % odims[d]
+                r //= odims[d]
+                wc[d] = 0
+            best = -1
+            cur = x[0]
+            for cell in range(ncell):
+                off = 0
+                ok = True
+                for d in range(m):
+                    t = table[toff[d] + oc[d] * wdims[d] + wc[d]]
+                    if t < 0:
+                        ok = False
+                    off += t * istr[d]
+                if ok:
+                    v = x[off]
+                    if best < 0 or not select(cur, v):
+                        best = off
+                        cur = v
+                d = m - 1
+                while d >= 0:
+                    wc[d] += 1
+                    if wc[d] < wdims[d]:
+                        break
+                    wc[d] = 0
+                    d -= 1
+            sel[s] = best
+"""
+
+_SCATTER_SOURCE = """
+@njit(cache=True, nogil=True, error_model='numpy')
+def scatter_pass(sel, src, out):
+    for s in range(sel.shape[0]):
+        t = sel[s]
+        if t >= 0:
+            out[t] = scatter(out[t], src[s])
+"""
+
+
+@kernel("select-and-scatter")
+def select_and_scatter_kernel(operand, source, init_value, *, shape, select, scatter, window_dimensions,
+                              window_strides, padding):
+    t = shape.element_type
+    in_dims = tuple(np.shape(operand))
+    wd, ws, pad, bd, wdl = spec._window_attrs("SelectAndScatter", in_dims, window_dimensions, window_strides,
+                                              padding)
+    src_dims = tuple(np.shape(source))
+    nsrc = int(np.prod(src_dims, dtype=np.int64))
+    x = _to_carrier(operand, t).reshape(-1)
+    src = _to_carrier(source, t).reshape(-1)
+    out = np.full(x.size, _to_carrier(init_value, t)[()], x.dtype)
+    if nsrc == 0 or x.size == 0:
+        return _from_carrier(out.reshape(in_dims), t)
+    sel_code = _standard_select(select) if _kind(t) is not None else None
+    scatter_code = _standard_code(scatter, t)
+    generated = None
+    if sel_code is None or scatter_code is None:
+        for region in (select, scatter):
+            ok, why = _region_compiled(region)
+            if not ok:
+                return _reference_fallback("select-and-scatter", [operand, source, init_value], shape, dict(
+                    select=select, scatter=scatter, window_dimensions=wd, window_strides=ws, padding=pad), why)
+        source_text = "".join(_SAS_SOURCE.format(name=name, par=name == "par", loop=loop)
+                              for name, loop in (("par", "prange"), ("ser", "range"))) + _SCATTER_SOURCE
+        generated = _generate("select_scatter", [("select", select.computation), ("scatter", scatter.computation)],
+                              source_text)
+    nout, _, odims, wdims, ncell, table, toff, istr = _rw_plan(in_dims, src_dims, wd, ws, pad, bd, wdl, False)
+    sel = np.empty(nsrc, np.int64)
+    parallel = nsrc * ncell >= PARALLEL_THRESHOLD and nsrc > 1
+    nchunks = _chunks(nsrc, parallel)
+    if generated is None:
+        fn = select_windows_par if parallel else select_windows
+        fn(nsrc, nchunks, sel_code, x, odims, wdims, ncell, table, toff, istr, sel)
+        (scatter_float if _kind(t) == "float" else scatter_int)(scatter_code, sel, src, out)
+    else:
+        fn = generated.select_par if parallel else generated.select_ser
+        fn(nsrc, nchunks, x, odims, wdims, ncell, table, toff, istr, sel)
+        generated.scatter_pass(sel, src, out)
+    return _from_carrier(out.reshape(in_dims), t)
+
+
+# ---------------------------------------------------------------------------------------
+# Sort: recognised comparators sort integer keys; others get a generated merge sort
+
+def _is_const(inst, test):
+    if inst.opcode != "constant" or inst.shape.rank != 0:
+        return False
+    try:
+        return bool(test(np.asarray(inst.attrs["literal"]).astype(np.float64)[()]))
+    except (TypeError, ValueError):
+        return False
+
+
+def _key_of(inst, params):
+    """(parameter number, canonicalised?) when ``inst`` is a parameter, or JAX's
+    canonicalisation of one: ``select(x != x, nan, select(x == 0, 0, x))``."""
+    if inst.opcode == "parameter" and inst in params:
+        return params.index(inst), False
+    if inst.opcode != "select":
+        return None
+    pred, nan, rest = inst.operands
+    if not (pred.opcode == "compare" and pred.attrs["comparison_direction"] == "NE"
+            and pred.operands[0] is pred.operands[1] and _is_const(nan, math.isnan)):
+        return None
+    p = pred.operands[0]
+    if p not in params or rest.opcode != "select":
+        return None
+    pred2, zero, same = rest.operands
+    if not (pred2.opcode == "compare" and pred2.attrs["comparison_direction"] == "EQ" and same is p
+            and pred2.operands[0] is p and _is_const(pred2.operands[1], lambda v: v == 0)
+            and _is_const(zero, lambda v: v == 0 and math.copysign(1.0, v) > 0)):
+        return None
+    return params.index(p), True
+
+
+def _key_compare(inst, params):
+    """(operand k, direction, canonicalised, compare type) for ``compare(key(p_2k), key(p_2k+1))``
+    written either way round (direction then seen from lhs_k's side)."""
+    if inst.opcode != "compare":
+        return None
+    a, b = (_key_of(o, params) for o in inst.operands)
+    if a is None or b is None or a[1] != b[1] or {a[0], b[0]} != {2 * (min(a[0], b[0]) // 2),
+                                                                   2 * (min(a[0], b[0]) // 2) + 1}:
+        return None
+    d = inst.attrs["comparison_direction"]
+    if a[0] % 2:  # compare(rhs, lhs)
+        d = _FLIPPED[d]
+    return a[0] // 2, d, a[1], inst.attrs.get("compare_type") == "TOTALORDER"
+
+
+def _lexicographic(inst, params):
+    """[(operand, descending, canonicalised, totalorder), ...] when the comparator is
+    ``less_0 or (equal_0 and (less_1 or ...))`` with less = LT / GT on one key."""
+    c = _key_compare(inst, params)
+    if c is not None:
+        k, d, canon, total = c
+        return [(k, d == "GT", canon, total)] if d in ("LT", "GT") else None
+    if inst.opcode != "or" or len(inst.operands) != 2:
+        return None
+    for first, second in (inst.operands, inst.operands[::-1]):
+        head = _lexicographic(first, params)
+        if head is None or len(head) != 1 or second.opcode != "and":
+            continue
+        for eq, rest in (second.operands, second.operands[::-1]):
+            e = _key_compare(eq, params)
+            if e is None or e[1] != "EQ" or (e[0], e[2], e[3]) != (head[0][0], head[0][2], head[0][3]):
+                continue
+            tail = _lexicographic(rest, params)
+            if tail is not None:
+                return head + tail
+    return None
+
+
+def sort_keys_plan(comp):
+    """The recognised form of a sort comparator (see ``_lexicographic``), or None."""
+    cached = getattr(comp, "_cpu_sort_plan", False)
+    if cached is False:
+        cached = None
+        try:
+            plan = _lexicographic(comp.root, comp.parameters)
+        except (KeyError, IndexError):
+            plan = None
+        if plan is not None:
+            types = [comp.parameters[2 * k].shape.element_type for k, *_ in plan]
+            if not any(t in dtypes.COMPLEX for t in types):
+                cached = plan
+        comp._cpu_sort_plan = cached
+    return cached
+
+
+def _order_key(x, t, canonical, total, descending):
+    """int64 (or int32) keys ordered as the comparator orders ``x``; None when a NaN makes
+    an IEEE comparison no order at all."""
+    if t in dtypes.FLOATING:
+        if canonical or not total:
+            if not total and np.isnan(x).any():
+                return None
+            x = np.where(np.isnan(x), np.asarray(np.nan, x.dtype), x)
+            x = np.where(x == 0, np.zeros((), x.dtype), x)  # -0.0 == +0.0
+        signed = np.dtype(f"i{x.dtype.itemsize}")
+        bits = np.ascontiguousarray(x).view(signed)
+        key = np.where(bits < 0, bits ^ np.iinfo(signed).max, bits)
+        key = key.astype(np.int32 if x.dtype.itemsize <= 4 else np.int64)
+    elif t == "u64":
+        key = np.ascontiguousarray(x).view(np.int64) ^ np.int64(-2 ** 63)
+    elif t in ("u32", "s64"):
+        key = x.astype(np.int64)
+    else:
+        key = x.astype(np.int32)
+    return ~key if descending else key
+
+
+_RUN = 16
+
+
+@njit(**_opts)
+def _merge_sort_pairs(k, v, tk, tv, lo, hi):
+    """Stable sort of k[lo:hi] carrying v (insertion-sorted runs, then bottom-up merges
+    ping-ponging with tk/tv)."""
+    for s in range(lo, hi, _RUN):
+        e = min(s + _RUN, hi)
+        for i in range(s + 1, e):
+            key, val = k[i], v[i]
+            j = i - 1
+            while j >= s and k[j] > key:
+                k[j + 1] = k[j]
+                v[j + 1] = v[j]
+                j -= 1
+            k[j + 1] = key
+            v[j + 1] = val
+    width = _RUN
+    in_temp = False
+    n = hi - lo
+    while width < n:
+        sk, sv, dk, dv = (tk, tv, k, v) if in_temp else (k, v, tk, tv)
+        for s in range(lo, hi, 2 * width):
+            mid = min(s + width, hi)
+            e = min(s + 2 * width, hi)
+            i, j, o = s, mid, s
+            while i < mid and j < e:
+                if sk[j] < sk[i]:
+                    dk[o] = sk[j]
+                    dv[o] = sv[j]
+                    j += 1
+                else:
+                    dk[o] = sk[i]
+                    dv[o] = sv[i]
+                    i += 1
+                o += 1
+            while i < mid:
+                dk[o] = sk[i]
+                dv[o] = sv[i]
+                i += 1
+                o += 1
+            while j < e:
+                dk[o] = sk[j]
+                dv[o] = sv[j]
+                j += 1
+                o += 1
+        in_temp = not in_temp
+        width *= 2
+    if in_temp:
+        for i in range(lo, hi):
+            k[i] = tk[i]
+            v[i] = tv[i]
+
+
+@njit(**_opts)
+def _merge_into(k, v, dk, dv, lo, mid, hi):
+    i, j, o = lo, mid, lo
+    while i < mid and j < hi:
+        if k[j] < k[i]:
+            dk[o] = k[j]
+            dv[o] = v[j]
+            j += 1
+        else:
+            dk[o] = k[i]
+            dv[o] = v[i]
+            i += 1
+        o += 1
+    while i < mid:
+        dk[o] = k[i]
+        dv[o] = v[i]
+        i += 1
+        o += 1
+    while j < hi:
+        dk[o] = k[j]
+        dv[o] = v[j]
+        j += 1
+        o += 1
+
+
+@njit(**_opts)
+def sort_rows(k, v, rows, m):
+    """Stable sort of each row of k[rows, m] (flat) carrying v."""
+    tk = np.empty(m, k.dtype)
+    tv = np.empty(m, v.dtype)
+    for r in range(rows):
+        _merge_sort_pairs(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, 0, m)
+
+
+@njit(parallel=True, **_opts)
+def sort_rows_par(k, v, rows, m, nchunks):
+    per = (rows + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        tk = np.empty(m, k.dtype)
+        tv = np.empty(m, v.dtype)
+        for r in range(c * per, min(rows, (c + 1) * per)):
+            _merge_sort_pairs(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, 0, m)
+
+
+@njit(parallel=True, **_opts)
+def sort_long_row(k, v, parts):
+    """Stable sort of one long row: ``parts`` pieces sorted in parallel, then merged
+    pairwise (the merges of one level in parallel too)."""
+    m = k.shape[0]
+    tk = np.empty(m, k.dtype)
+    tv = np.empty(m, v.dtype)
+    per = (m + parts - 1) // parts
+    for p in prange(parts):
+        lo = p * per
+        hi = min(m, lo + per)
+        if lo < hi:
+            _merge_sort_pairs(k, v, tk, tv, lo, hi)
+    width = per
+    in_temp = False
+    while width < m:
+        npairs = (m + 2 * width - 1) // (2 * width)
+        for q in prange(npairs):
+            lo = q * 2 * width
+            mid = min(lo + width, m)
+            hi = min(lo + 2 * width, m)
+            if in_temp:
+                _merge_into(tk, tv, k, v, lo, mid, hi)
+            else:
+                _merge_into(k, v, tk, tv, lo, mid, hi)
+        in_temp = not in_temp
+        width *= 2
+    if in_temp:
+        for i in prange(m):
+            k[i] = tk[i]
+            v[i] = tv[i]
+
+
+@njit(parallel=True, **_opts)
+def gather_rows(src, perm, rows, m, out):
+    """out[r, j] = src[r, perm[r, j]] (flat arrays)."""
+    for r in prange(rows):
+        base = r * m
+        for j in range(m):
+            out[base + j] = src[base + perm[base + j]]
+
+
+def _stable_order(keys, rows, m):
+    """The stable lexicographic order of rows by ``keys`` (most significant first):
+    one stable sort per key, least significant first.  Returns perm[rows * m]."""
+    index_type = np.int32 if m < 2 ** 31 else np.int64
+    perm = np.tile(np.arange(m, dtype=index_type), rows)
+    first = True
+    for key in reversed(keys):
+        k = key.reshape(-1) if first else key.reshape(-1)[_flat_perm(perm, rows, m)]
+        k = np.array(k, copy=True)
+        first = False
+        if rows == 1 and m >= PARALLEL_THRESHOLD and _threads() > 1:
+            sort_long_row(k, perm, _threads())
+        elif rows > 1 and rows * m >= PARALLEL_THRESHOLD:
+            sort_rows_par(k, perm, rows, m, _chunks(rows, True))
+        else:
+            sort_rows(k, perm, rows, m)
+    return perm
+
+
+def _flat_perm(perm, rows, m):
+    return perm.astype(np.int64) + np.repeat(np.arange(rows, dtype=np.int64) * m, m)
+
+
+def _apply_order(columns, perm, rows, m):
+    """Each (rows, m) column reordered by perm, bits moved as unsigned ints."""
+    out = []
+    for c in columns:
+        c = np.ascontiguousarray(c).reshape(-1)
+        if c.dtype.itemsize in (1, 2, 4, 8) and c.dtype.kind != "c":
+            u = c.view(f"u{c.dtype.itemsize}")
+            res = np.empty_like(u)
+            gather_rows(u, perm, rows, m, res)
+            out.append(res.view(c.dtype))
+        else:
+            out.append(np.take_along_axis(c.reshape(rows, m), perm.reshape(rows, m).astype(np.int64),
+                                          axis=1).reshape(-1))
+    return out
+
+
+_SORT_SOURCE = """
+@njit(cache=True, nogil=True, error_model='numpy', inline='always')
+def less(base, i, j, {cols}):
+    return cmp({pairs})
+
+
+@njit(cache=True, nogil=True, error_model='numpy')
+def _sort_row(base, p, t, m, {cols}):
+    for s in range(0, m, 16):
+        e = min(s + 16, m)
+        for i in range(s + 1, e):
+            x = p[i]
+            j = i - 1
+            while j >= s and less(base, x, p[j], {cols}):
+                p[j + 1] = p[j]
+                j -= 1
+            p[j + 1] = x
+    width = 16
+    src, dst = p, t
+    swapped = False
+    while width < m:
+        for s in range(0, m, 2 * width):
+            mid = min(s + width, m)
+            e = min(s + 2 * width, m)
+            i, j, o = s, mid, s
+            while i < mid and j < e:
+                if less(base, src[j], src[i], {cols}):
+                    dst[o] = src[j]
+                    j += 1
+                else:
+                    dst[o] = src[i]
+                    i += 1
+                o += 1
+            while i < mid:
+                dst[o] = src[i]
+                i += 1
+                o += 1
+            while j < e:
+                dst[o] = src[j]
+                j += 1
+                o += 1
+        src, dst = dst, src
+        swapped = not swapped
+        width *= 2
+    if swapped:
+        for i in range(m):
+            p[i] = t[i]
+
+
+@njit(cache=True, nogil=True, error_model='numpy', parallel={par})
+def sort_{name}(rows, m, nchunks, perm, {cols}):
+    per = (rows + nchunks - 1) // nchunks
+    for c in {loop}(nchunks):
+        t = np.empty(m, np.int64)
+        for r in range(c * per, min(rows, (c + 1) * per)):
+            _sort_row(r * m, perm[r * m:(r + 1) * m], t, m, {cols})
+"""
+
+
+def _generated_sort(comparator, columns, types, rows, m):
+    """Stable merge sort of the rows with the generated comparator; perm[rows * m]."""
+    n = len(columns)
+    cols = ", ".join(f"c{k}" for k in range(n))
+    pairs = ", ".join(f"c{k}[base + i], c{k}[base + j]" for k in range(n))
+    # the helper functions once, the row loop twice (parallel and serial)
+    head, loop_src = _SORT_SOURCE.split("\n\n@njit(cache=True, nogil=True, error_model='numpy', parallel={par})")
+    text = head.format(cols=cols, pairs=pairs)
+    for name, loop in (("par", "prange"), ("ser", "range")):
+        text += ("\n\n@njit(cache=True, nogil=True, error_model='numpy', parallel={par})" + loop_src).format(
+            cols=cols, name=name, par=name == "par", loop=loop)
+    module = _generate("sort", [("cmp", comparator.computation)], text)
+    perm = np.tile(np.arange(m, dtype=np.int64), rows)
+    ins = [_to_carrier(c, t).reshape(-1) for c, t in zip(columns, types)]
+    parallel = rows > 1 and rows * m >= PARALLEL_THRESHOLD
+    (module.sort_par if parallel else module.sort_ser)(rows, m, _chunks(rows, parallel), perm, *ins)
+    return perm
+
+
+@kernel("sort")
+def sort_kernel(*operands, shape, comparator, dimension, is_stable=False):
+    types = [s.element_type for s in (shape.tuple_shapes if shape.is_tuple else [shape])]
+    dims = np.shape(operands[0])
+    moved = [np.moveaxis(np.asarray(op), dimension, -1) for op in operands]
+    lead, m = moved[0].shape[:-1], moved[0].shape[-1]
+    rows = int(np.prod(lead, dtype=np.int64))
+    if m <= 1 or rows == 0:
+        res = [np.array(op, copy=True) for op in operands]
+        return tuple(res) if shape.is_tuple else res[0]
+    columns = [np.ascontiguousarray(a).reshape(rows, m) for a in moved]
+    perm = None
+    plan = sort_keys_plan(comparator.computation)
+    if plan is not None:
+        keys = [_order_key(columns[k], types[k], canon, total, desc) for k, desc, canon, total in plan]
+        if all(key is not None for key in keys):
+            perm = _stable_order(keys, rows, m)
+    if perm is None:
+        ok, why = _region_compiled(comparator)
+        if not ok or plan is not None:  # (a recognised IEEE comparison meeting a NaN: no strict order)
+            return _reference_fallback("sort", operands, shape, dict(
+                comparator=comparator, dimension=dimension, is_stable=is_stable),
+                why or "an IEEE comparison of NaN keys is no strict weak order")
+        perm = _generated_sort(comparator, columns, types, rows, m)
+    sorted_columns = _apply_order(columns, perm, rows, m)
+    res = [np.moveaxis(c.reshape(moved[0].shape), -1, dimension) for c in sorted_columns]
+    res = [np.ascontiguousarray(r) for r in res]
+    assert res[0].shape == dims
+    return tuple(res) if shape.is_tuple else res[0]
+
+
+# ---------------------------------------------------------------------------------------
+# TopK: a stable sort of total-order keys (descending for largest), the first k
+
+@kernel("topk")
+def topk_kernel(operand, *, shape, k, largest=True):
+    x = np.asarray(operand)
+    t = shape.tuple_shapes[0].element_type
+    lead, m = x.shape[:-1], x.shape[-1]
+    rows = int(np.prod(lead, dtype=np.int64))
+    out_dims = shape.tuple_shapes[0].dims
+    if rows == 0 or k == 0 or m == 0:
+        return np.empty(out_dims, x.dtype), np.empty(out_dims, np.int32)
+    column = np.ascontiguousarray(x).reshape(rows, m)
+    key = _order_key(column, t, False, True, bool(largest)) if t != "pred" else \
+        (~column.astype(np.int32) if largest else column.astype(np.int32))
+    perm = _stable_order([key], rows, m).reshape(rows, m)[:, :k]
+    values = np.take_along_axis(column, perm.astype(np.int64), axis=1)
+    return values.reshape(out_dims), perm.astype(np.int32).reshape(out_dims)
