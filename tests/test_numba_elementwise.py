@@ -81,11 +81,12 @@ def _close(got, want, rtol, atol=0.0, names=None):
     g = np.asarray(got).astype(np.complex128)
     w = np.asarray(want).astype(np.complex128)
     ok = np.ones(g.shape, bool)
+    magnitude = np.nan_to_num(np.abs(w), nan=0.0)
     for a, c in ((g.real, w.real), (g.imag, w.imag)):
         nan_ok = np.isnan(a) == np.isnan(c)
         inf_ok = np.where(np.isinf(c) | np.isinf(a), a == c, True)
         with np.errstate(invalid="ignore"):
-            val_ok = np.isnan(c) | np.isinf(c) | (np.abs(a - c) <= atol + rtol * np.abs(w))
+            val_ok = np.isnan(c) | np.isinf(c) | (np.abs(a - c) <= atol + rtol * magnitude)
         ok &= nan_ok & inf_ok & val_ok
     if not ok.all():
         rows = sorted(set(np.argwhere(~ok)[:, 0].tolist())) if g.ndim > 1 else []
@@ -141,3 +142,70 @@ def test_integer_ops_bit_for_bit(t):
     comp = _rows(t, list(ops.values()), x, y)
     got, want = _run_both(comp, x, y)
     _exact(got, want, list(ops))
+
+
+# -- floats ---------------------------------------------------------------------------------------
+
+FLOATS = ["f32", "f64", "bf16", "f16"]
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, 0.1, -0.7, 0.3, 10.0, -10.0, 20.0, -20.0,
+            88.0, -88.0, -103.0, 100.0, 1e10, -1e10, 1e30, 3.0e38, -3.0e38, 1.2e-38, -1.2e-38, math.pi, 0.625,
+            -0.63, 1e-3, -1e-4, 65504.0, 65520.0, 448.0, 500.0, inf, -inf, nan, -nan]
+
+
+def _float_values(t):
+    with np.errstate(over="ignore"):
+        v = np.array(_SPECIAL, np.float64).astype(xe.dtypes.to_numpy(t))
+    nan_neg = np.array([-nan]).astype(xe.dtypes.to_numpy(t))  # a NaN with its sign bit set
+    return np.concatenate([v, nan_neg])
+
+
+def _float_ops(t):
+    """name -> (op on x, y, tolerance class)."""
+    C = xe.ConvertElementType
+    un = {"neg": (xe.Neg, "exact"), "abs": (xe.Abs, "exact"), "sign": (xe.Sign, "exact"),
+          "floor": (xe.Floor, "exact"), "ceil": (xe.Ceil, "exact"), "round": (xe.Round, "exact"),
+          "rne": (xe.RoundNearestEven, "exact"), "sqrt": (xe.Sqrt, "exact"), "real": (xe.Real, "exact"),
+          "imag": (xe.Imag, "exact"), "is_finite": (lambda x: C(xe.IsFinite(x), t), "exact"),
+          "rsqrt": (xe.Rsqrt, "ew"), "cbrt": (xe.Cbrt, "transc"), "exp": (xe.Exp, "transc"),
+          "expm1": (xe.Expm1, "transc"), "log": (xe.Log, "transc"), "log1p": (xe.Log1p, "transc"),
+          "sin": (xe.Sin, "transc"), "cos": (xe.Cos, "transc"), "tan": (xe.Tan, "transc"),
+          "tanh": (xe.Tanh, "transc"), "logistic": (xe.Logistic, "transc"), "erf": (xe.Erf, "transc")}
+    for e, m in ((5, 10), (8, 7), (4, 3), (5, 2), (8, 23), (11, 52), (2, 1), (8, 0), (3, 20)):
+        un[f"rp_e{e}m{m}"] = ((lambda e, m: lambda x: xe.ReducePrecision(x, mantissa_bits=m, exponent_bits=e))(e, m),
+                              "exact")
+    for other in ["f32", "f64", "bf16", "f16", "f8e4m3fn", "f8e5m2", "s8", "u8", "s32", "u32", "s64", "u64",
+                  "pred", "c64"]:
+        un[f"via_{other}"] = ((lambda o: lambda x: C(C(x, o), t))(other), "exact")
+    bi = {"add": (xe.Add, "exact"), "sub": (xe.Sub, "exact"), "mul": (xe.Mul, "exact"), "div": (xe.Div, "exact"),
+          "rem": (xe.Rem, "exact"), "max": (xe.Max, "exact"), "min": (xe.Min, "exact"),
+          "pow": (xe.Pow, "transc"), "atan2": (xe.Atan2, "transc"),
+          "select": (lambda x, y: xe.Select(xe.Lt(x, y), x, y), "exact"),
+          "clamp": (lambda x, y: xe.Clamp(xe.Min(x, y), y, xe.Max(x, y)), "exact"),
+          "clamp_scalar": (lambda x, y: xe.Clamp(np.array(-1, x.shape.dtype), y, np.array(2.5, x.shape.dtype)),
+                           "exact")}
+    for d in ("EQ", "NE", "LT", "LE", "GT", "GE"):
+        bi[d] = ((lambda d: lambda x, y: C(xe.Compare(x, y, d), t))(d), "exact")
+        bi[d + "_total"] = ((lambda d: lambda x, y: C(xe.Compare(x, y, d, "TOTALORDER"), t))(d), "exact")
+    ops = {k: ((lambda f: lambda x, y: f(x))(f), tol) for k, (f, tol) in un.items()}
+    ops.update(bi)
+    return ops
+
+
+#: (rtol, atol) per tolerance class and type: "ew" a few ulp, "transc" the corpus' bounds
+_TOL = {"f32": {"ew": (3e-7, 0), "transc": (1e-5, 1e-6)}, "f64": {"ew": (1e-15, 0), "transc": (1e-13, 1e-15)},
+        "bf16": {"ew": (8e-3, 0), "transc": (1.6e-2, 1e-5)}, "f16": {"ew": (1e-3, 0), "transc": (2e-3, 1e-5)}}
+
+
+@pytest.mark.parametrize("t", FLOATS)
+def test_float_ops(t):
+    ops = _float_ops(t)
+    names = list(ops)
+    x, y = _pairs(_float_values(t))
+    comp = _rows(t, [f for f, _ in ops.values()], x, y)
+    got, want = _run_both(comp, x, y)
+    for cls in ("exact", "ew", "transc"):
+        rows = [k for k, (_, c) in enumerate(ops.values()) if c == cls]
+        if cls == "exact":
+            _exact(got[rows], want[rows], [names[k] for k in rows])
+        else:
+            _close(got[rows], want[rows], *_TOL[t][cls], names=[names[k] for k in rows])

@@ -36,6 +36,16 @@ def index_map(comp_or_opcode, instruction=None, *args, **attrs):
     return _index_map(comp_or_opcode, instruction, *args, **attrs)
 
 
+def animate(comp_or_opcode, instruction=None, *args, **kw):
+    """An animation of an op's index map (needs matplotlib): ``animate(comp, "gather.1",
+    *module_args)`` for an instruction of a computation, or ``animate("gather", operand,
+    start_indices, offset_dims=..., ...)`` for an op on values.  Displays itself in Jupyter;
+    ``.save("gather.gif")``, ``.frame(k)``, ``.frames``, ``.stepper()``.  Options:
+    ``max_steps=200``, ``sample=False``, ``dims=(a, b)``, ``fixed={d: i}``."""
+    from .animate import animate as _animate
+    return _animate(comp_or_opcode, instruction, *args, **kw)
+
+
 def status_table(file=None):
     """Print (and return) the op x layer table, generated from the registries."""
     from .status import status_table as _status_table
@@ -44,4 +54,4 @@ def status_table(file=None):
 
 __all__ = ["Shape", "XlaBuilder", "XlaOp", "XlaComputation", "Parameter", "Constant", "ConstantR0",
            "ShapeError", "HloParseError", "ExecutionError", "SizeLimitError", "parse_hlo", "from_jax",
-           "index_map", "status_table", "IndexMap", "Access", "dtypes"] + list(_ops_all)
+           "index_map", "animate", "status_table", "IndexMap", "Access", "dtypes"] + list(_ops_all)

@@ -1,5 +1,6 @@
 """The op x layer status table, generated from the registries (never written by hand)."""
 import sys
+from importlib import import_module
 
 from .ops import registry
 
@@ -49,6 +50,11 @@ def _layer_cell(layer, opcode):
 def build_table():
     try:
         from . import render  # noqa: F401  registers the "graph" layer (graphviz is imported only to draw)
+    except ImportError:
+        pass
+    try:  # registers the "animation" layer (matplotlib is imported only to draw); by module name, since
+        # the package attribute `animate` is the function until the subpackage is imported
+        import_module(__package__ + ".animate")
     except ImportError:
         pass
     rows = []

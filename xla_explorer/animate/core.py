@@ -47,9 +47,11 @@ ROLES = {
 STATIC = {
     "padding": ("#fff4c2", "padding (static)"),
     "hole": ("#fbe0ee", "dilation hole (static)"),
-    "cropped": ("#d0d0d0", "cropped (negative padding)"),
+    "cropped": ("#c8b89e", "cropped (negative padding)"),
     "window": ("#deebf7", "slice"),
 }
+#: the lines between cells
+GRIDLINE = "#d4d4d4"
 _STATIC_CODES = {name: i + 1 for i, name in enumerate(STATIC)}
 _PRIORITY = {name: i for i, name in enumerate(ROLES)}
 
@@ -259,6 +261,15 @@ class Grid:
         ok = (r == 0).all(axis=1) & (q >= 0).all(axis=1) & (q < np.array(self.value.shape)).all(axis=1)
         return ok, q
 
+    def axis_labels(self, d):
+        """Tick labels along lattice dimension ``d``: the element index, blank between."""
+        o, s, n = self.lattice[d]
+        labels = []
+        for p in range(self.shape[d]):
+            q, r = divmod(p - o, s)
+            labels.append(str(q) if not r and 0 <= q < self.value.shape[d] else "")
+        return labels
+
     def view_label(self):
         if not self.fixed:
             return ""
@@ -301,18 +312,18 @@ class Marks:
         self.grids = grids
         self.cells = {}
 
-    def pos(self, grid, position, role):
+    def pos(self, grid, position, role, force=False):
         if grid not in self.grids:
             return
         cells = self.cells.setdefault(grid, {})
         position = tuple(int(p) for p in position)
         old = cells.get(position)
-        if old is None or _PRIORITY[role] >= _PRIORITY[old]:
+        if force or old is None or _PRIORITY[role] >= _PRIORITY[old]:
             cells[position] = role
 
-    def elem(self, grid, index, role):
+    def elem(self, grid, index, role, force=False):
         if grid in self.grids:
-            self.pos(grid, self.grids[grid].position(index), role)
+            self.pos(grid, self.grids[grid].position(index), role, force)
 
     def box(self, grid, start, sizes, role):
         """Every element of ``grid`` in the box ``start + [0, sizes)`` that is inside the array."""
@@ -397,21 +408,20 @@ class Animator:
         """The cells this step highlights; the generic rules: the domain element is
         "current" ("skipped" when skipped), elements read are "read", elements written are
         "write" ("collision" when an earlier step wrote them)."""
-        domain = self.domain(ctx)
-        marks.elem(domain, access.index, "skipped" if access.skipped else "current")
         for k, index in access.reads:
             name, to_grid = self.operand_grid(ctx, k)
             if name is not None:
                 marks.elem(name, to_grid(index) if to_grid else index, "read")
         results = self.result_names(ctx)
-        for j, index in access.writes:
-            earlier = state["written"].get((j, tuple(index)))
+        for j, index in writes(access):
+            earlier = state["written"].get((j, index))
             marks.elem(results[j], index, "collision" if earlier is not None else "write")
+        marks.elem(self.domain(ctx), access.index, "skipped" if access.skipped else "current", force=True)
 
     def advance(self, ctx, access, state, step):
         """Update the state after a step (records the cells written)."""
-        for j, index in access.writes:
-            state["written"].setdefault((j, tuple(index)), (step, access.index))
+        for j, index in writes(access):
+            state["written"].setdefault((j, index), (step, access.index))
 
     def explain(self, ctx, access, state):
         return f"{ctx.op.name} {fmt_index(access.index)}"
@@ -462,6 +472,18 @@ class Animator:
         title = f"{ctx.op.name}" + (f" {ctx.label}" if ctx.label and ctx.label != ctx.op.name else "")
         return Animation(ctx, grids, frames, title=title, summary=summary, total_steps=order.full_count,
                          domain=domain_grid.name)
+
+
+def writes(access):
+    """An Access's writes as (result number, index) pairs (Scatter gives pairs,
+    SelectAndScatter plain result indices)."""
+    out = []
+    for w in access.writes:
+        if len(w) == 2 and isinstance(w[0], (int, np.integer)) and isinstance(w[1], tuple):
+            out.append((int(w[0]), tuple(int(i) for i in w[1])))
+        else:
+            out.append((0, tuple(int(i) for i in w)))
+    return out
 
 
 def _type(value):
@@ -569,6 +591,13 @@ class Animation:
     def __repr__(self):
         return (f"<Animation {self.title}: {self.summary}; grids "
                 f"{', '.join(g.name + _shape_str(g.shape) for g in self.grids)}>")
+
+    def counter(self, frame):
+        """``step 5 of 30: result[1, 2]`` (with the frame number when steps are left out)."""
+        where = f"{self.domain}{fmt_index(frame.index)}"
+        if frame.number == frame.step:  # every step so far shown
+            return f"step {frame.step + 1} of {self.total_steps}: {where}"
+        return f"frame {frame.number + 1} of {len(self.frames)}: step {frame.step + 1} of {self.total_steps}, {where}"
 
     def roles_used(self):
         used = set()
@@ -713,8 +742,7 @@ class _FastFrames:
 
     def _image(self):
         from PIL import Image
-        rgba = self.drawing.render()
-        return Image.fromarray(rgba[..., :3].copy(), "RGB")
+        return Image.fromarray(np.ascontiguousarray(self.drawing.render()[..., :3]), "RGB")
 
 
 def _html_writer():
@@ -751,8 +779,13 @@ def _gif_writer():
 
 class _Drawing:
     """One figure: an image per grid, cell texts for small grids, the explanation beside.
-    ``update(k)`` shows frame k by rewriting image data and texts; ``render()`` gives the
-    pixels, drawing only the changing artists over a background drawn once."""
+    ``update(k)`` shows frame k by rewriting image data and texts.
+
+    With ``fast=True`` (the GIF and HTML writers) ``render()`` gives a frame's pixels
+    without asking matplotlib to draw it: the static parts (titles, legend, ticks) are
+    drawn once as a background; the grids' cells are painted into it with NumPy and the
+    texts come from Pillow, line bitmaps cached.  Grids that show values as text (small
+    ones) are drawn by matplotlib over the background (only their artists)."""
 
     def __init__(self, anim, dpi=80, fast=False):
         from matplotlib.figure import Figure
@@ -768,10 +801,15 @@ class _Drawing:
         texts = [f.text for f in anim.frames] or [""]
         line_chars = min(max(len(line) for t in texts for line in t.split("\n")), 100)
         text_lines = max(t.count("\n") + 1 for t in texts)
-        text_w = 0.2 + 0.066 * max(line_chars, 30)
-        text_h = 0.15 * text_lines
-        gap, left, top, bottom = 0.45, 0.35, 0.95, 0.55
-        panels_w = sum(w * cell for _, w in shapes) + gap * (len(shapes) - 1)
+        text_w = 0.25 + 0.072 * max(line_chars, 30)
+        text_h = 0.16 * text_lines
+        titles = [_panel_title(g) for g in grids]
+        title_lines = max(t.count("\n") + 1 for t in titles)
+        gap, left, top, bottom = 0.3, 0.35, 0.82 + 0.14 * title_lines, 0.55
+        # each panel in a slot wide enough for its title
+        slots = [max(w * cell, 0.065 * max(len(line) for line in t.split("\n")) + 0.1)
+                 for (_, w), t in zip(shapes, titles)]
+        panels_w = sum(slots) + gap * (len(shapes) - 1)
         body_h = max(max_h * cell + 0.25, text_h, 0.6)
         fig_w = left + panels_w + 0.5 + text_w
         fig_h = top + body_h + bottom
@@ -780,22 +818,21 @@ class _Drawing:
         fig.patch.set_facecolor("white")
         fig.text(left / fig_w, 1 - 0.12 / fig_h, f"{anim.title}  ({anim.summary})", fontsize=11, weight="bold",
                  va="top")
-        self.counter = fig.text(left / fig_w, 1 - 0.40 / fig_h, "", fontsize=9, va="top")
         x = left
         self.panels = []
         gridlines = cell * dpi >= 8  # cell borders only where cells are big enough to need them
-        for g, (h, w) in zip(grids, shapes):
+        for g, (h, w), slot, title in zip(grids, shapes, slots, titles):
             pw, ph = w * cell, h * cell
             y = bottom + (body_h - ph)  # panels aligned at the top
-            ax = fig.add_axes([x / fig_w, y / fig_h, pw / fig_w, ph / fig_h])
-            self.panels.append(_Panel(ax, g, cell, anim, g.name == anim.domain, gridlines))
-            x += pw + gap
+            ax = fig.add_axes([(x + (slot - pw) / 2) / fig_w, y / fig_h, pw / fig_w, ph / fig_h])
+            self.panels.append(_Panel(ax, g, cell, anim, g.name == anim.domain, gridlines, title))
+            x += slot + gap
         tx = left + panels_w + 0.5
-        if fast:  # texts drawn by Pillow into images: a frame then costs no glyph layout
-            self.counter.set_visible(False)
-            self.counter = _TextImage(fig, left, fig_h - 0.40, panels_w + 0.5 + text_w - 0.2, 0.2, 9, "DejaVuSans.ttf")
+        if fast:
+            self.counter = _TextImage(fig, left, fig_h - 0.40, panels_w + 0.3 + text_w, 0.2, 9, "DejaVuSans.ttf")
             self.explanation = _TextImage(fig, tx, bottom + body_h, text_w, body_h, 8, "DejaVuSansMono.ttf")
         else:
+            self.counter = fig.text(left / fig_w, 1 - 0.40 / fig_h, "", fontsize=9, va="top")
             self.explanation = fig.text(tx / fig_w, (bottom + body_h) / fig_h, "", fontsize=8, family="monospace",
                                         va="top")
         roles = anim.roles_used()
@@ -805,44 +842,53 @@ class _Drawing:
         if handles:
             fig.legend(handles=handles, loc="lower left", ncol=min(len(handles), 6), fontsize=7, frameon=False,
                        bbox_to_anchor=(left / fig_w, 0.02), handlelength=1.2, columnspacing=1.0)
-        self.dynamic = [a for p in self.panels for a in p.dynamic] + [_artist(self.counter),
-                                                                      _artist(self.explanation)]
         self._background = None
         self.shown = None
 
     def update(self, k):
         frame = self.anim.frames[k]
         for p in self.panels:
-            p.show(frame)
-        self.counter.set_text(f"step {frame.step + 1} of {self.anim.total_steps}: "
-                              f"{self.anim.domain}{fmt_index(frame.index)}")
+            p.show(frame, self.fast)
+        self.counter.set_text(self.anim.counter(frame))
         self.explanation.set_text(frame.text)
         self.shown = k
         return []
 
     def render(self):
-        """The current frame's pixels (RGBA array)."""
+        """The current frame's pixels, an RGBA uint8 array (``fast`` drawings only)."""
         canvas = self.fig.canvas
+        slow = [p for p in self.panels if not p.painted]
         if self._background is None:
-            for a in self.dynamic:
+            dynamic = [a for p in self.panels for a in p.dynamic]
+            for a in dynamic:
                 a.set_visible(False)
             canvas.draw()
-            self._background = canvas.copy_from_bbox(self.fig.bbox)
-            for a in self.dynamic:
+            self._region = canvas.copy_from_bbox(self.fig.bbox)
+            self._background = np.array(canvas.buffer_rgba())
+            renderer = canvas.get_renderer()
+            for p in self.panels:
+                p.locate(renderer, self._background.shape[0])
+            for a in dynamic:
                 a.set_visible(True)
-        canvas.restore_region(self._background)
-        for a in self.dynamic:
-            self.fig.draw_artist(a)
-        return np.asarray(canvas.buffer_rgba())
-
-
-def _artist(t):
-    return t.image if isinstance(t, _TextImage) else t
+        if slow:
+            canvas.restore_region(self._region)
+            for p in slow:
+                for a in p.dynamic:
+                    self.fig.draw_artist(a)
+            rgba = np.array(canvas.buffer_rgba())
+        else:
+            rgba = self._background.copy()
+        for p in self.panels:
+            if p.painted:
+                p.paint(rgba)
+        self.counter.paint(rgba)
+        self.explanation.paint(rgba)
+        return rgba
 
 
 class _TextImage:
-    """A block of text rendered by Pillow into an image artist (``set_text`` like a Text):
-    at the figure's dpi, pixel for pixel, ``x, top, width, height`` in inches."""
+    """A block of text rendered by Pillow, painted into a frame's pixels at ``x, top``
+    (inches) within ``width`` x ``height``; each line's bitmap is cached."""
 
     def __init__(self, fig, x, top, width, height, fontsize, font):
         import os
@@ -850,34 +896,62 @@ class _TextImage:
         import matplotlib
         from PIL import ImageFont
         dpi = fig.dpi
-        fw, fh = fig.get_size_inches()
+        fh = fig.get_size_inches()[1]
+        self.x, self.y = int(round(x * dpi)), int(round((fh - top) * dpi))
         self.size = (max(1, int(round(width * dpi))), max(1, int(round(height * dpi))))
-        ax = fig.add_axes([x / fw, (top - height) / fh, width / fw, height / fh])
-        ax.set_axis_off()
-        self.image = ax.imshow(np.full((self.size[1], self.size[0], 3), 255, np.uint8), interpolation="nearest",
-                               aspect="auto")
         self.font = ImageFont.truetype(os.path.join(matplotlib.get_data_path(), "fonts", "ttf", font),
                                        size=max(6, int(round(fontsize * dpi / 72))))
-        self.spacing = max(1, int(round(fontsize * dpi / 72 * 0.25)))
+        ascent, descent = self.font.getmetrics()
+        self.line_height = ascent + descent + 1
+        self.lines = {}
+        self.text = ""
 
     def set_text(self, text):
-        from PIL import Image, ImageDraw
-        img = Image.new("RGB", self.size, (255, 255, 255))
-        ImageDraw.Draw(img).multiline_text((1, 0), text, font=self.font, fill=(0, 0, 0), spacing=self.spacing)
-        self.image.set_data(np.asarray(img))
+        self.text = text
+
+    def _line(self, line):
+        bitmap = self.lines.get(line)
+        if bitmap is None:
+            from PIL import Image, ImageDraw
+            img = Image.new("L", (self.size[0], self.line_height), 255)
+            ImageDraw.Draw(img).text((1, 0), line, font=self.font, fill=0)
+            bitmap = np.asarray(img)
+            if len(self.lines) > 4000:
+                self.lines.clear()
+            self.lines[line] = bitmap
+        return bitmap
+
+    def paint(self, rgba):
+        H, W = rgba.shape[:2]
+        for i, line in enumerate(self.text.split("\n")):
+            y = self.y + i * self.line_height
+            if y + self.line_height > min(H, self.y + self.size[1]) or not line:
+                continue
+            bitmap = self._line(line)
+            w = min(bitmap.shape[1], W - self.x)
+            if w > 0:
+                rgba[y:y + self.line_height, self.x:self.x + w, :3] = np.minimum(
+                    rgba[y:y + self.line_height, self.x:self.x + w, :3], bitmap[:, :w, None])
+
+
+def _panel_title(grid):
+    return grid.title + (f"\n{grid.name}{grid.view_label()}" if grid.fixed else "")
 
 
 class _Panel:
-    def __init__(self, ax, grid, cell, anim, is_domain, gridlines):
+    def __init__(self, ax, grid, cell, anim, is_domain, gridlines, title):
         self.grid, self.ax = grid, ax
         h, w = grid.image_shape
         pos, rows, cols = grid.drawn_positions()
         base = np.zeros((h, w, 4))
         ok, index = grid.elements_at(pos)
         value = grid.value
+        # values as text in small grids (on white), as shades of grey otherwise
+        show_text = bool(ok.sum()) and len(pos) <= TEXT_CELLS and max(h, w) <= TEXT_SIDE
         if len(pos):
-            base[rows, cols] = [1, 1, 1, 1]
-            if ok.any() and value.size:
+            base[rows, cols] = _rgb("#f4f4f4")  # lattice cells that are no element and have no static role
+            base[rows[ok], cols[ok]] = [1, 1, 1, 1]
+            if ok.any() and value.size and not show_text:
                 base[rows[ok], cols[ok]] = _value_colours(value[tuple(index[ok].T)] if value.ndim else
                                                           np.repeat(value.reshape(1), int(ok.sum())))
             codes = grid.static[tuple(pos.T)] if grid.rank else np.repeat(grid.static.reshape(1), len(pos))
@@ -887,6 +961,7 @@ class _Panel:
                     m = codes == code
                     base[rows[m], cols[m]] = _rgb(STATIC[names[int(code)]][0])
         self.base = base
+        self.rgba = base
         self.image = ax.imshow(base, interpolation="nearest", aspect="auto", extent=(-0.5, w - 0.5, h - 0.5, -0.5))
         self.dynamic = [self.image]
         ax.set_xlim(-0.5, w - 0.5)
@@ -895,23 +970,25 @@ class _Panel:
         ax.set_yticks([])
         for s in ax.spines.values():
             s.set_visible(False)
-        ax.set_title(grid.title + (f" {grid.view_label()}" if grid.fixed else ""), fontsize=8)
-        if gridlines and len(pos):
+        ax.set_title(title, fontsize=8)
+        self.gridlines = bool(gridlines and len(pos))
+        if self.gridlines:
             from matplotlib.collections import LineCollection
             segs = [[(c - 0.5, r - 0.5), (c + 0.5, r - 0.5)] for r, c in zip(rows, cols)]
             segs += [[(c - 0.5, r + 0.5), (c + 0.5, r + 0.5)] for r, c in zip(rows, cols)]
             segs += [[(c - 0.5, r - 0.5), (c - 0.5, r + 0.5)] for r, c in zip(rows, cols)]
             segs += [[(c + 0.5, r - 0.5), (c + 0.5, r + 0.5)] for r, c in zip(rows, cols)]
-            lines = ax.add_collection(LineCollection(segs, colors="white", linewidths=min(1.0, cell * 4)))
+            lines = ax.add_collection(LineCollection(segs, colors=GRIDLINE, linewidths=min(1.0, cell * 4),
+                                                     clip_on=False))
             self.dynamic.append(lines)  # drawn over the image
         # axis numbers for small plain grids: rows and columns of the drawn dimensions
         if len(grid.dims) in (1, 2) and w <= 24 and h <= 24:
             fs = max(4, min(7, cell * 72 * 0.4))
             ax.set_xticks(range(w))
-            ax.set_xticklabels([str(i) for i in range(w)], fontsize=fs)
+            ax.set_xticklabels(grid.axis_labels(grid.dims[-1]), fontsize=fs)
             if len(grid.dims) == 2:
                 ax.set_yticks(range(h))
-                ax.set_yticklabels([str(i) for i in range(h)], fontsize=fs)
+                ax.set_yticklabels(grid.axis_labels(grid.dims[0]), fontsize=fs)
             ax.tick_params(length=0, pad=1)
         if len(grid.dims) == 3:  # one label per slice
             n0, n2 = grid.shape[grid.dims[0]], grid.shape[grid.dims[2]]
@@ -922,7 +999,7 @@ class _Panel:
                     ax.text(s * (n2 + 1) + (n2 - 1) / 2, h - 0.5 + 0.15, f"[{','.join(parts)}]", ha="center",
                             va="top", fontsize=6, color="#555555")
         self.texts = {}
-        if ok.sum() and len(pos) <= TEXT_CELLS and max(h, w) <= TEXT_SIDE:
+        if show_text:
             fs = max(4, min(8, cell * 72 * 0.38))
             for p, r, c, good, i in zip(pos, rows, cols, ok, index):
                 if good:
@@ -930,6 +1007,8 @@ class _Panel:
                     self.texts[tuple(int(x) for x in p)] = ax.text(c, r, _cell_text(v), ha="center", va="center",
                                                                    fontsize=fs)
         self.dynamic += list(self.texts.values())
+        #: painted with NumPy by fast drawings (no texts over the cells to keep on top)
+        self.painted = not self.texts
         self.visit = None
         if is_domain and len(anim.frames) > 1:
             visit = np.full((h, w), np.iinfo(np.int64).max, np.int64)
@@ -941,7 +1020,7 @@ class _Panel:
         self.done = _rgb(ROLES["done"][0])
         self.colours = {r: _rgb(c) for r, (c, _) in ROLES.items()}
 
-    def show(self, frame):
+    def show(self, frame, fast=False):
         rgba = self.base.copy()
         if self.visit is not None:
             rgba[self.visit < frame.number] = self.done
@@ -949,11 +1028,37 @@ class _Panel:
             rc = self.grid.rc(position)
             if rc is not None:
                 rgba[rc] = self.colours[role]
-        self.image.set_data(rgba)
+        self.rgba = rgba
+        if not (fast and self.painted):
+            self.image.set_data(rgba)
         values = frame.values.get(self.grid.name)
         if values is not None and self.texts:
             for p, t in self.texts.items():
                 t.set_text(_cell_text(values[self.grid.index_of(p)]))
+
+    def locate(self, renderer, height):
+        """Where the panel's cells are in the frame's pixels (after the background is drawn)."""
+        box = self.ax.get_window_extent(renderer)
+        self.r0, r1 = int(round(height - box.y1)), int(round(height - box.y0))
+        self.c0, c1 = int(round(box.x0)), int(round(box.x1))
+        h, w = self.base.shape[:2]
+        self.rowmap = np.minimum(((np.arange(r1 - self.r0) + 0.5) * h / max(r1 - self.r0, 1)).astype(int), h - 1)
+        self.colmap = np.minimum(((np.arange(c1 - self.c0) + 0.5) * w / max(c1 - self.c0, 1)).astype(int), w - 1)
+        self.row_lines = np.r_[False, self.rowmap[1:] != self.rowmap[:-1]] if self.gridlines else None
+        self.col_lines = np.r_[False, self.colmap[1:] != self.colmap[:-1]] if self.gridlines else None
+
+    def paint(self, rgba):
+        cells = self.rgba
+        rgb = np.where(cells[..., 3:] > 0, cells[..., :3], 1.0)
+        rgb = (rgb * 255 + 0.5).astype(np.uint8)
+        block = rgb[self.rowmap][:, self.colmap]
+        if self.gridlines:
+            line = (_rgb(GRIDLINE)[:3] * 255).astype(np.uint8)
+            block[self.row_lines] = line
+            block[:, self.col_lines] = line
+        H, W = rgba.shape[:2]
+        r1, c1 = min(self.r0 + block.shape[0], H), min(self.c0 + block.shape[1], W)
+        rgba[self.r0:r1, self.c0:c1, :3] = block[:r1 - self.r0, :c1 - self.c0]
 
 
 def _value_colours(values):

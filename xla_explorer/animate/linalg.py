@@ -14,12 +14,15 @@ from .core import Animator, element, fmt_index, fmt_value
 
 
 def _products(ctx, pairs, limit=4):
+    """One line per product, names and values: ``lhs[0, 1] * rhs[1, 0] = 2 * 3``."""
     lhs, rhs = np.asarray(ctx.operands[0]), np.asarray(ctx.operands[1])
-    shown = pairs[:limit]
-    names = " + ".join(f"{element('lhs', li)}*{element('rhs', ri)}" for li, ri in shown)
-    values = " + ".join(f"{fmt_value(lhs[li])}*{fmt_value(rhs[ri])}" for li, ri in shown)
-    more = f" + ... ({len(pairs) - limit} more)" if len(pairs) > limit else ""
-    return names + more, values + (" + ..." if more else "")
+    lines = []
+    for k, (li, ri) in enumerate(pairs[:limit]):
+        lines.append(f"   {'+' if k else ' '} {element('lhs', li)} * {element('rhs', ri)}"
+                     f" = {fmt_value(lhs[li])} * {fmt_value(rhs[ri])}")
+    if len(pairs) > limit:
+        lines.append(f"   + ... ({len(pairs) - limit} more)")
+    return lines
 
 
 class ConvolutionAnimator(Animator):
@@ -48,18 +51,15 @@ class ConvolutionAnimator(Animator):
         dn = self._dn(ctx)
         out_spatial = [a.index[k] for k in dn.output_spatial_dimensions]
         pairs = d["pairs"]
-        names, values = _products(ctx, pairs)
         value = np.asarray(ctx.results[0])[tuple(a.index)]
         return "\n".join([
             f"result_index = {fmt_index(a.index)}",
             f"   batch {a.index[dn.output_batch_dimension]}, output feature {a.index[dn.output_feature_dimension]},"
             f" spatial {fmt_index(out_spatial)}",
             f"   group {d['group']}, lhs batch {d['input_batch']}",
-            f"{len(pairs)} products; {d['window_positions_in_padding']} window positions fall in padding or "
-            "lhs-dilation holes",
-            f"{element('result', a.index)} = {names}",
-            f"   = {values}" if pairs else "   = 0 (nothing to multiply)",
-            f"   = {fmt_value(value)}"])
+            f"{d['window_positions_in_padding']} window positions fall in padding or lhs-dilation holes",
+            f"{element('result', a.index)} = sum of {len(pairs)} products:"]
+            + (_products(ctx, pairs) if pairs else ["   (none: 0)"]) + [f"   = {fmt_value(value)}"])
 
 
 class DotAnimator(Animator):
@@ -68,13 +68,13 @@ class DotAnimator(Animator):
 
     def explain(self, ctx, a, state):
         pairs = a.detail["pairs"]
-        names, values = _products(ctx, pairs)
         value = np.asarray(ctx.results[0])[tuple(a.index)]
         return "\n".join([f"result_index = {fmt_index(a.index)}",
-                          f"   batch {fmt_index(a.detail['batch_index'])}, lhs free {fmt_index(a.detail['lhs_free_index'])},"
-                          f" rhs free {fmt_index(a.detail['rhs_free_index'])}",
-                          f"sum over the contracting dimensions ({len(pairs)} products):",
-                          f"{element('result', a.index)} = {names}", f"   = {values}", f"   = {fmt_value(value)}"])
+                          f"   batch {fmt_index(a.detail['batch_index'])}, lhs free "
+                          f"{fmt_index(a.detail['lhs_free_index'])}, rhs free {fmt_index(a.detail['rhs_free_index'])}",
+                          f"{element('result', a.index)} = sum over the contracting dimensions "
+                          f"({len(pairs)} products):"]
+                         + (_products(ctx, pairs) if pairs else ["   (none: 0)"]) + [f"   = {fmt_value(value)}"])
 
 
 for _animator in (ConvolutionAnimator(), DotAnimator()):

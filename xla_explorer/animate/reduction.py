@@ -48,8 +48,9 @@ def padded_grid(name, value, padding, base_dilations):
     static[combined == CROPPED] = _STATIC_CODES["cropped"]
     static[combined == PADDING] = _STATIC_CODES["padding"]
     static[combined == HOLE] = _STATIC_CODES["hole"]
-    grid = Grid(name, value, title=f"{name} {_type(value)}, padded" +
-                (" and dilated" if any(b > 1 for b in base_dilations) else ""),
+    how = (["padded"] if any(lo or hi for lo, hi in padding) else []) + \
+        (["base-dilated"] if any(b > 1 for b in base_dilations) else [])
+    grid = Grid(name, value, title=f"{name} {_type(value)}" + ("\n" + ", ".join(how) if how else ""),
                 lattice=lattice, static=static)
     grid.origin = tuple(origins)
     return grid

@@ -163,8 +163,8 @@ class PadAnimator(Animator):
             lines.append(f"{element('result', a.index)} = padding_value = {fmt_value(ctx.operands[1])}")
         negative = [(dim, lo, hi) for dim, (lo, hi) in enumerate(zip(low, d["edge_padding_high"])) if lo < 0 or hi < 0]
         if negative:
-            lines.append("negative edge padding crops (grey): " +
-                         ", ".join(f"dimension {dim}: low {lo}, high {hi}" for dim, lo, hi in negative))
+            lines.append("negative edge padding crops operand elements:")
+            lines += [f"   dimension {dim}: edge_padding_low {lo}, edge_padding_high {hi}" for dim, lo, hi in negative]
         return "\n".join(lines)
 
 

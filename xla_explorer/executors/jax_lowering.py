@@ -131,6 +131,8 @@ def load():
             raise ImportError("the jax backend needs jax: pip install 'xla_explorer[jax]' "
                               "(or pip install jax)") from None
         jax, lax, jnp = _jax, _lax, _jnp
+        # per-device values pass through jit (diff evaluates instructions on them)
+        jax.tree_util.register_pytree_node(Manual, lambda m: ((m.data,), None), lambda _, c: Manual(c[0]))
     return jax
 
 
@@ -420,7 +422,11 @@ def eval_instruction(inst, operands, ctx):
     load()
     with jax.enable_x64(True):
         ops = [to_jax_value(v) for v in operands]
-        value = lower_instruction(inst, ops, ctx)
+        if _has_manual(ops):
+            # shard_map outside jit runs its body primitive by primitive (slowly): jit it
+            value = jax.jit(lambda *xs: lower_instruction(inst, list(xs), ctx))(*ops)
+        else:
+            value = lower_instruction(inst, ops, ctx)
         return _map_tree(lambda v: Manual(np.asarray(v.data)) if isinstance(v, Manual) else np.asarray(v), value)
 
 

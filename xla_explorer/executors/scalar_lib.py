@@ -37,7 +37,7 @@ def bcast_index(i, out_dims, strides):
     """Flat index into an operand read through a broadcast: ``strides[d]`` is the operand's
     stride (in elements) for result dimension ``d``, 0 where the operand is broadcast."""
     j = 0
-    r = i
+    r = np.int64(i)                  # a prange index may be unsigned: uint64 % int64 is a float
     for d in range(out_dims.shape[0] - 1, -1, -1):
         n = out_dims[d]
         j += (r % n) * strides[d]
@@ -48,7 +48,7 @@ def bcast_index(i, out_dims, strides):
 @njit(**_opts)
 def coordinate(i, inner, size):
     """The coordinate along one dimension of flat index ``i`` (iota)."""
-    return (i // inner) % size
+    return (np.int64(i) // inner) % size
 
 
 # -- integers -----------------------------------------------------------------------------------

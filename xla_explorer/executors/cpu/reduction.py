@@ -213,7 +213,7 @@ def _fold_int(code, x, lo, hi, acc):
     return acc
 
 
-@njit(**_opts)
+@njit(inline="always", **_opts)
 def _rows_float(code, x, base, out, obase, n):
     """out[obase:obase+n] combined element-wise with x[base:base+n] (vectorises)."""
     if code == ADD:
@@ -230,7 +230,7 @@ def _rows_float(code, x, base, out, obase, n):
             out[obase + b] = fmin(out[obase + b], x[base + b])
 
 
-@njit(**_opts)
+@njit(inline="always", **_opts)
 def _rows_int(code, x, base, out, obase, n):
     if code == ADD:
         for b in range(n):
@@ -396,97 +396,121 @@ def _reduce_standard(x, dims, reduced, code, kind, init):
 # along form a contiguous block of C elements, combined as vectors
 
 @njit(**_opts)
-def _rw_chunk_float(lo, hi, code, x, C, odims, wdims, ncell, table, toff, istr, init, out):
-    m = odims.shape[0]
-    oc = np.empty(m, np.int64)
-    wc = np.empty(m, np.int64)
-    for o in range(lo, hi):
-        r = o
-        for d in range(m - 1, -1, -1):
-            oc[d] = r % odims[d]
-            r //= odims[d]
+def _window_offsets(oc, wc, vtab, vcnt, toff, coff, wdims, offs):
+    """The operand offsets of the real cells (row-major) of the window at result
+    coordinates ``oc`` into ``offs``; returns their count.
+
+    ``vtab[toff[d] + o * wdims[d] + j]`` is the offset (index times stride) of the j-th
+    real cell of coordinate o along dimension d, ``vcnt[coff[d] + o]`` how many there are."""
+    m = oc.shape[0]
+    if m == 0:
+        offs[0] = 0
+        return 1
+    for d in range(m):
+        if vcnt[coff[d] + oc[d]] == 0:
+            return 0
+        wc[d] = 0
+    last = m - 1
+    lb = toff[last] + oc[last] * wdims[last]
+    nl = vcnt[coff[last] + oc[last]]
+    nv = 0
+    while True:
+        off = 0
+        for d in range(last):
+            off += vtab[toff[d] + oc[d] * wdims[d] + wc[d]]
+        for j in range(nl):
+            offs[nv] = off + vtab[lb + j]
+            nv += 1
+        d = last - 1
+        while d >= 0:
+            wc[d] += 1
+            if wc[d] < vcnt[coff[d] + oc[d]]:
+                break
             wc[d] = 0
-        ob = o * C
-        for c in range(C):
-            out[ob + c] = init
-        for cell in range(ncell):
-            off = 0
-            ok = True
-            for d in range(m):
-                t = table[toff[d] + oc[d] * wdims[d] + wc[d]]
-                if t < 0:
-                    ok = False
-                off += t * istr[d]
-            if ok:
-                _rows_float(code, x, off, out, ob, C)
-            d = m - 1
-            while d >= 0:
-                wc[d] += 1
-                if wc[d] < wdims[d]:
-                    break
-                wc[d] = 0
-                d -= 1
+            d -= 1
+        if d < 0:
+            return nv
 
 
 @njit(**_opts)
-def _rw_chunk_int(lo, hi, code, x, C, odims, wdims, ncell, table, toff, istr, init, out):
-    m = odims.shape[0]
-    oc = np.empty(m, np.int64)
-    wc = np.empty(m, np.int64)
-    for o in range(lo, hi):
-        r = o
-        for d in range(m - 1, -1, -1):
-            oc[d] = r % odims[d]
-            r //= odims[d]
-            wc[d] = 0
-        ob = o * C
-        for c in range(C):
-            out[ob + c] = init
-        for cell in range(ncell):
-            off = 0
-            ok = True
-            for d in range(m):
-                t = table[toff[d] + oc[d] * wdims[d] + wc[d]]
-                if t < 0:
-                    ok = False
-                off += t * istr[d]
-            if ok:
-                _rows_int(code, x, off, out, ob, C)
-            d = m - 1
-            while d >= 0:
-                wc[d] += 1
-                if wc[d] < wdims[d]:
-                    break
-                wc[d] = 0
-                d -= 1
+def _first_coords(lo, odims, oc):
+    r = lo
+    for d in range(odims.shape[0] - 1, -1, -1):
+        oc[d] = r % odims[d]
+        r //= odims[d]
 
 
 @njit(**_opts)
-def reduce_window_float(nout, nchunks, code, x, C, odims, wdims, ncell, table, toff, istr, init, out):
-    """ReduceWindow, floats: result position o (of nout, each a block of C) folds the
-    window cells the tables name."""
-    _rw_chunk_float(0, nout, code, x, C, odims, wdims, ncell, table, toff, istr, init, out)
+def _next_coords(odims, oc):
+    d = odims.shape[0] - 1
+    while d >= 0:
+        oc[d] += 1
+        if oc[d] < odims[d]:
+            return
+        oc[d] = 0
+        d -= 1
+
+
+@njit(**_opts)
+def _rw_chunk_float(lo, hi, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+    m = odims.shape[0]
+    oc = np.empty(m, np.int64)
+    wc = np.empty(m, np.int64)
+    offs = np.empty(max(ncell, 1), np.int64)
+    _first_coords(lo, odims, oc)
+    for o in range(lo, hi):
+        nv = _window_offsets(oc, wc, vtab, vcnt, toff, coff, wdims, offs)
+        ob = o * C
+        for c in range(C):
+            out[ob + c] = init
+        for v in range(nv):
+            _rows_float(code, x, offs[v], out, ob, C)
+        _next_coords(odims, oc)
+
+
+@njit(**_opts)
+def _rw_chunk_int(lo, hi, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+    m = odims.shape[0]
+    oc = np.empty(m, np.int64)
+    wc = np.empty(m, np.int64)
+    offs = np.empty(max(ncell, 1), np.int64)
+    _first_coords(lo, odims, oc)
+    for o in range(lo, hi):
+        nv = _window_offsets(oc, wc, vtab, vcnt, toff, coff, wdims, offs)
+        ob = o * C
+        for c in range(C):
+            out[ob + c] = init
+        for v in range(nv):
+            _rows_int(code, x, offs[v], out, ob, C)
+        _next_coords(odims, oc)
+
+
+@njit(**_opts)
+def reduce_window_float(nout, nchunks, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+    """ReduceWindow, floats: result position o (of nout, each a block of C contiguous
+    elements) folds the real cells of its window, in row-major order."""
+    _rw_chunk_float(0, nout, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out)
 
 
 @njit(parallel=True, **_opts)
-def reduce_window_float_par(nout, nchunks, code, x, C, odims, wdims, ncell, table, toff, istr, init, out):
+def reduce_window_float_par(nout, nchunks, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
     per = (nout + nchunks - 1) // nchunks
     for k in prange(nchunks):
-        _rw_chunk_float(k * per, min(nout, (k + 1) * per), code, x, C, odims, wdims, ncell, table, toff, istr,
+        _rw_chunk_float(k * per, min(nout, (k + 1) * per), code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell,
                         init, out)
 
 
 @njit(**_opts)
-def reduce_window_int(nout, nchunks, code, x, C, odims, wdims, ncell, table, toff, istr, init, out):
+def reduce_window_int(nout, nchunks, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
     """ReduceWindow, integers and pred."""
-    _rw_chunk_int(0, nout, code, x, C, odims, wdims, ncell, table, toff, istr, init, out)
+    _rw_chunk_int(0, nout, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out)
 
 
 @njit(parallel=True, **_opts)
-def reduce_window_int_par(nout, nchunks, code, x, C, odims, wdims, ncell, table, toff, istr, init, out):
+def reduce_window_int_par(nout, nchunks, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
     per = (nout + nchunks - 1) // nchunks
     for k in prange(nchunks):
-        _rw_chunk_int(k * per, min(nout, (k + 1) * per), code, x, C, odims, wdims, ncell, table, toff, istr,
+        _rw_chunk_int(k * per, min(nout, (k + 1) * per), code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell,
                       init, out)
 
 
@@ -513,6 +537,26 @@ def _rw_plan(in_dims, out_dims, wd, ws, pad, bd, wdl, block_trailing=True):
     ncell = int(np.prod(wd[:k], dtype=np.int64))
     nout = int(np.prod(out_dims[:k], dtype=np.int64))
     return nout, C, odims, wdims, ncell, table, toff, istr
+
+
+@functools.lru_cache(maxsize=256)
+def _rw_compact_plan(in_dims, out_dims, wd, ws, pad, bd, wdl):
+    """``_rw_plan`` with the real cells of each coordinate listed first, as offsets:
+    (nout, C, odims, vtab, vcnt, toff, coff, wdims, ncell)."""
+    nout, C, odims, wdims, ncell, table, toff, istr = _rw_plan(in_dims, out_dims, wd, ws, pad, bd, wdl)
+    vtab = np.zeros_like(table)
+    counts, coff, at = [], [], 0
+    for d in range(len(odims)):
+        t = table[toff[d]:toff[d] + odims[d] * wdims[d]].reshape(odims[d], wdims[d])
+        real = t >= 0
+        order = np.argsort(~real, axis=1, kind="stable")  # real cells first, in window order
+        compact = np.take_along_axis(np.where(real, t * istr[d], 0), order, axis=1)
+        vtab[toff[d]:toff[d] + t.size] = compact.reshape(-1)
+        counts.append(real.sum(axis=1))
+        coff.append(at)
+        at += odims[d]
+    vcnt = np.concatenate(counts).astype(np.int64) if counts else np.zeros(0, np.int64)
+    return nout, C, odims, vtab, vcnt, toff, np.array(coff, np.int64), wdims, ncell
 
 
 # ---------------------------------------------------------------------------------------
@@ -591,8 +635,10 @@ def region_source(comp, name):
         names[inst] = f"t{n}"
         body.append(f"    t{n} = {expr}")
     root = names[comp.root]
-    if isinstance(root, tuple):
-        ret = "(" + ", ".join(root) + ("," if len(root) == 1 else "") + ")"
+    if isinstance(root, tuple) and len(root) == 1:
+        ret = root[0]  # a 1-tuple returns its element: callers unpack N > 1 values only
+    elif isinstance(root, tuple):
+        ret = "(" + ", ".join(root) + ")"
     else:
         ret = root
     args = ", ".join(f"p{k}" for k in range(len(comp.parameters)))
@@ -642,7 +688,7 @@ def _fold_kernel_source(types):
     outs = ", ".join(f"out{k}" for k in range(n))
     vs = ", ".join(f"v{k}" for k in range(n))
     ss = ", ".join(f"s{k}[sp]" for k in range(n))
-    tup = lambda names: names + ("," if n == 1 else "")  # noqa: E731
+    tup = lambda names: names  # noqa: E731  (one value: a scalar, several: a tuple)
     lines = []
     for par, loop in (("par", "prange"), ("ser", "range")):
         lines.append(f"""
@@ -800,14 +846,14 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
         t = types[0]
         x = _to_carrier(operands[0], t).reshape(-1)
         init = x.dtype.type(_to_carrier(inits[0], t)[()])
-        nout, C, odims, wdims, ncell, table, toff, istr = _rw_plan(in_dims, out_dims, wd, ws, pad, bd, wdl)
-        if x.size == 0:
-            ncell = 0  # every cell is padding: the result is the init value
-            x = np.zeros(1, x.dtype)
+        nout, C, odims, vtab, vcnt, toff, coff, wdims, ncell = _rw_compact_plan(in_dims, out_dims, wd, ws, pad,
+                                                                                bd, wdl)
+        if x.size == 0:  # every cell is padding: the result is the init value
+            return _from_carrier(np.full(out_dims, init, x.dtype), t)
         out = np.empty(nout * C, x.dtype)
         parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
-        _RW[(_kind(t), parallel)](nout, _chunks(nout, parallel), code, x, C, odims, wdims, ncell, table, toff,
-                                  istr, init, out)
+        _RW[(_kind(t), parallel)](nout, _chunks(nout, parallel), code, x, C, odims, vtab, vcnt, toff, coff, wdims,
+                                  ncell, init, out)
         return _from_carrier(out.reshape(out_dims), t)
     ok, why = _region_compiled(computation)
     if not ok:

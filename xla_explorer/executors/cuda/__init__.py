@@ -10,6 +10,7 @@ Without a GPU, the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before numba i
 imported) runs the same kernels in Python: slow, for small arrays and for tests.
 """
 import os
+import threading
 
 import numpy as np
 
@@ -72,6 +73,19 @@ class DeviceValue:
 def kernel(*opcodes, note=None):
     from ..cpu import kernel as _kernel
     return _kernel(*opcodes, note=note, layer="cuda")
+
+
+_sim_lock = threading.RLock()
+
+
+def run_kernel(fn, config, *args):
+    """Launch ``fn[config](*args)``.  The simulator runs one kernel at a time (its kernel
+    context is global): simulated devices (threads, for collectives) take turns."""
+    if simulated():
+        with _sim_lock:
+            fn[config](*args)
+    else:
+        fn[config](*args)
 
 
 def launch_config(n):

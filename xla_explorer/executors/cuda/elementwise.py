@@ -22,7 +22,7 @@ from ... import dtypes
 from ...ops import registry
 from . import DeviceValue, kernel
 from .reduction import _computation, _names, region_module
-from .shape import cuda, host_kernel, launch, to_host
+from .shape import cuda, host_api, host_kernel, launch, new_value, static_dims, to_host
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -109,7 +109,7 @@ def raw_bits(value):
     t = dtypes.from_numpy(value.dtype)
     flat = value.flat()
     if t in _FORMATS:
-        out = cuda.device_array(max(value.size, 1), _UNSIGNED[value.dtype.itemsize])
+        out = host_api.device_array(max(value.size, 1), _UNSIGNED[value.dtype.itemsize])
         launch(_encode_narrow, value.size, flat.view(np.uint32), out, *_FORMATS[t])
         return out[:value.size]
     return flat.view(_UNSIGNED[flat.dtype.itemsize])
@@ -119,7 +119,7 @@ def from_bits(bits, t, dims):
     """A DeviceValue of XLA type ``t`` whose elements have the unsigned words ``bits``."""
     n = int(bits.shape[0])
     if t in _FORMATS:
-        f32 = cuda.device_array(max(n, 1), np.uint32)
+        f32 = host_api.device_array(max(n, 1), np.uint32)
         launch(_decode_narrow, n, bits, f32, *_FORMATS[t])
         array = f32[:n].view(np.float32)
     else:
@@ -156,7 +156,6 @@ def _map_kernel(comp, n):
 
 @kernel("map")
 def map_(*operands, shape, computation, dimensions=None):
-    from .shape import new_value, static_dims
     out = new_value(static_dims(shape, "Map"), shape.dtype)
     launch(_map_kernel(_computation(computation), len(operands)), out.size, out.flat(),
            *[v.flat() for v in operands])
@@ -165,14 +164,22 @@ def map_(*operands, shape, computation, dimensions=None):
 
 # -- element-wise instructions no emitter writes ---------------------------------------------------
 
+#: ops whose emitter refuses some operand types (see cpu/elementwise.py): the status table names them
+_PARTLY_HOST = {"tan": "host (numpy) for complex", "tanh": "host (numpy) for complex",
+                "rsqrt": "host (numpy) for complex", "atan2": "host (numpy) for complex",
+                "reduce-precision": "host (numpy) for fnuz f8"}
+
+
 def _fallback(opcode):
-    host = host_kernel(opcode, note="fused loop; host (numpy) where no emitter writes the types")
+    host = host_kernel(opcode)
 
     def run(*values, shape, **attrs):
         if opcode == "select" and values and isinstance(values[1], tuple):
             return values[1] if bool(to_host(values[0])) else values[2]   # a scalar pred picks a tuple
         return host(*values, shape=shape, **attrs)
-    run.status_note = host.status_note
+    run.__name__ = f"{opcode.replace('-', '_')}_host"
+    if opcode in _PARTLY_HOST:
+        run.status_note = _PARTLY_HOST[opcode]
     run.needs_context = True
     return run
 

@@ -3,7 +3,7 @@ import numpy as np
 
 from ..jit_cache import load_source
 from ..loopgen import LoopSource
-from . import DeviceValue, launch_config
+from . import DeviceValue, launch_config, run_kernel
 
 _HEADER = """import math
 import cmath
@@ -14,7 +14,38 @@ from xla_explorer.executors.cuda import simulated as _simulated
 if _simulated():  # the simulator runs kernels as Python: call the helpers' Python functions
     from xla_explorer.executors import scalar_lib as _sl
     globals().update({_k: _v.py_func for _k, _v in vars(_sl).items() if hasattr(_v, "py_func")})
+    from xla_explorer.executors.cuda.fused import SIMULATED_MATH as math
 """
+
+
+class _SimulatedMath:
+    """``math`` for kernels the simulator runs as Python: where Python's math raises
+    (``log(-1)``, ``sqrt(-1)``, ``sin(inf)``, ``exp(1000)``), the value compiled code gives
+    (NaN, +-Inf), from NumPy."""
+
+    _NUMPY = {"sqrt": np.sqrt, "log": np.log, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
+              "exp": np.exp, "expm1": np.expm1, "sin": np.sin, "cos": np.cos, "tan": np.tan, "cosh": np.cosh,
+              "sinh": np.sinh, "pow": np.power, "acos": np.arccos, "asin": np.arcsin, "acosh": np.arccosh,
+              "atanh": np.arctanh, "fmod": np.fmod, "ldexp": np.ldexp, "hypot": np.hypot}
+
+    def __getattr__(self, name):
+        import math
+        f = getattr(math, name)
+        alt = self._NUMPY.get(name)
+        if alt is None:
+            return f
+
+        def call(*args):
+            try:
+                return f(*args)
+            except (ValueError, OverflowError):
+                with np.errstate(all="ignore"):
+                    return float(alt(*args))
+        setattr(self, name, call)
+        return call
+
+
+SIMULATED_MATH = _SimulatedMath()
 
 _compiled = {}
 
@@ -45,7 +76,7 @@ def run_group(backend, group, values):
     n = out.size
     if n:
         inputs = [backend.to_device(v).flat() for v in values]
-        loop[launch_config(n)](n, out.flat(), *inputs, odims, *params)
+        run_kernel(loop, launch_config(n), n, out.flat(), *inputs, odims, *params)
     return out
 
 

@@ -23,9 +23,9 @@ import numpy as np
 
 from ...ops.indexing import _HUGE_INDEX, _batch_position, _offset_operand_dims
 from . import kernel, simulated
-from .reduction import _collate, _computation, _names, _out_shapes, call, region_function, region_module
-from .shape import copy_value, cuda, fill_zero, launch, new_value, params, prod, row_major_strides, single, \
-    static_dims, strided_copy, ints
+from .reduction import _collate, _computation, _names, call, region_function, region_module
+from .shape import (copy_value, cuda, fill, fill_zero, host_api, ints, launch, new_value, params, row_major_strides,
+                    single, static_dims)
 
 
 @cuda.jit
@@ -44,7 +44,7 @@ def index_array(indices):
     flat = indices.flat()
     if flat.dtype != np.uint64:
         return flat
-    out = cuda.device_array(max(indices.size, 1), np.int64)
+    out = host_api.device_array(max(indices.size, 1), np.int64)
     launch(_cap_u64, indices.size, flat, out, _HUGE_INDEX)
     return out
 
@@ -118,7 +118,6 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
     if out.size == 0:
         return out
     if len(operand.shape) == 0:          # every result element is the scalar operand
-        from .shape import fill
         launch(fill, out.size, out.flat(), operand.flat())
         return out
     if operand.size == 0 or 0 in slice_sizes:   # empty slices: XLA:CPU gives zeros
@@ -258,8 +257,8 @@ def scatter(*values, shape, update_computation, update_window_dims, inserted_win
         schedule_d, num_scatter, batch_strides_d, vector_stride, table_d = params(key, lambda: _scatter_tables(
             inputs[0].shape, indices.shape, updates[0].shape, update_window_dims, inserted_window_dims,
             scatter_dims_to_operand_dims, index_vector_dim, input_batching_dims, scatter_indices_batching_dims))
-        targets = cuda.device_array(count, np.int64)
-        order = cuda.device_array(count, np.int64)
+        targets = host_api.device_array(count, np.int64)
+        order = host_api.device_array(count, np.int64)
         launch(_scatter_targets, count, targets, order, index_array(indices), schedule_d, num_scatter,
                batch_strides_d, vector_stride, table_d)
         apply_updates(_computation(update_computation), results, updates, targets, order)

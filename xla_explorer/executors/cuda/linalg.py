@@ -17,7 +17,7 @@ from ... import dtypes
 from ...ops.linalg import _conv_geometry, _dimension_numbers
 from ...shapes import Shape
 from . import kernel
-from .shape import cuda, host_kernel, ints, launch, new_value, params, prod, row_major_strides, static_dims
+from .shape import host_api, host_kernel, ints, launch, new_value, params, prod, row_major_strides, static_dims
 
 _kernels = {}
 
@@ -320,8 +320,8 @@ def batch_norm_training(operand, scale, offset, *, shape, epsilon, feature_index
     t = shape.tuple_shapes[0]
     nf, inner = dims[feature_index], prod(dims[feature_index + 1:])
     other_d, other_str_d = _feature_params(dims, feature_index)
-    mean = cuda.device_array(max(nf, 1), np.float64)
-    var = cuda.device_array(max(nf, 1), np.float64)
+    mean = host_api.device_array(max(nf, 1), np.float64)
+    var = host_api.device_array(max(nf, 1), np.float64)
     launch(_generated("bn_stats", "f64", _BN_STATS), nf, operand.flat(), other_d, other_str_d,
            row_major_strides(dims)[feature_index], operand.size // nf if nf else 0, mean, var)
     out = new_value(dims, t.dtype)
@@ -336,7 +336,7 @@ def batch_norm_grad(operand, scale, mean, variance, grad_output, *, shape, epsil
     t = shape.tuple_shapes[0]
     nf, inner = dims[feature_index], prod(dims[feature_index + 1:])
     other_d, other_str_d = _feature_params(dims, feature_index)
-    stats = cuda.device_array((max(nf, 1), 4), np.float64)
+    stats = host_api.device_array((max(nf, 1), 4), np.float64)
     launch(_generated("bn_grad_stats", "f64", _BN_GRAD_STATS), nf, operand.flat(), grad_output.flat(), mean.flat(),
            variance.flat(), float(epsilon), other_d, other_str_d, row_major_strides(dims)[feature_index],
            operand.size // nf if nf else 0, stats)

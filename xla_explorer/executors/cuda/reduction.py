@@ -29,7 +29,7 @@ import numpy as np
 
 from ...ops.reduction import _window_attrs
 from . import kernel
-from .shape import cuda, fill, ints, launch, new_value, params, prod, row_major_strides, static_dims
+from .shape import cuda, fill, host_api, ints, launch, new_value, params, prod, row_major_strides, static_dims
 
 # -- regions as device functions -----------------------------------------------------------------
 
@@ -282,8 +282,8 @@ def select_and_scatter(operand, source, init_value, *, shape, select, scatter, w
     if result.size == 0 or source.size == 0:
         return result
     # each window picks one operand element: its flat index, or -1 (the window is all padding)
-    targets = cuda.device_array(source.size, np.int64)
-    order = cuda.device_array(source.size, np.int64)
+    targets = host_api.device_array(source.size, np.int64)
+    order = host_api.device_array(source.size, np.int64)
     launch(_select_kernel(_computation(select)), source.size, targets, order, operand.flat(),
            *_window_params(in_dims, source.shape, *window), prod(window[0]))
     apply_updates(_computation(scatter), [result], [source], targets, order)
@@ -364,8 +364,8 @@ def sort(*operands, shape, comparator, dimension, is_stable=False):
     lead = [d for d in range(len(dims)) if d != dimension]
     lead_d, lead_str_d = params(("rows", tuple(dims), dimension), lambda: (
         ints(dims[d] for d in lead), ints(strides[d] for d in lead)))
-    perm = cuda.device_array(rows * m, np.int64)
-    tmp = cuda.device_array(rows * m, np.int64)
+    perm = host_api.device_array(rows * m, np.int64)
+    tmp = host_api.device_array(rows * m, np.int64)
     launch(_sort_kernel(_computation(comparator), len(operands)), rows, m, perm, tmp, lead_d, lead_str_d,
            strides[dimension], *[v.flat() for v in operands])
     outs = []
@@ -425,7 +425,7 @@ def topk(operand, *, shape, k, largest=True):
     flat = operand.flat()
     if operand.dtype.kind == "f" or flat.dtype.kind == "f":   # narrow floats are carried as f32
         width = flat.dtype.itemsize
-        keys = cuda.device_array(operand.size, np.int64)
+        keys = host_api.device_array(operand.size, np.int64)
         launch(_float_keys, operand.size, flat.view(np.int32 if width == 4 else np.int64), keys,
                (1 << (8 * width - 1)) - 1)
     elif flat.dtype == np.bool_:

@@ -13,7 +13,7 @@ import numpy as np
 from ... import dtypes
 from .elementwise import from_bits
 from . import DeviceValue, kernel
-from .shape import cuda, ints, launch, params, prod, single, static_dims
+from .shape import cuda, host_api, ints, launch, params, prod, single, static_dims
 
 M32 = np.uint64(0xFFFFFFFF)
 U32 = np.uint64(32)
@@ -188,9 +188,9 @@ def rng_bit_generator(initial_state, *, shape, algorithm):
     dims = static_dims(data_shape, "RngBitGenerator")
     bits = dtypes.bit_width(data_shape.element_type)
     n = prod(dims)
-    words = cuda.device_array(max(n, 1), np.dtype(f"u{bits // 8}"))
+    words = host_api.device_array(max(n, 1), np.dtype(f"u{bits // 8}"))
     state = initial_state.flat()
-    new_state = cuda.device_array(initial_state.size, np.uint64)
+    new_state = host_api.device_array(initial_state.size, np.uint64)
     if algorithm == "rng_three_fry":
         if bits == 64:
             split, half, calls = 0, dims, n

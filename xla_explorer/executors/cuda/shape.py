@@ -18,9 +18,22 @@ import numpy as np
 
 from ...errors import ExecutionError
 from ...ops import registry
-from . import DeviceValue, carrier_dtype_of, cuda_module, kernel, launch_config
+from . import DeviceValue, carrier_dtype_of, cuda_module, kernel, launch_config, run_kernel
 
-cuda = cuda_module()
+cuda = cuda_module()   # kernels only: see host_api
+
+
+class _HostApi:
+    """numba.cuda's host functions (allocations, copies) for host code.  Kernels use the
+    module global ``cuda``, which the simulator swaps for its fake module while a kernel
+    runs -- in another thread's host code too (collectives simulate devices as threads) --
+    so host code reaches numba.cuda through this object instead."""
+
+    def __getattr__(self, name):
+        return getattr(cuda_module(), name)
+
+
+host_api = _HostApi()
 
 
 # -- shared helpers ------------------------------------------------------------------------
@@ -56,7 +69,7 @@ def params(key, build):
     if hit is None:
         if len(_params) > 4096:
             _params.clear()
-        hit = _params[key] = tuple(cuda.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
+        hit = _params[key] = tuple(host_api.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
                                    for a in build())
     return hit
 
@@ -65,18 +78,18 @@ def new_value(dims, dtype):
     """An uninitialised DeviceValue of ``dims`` (flat storage, the type's carrier)."""
     dims = tuple(int(d) for d in dims)
     n = prod(dims)
-    return DeviceValue(cuda.device_array(n if dims else 1, carrier_dtype_of(np.dtype(dtype))), dtype, dims)
+    return DeviceValue(host_api.device_array(n if dims else 1, carrier_dtype_of(np.dtype(dtype))), dtype, dims)
 
 
 def launch(fn, n, *args):
     """Run kernel ``fn(n, *args)`` with one thread per element of ``n`` (none when empty)."""
     if n > 0:
-        fn[launch_config(n)](n, *args)
+        run_kernel(fn, launch_config(n), n, *args)
 
 
 def single(fn, *args):
     """Run kernel ``fn(*args)`` as one thread (setting up scalars, serial loops)."""
-    fn[1, 1](*args)
+    run_kernel(fn, (1, 1), *args)
 
 
 def static_dims(shape, where):
@@ -104,8 +117,7 @@ def to_device(value):
     arr = np.asarray(value)
     carrier = carrier_dtype_of(arr.dtype)
     flat = np.ascontiguousarray(arr.astype(carrier) if arr.dtype != carrier else arr).reshape(-1)
-    return DeviceValue(cuda.to_device(flat if flat.size or arr.ndim else np.zeros(1, carrier)),
-                       arr.dtype, arr.shape)
+    return DeviceValue(host_api.to_device(flat), arr.dtype, arr.shape)
 
 
 def host_kernel(opcode, note="host (numpy)"):
@@ -170,9 +182,9 @@ def fill_zero(n, out):
         out[i] = 0
 
 
-def gather_strided(value, out_dims, strides, base, dtype=None):
+def gather_strided(value, out_dims, strides, base):
     """A new value of ``out_dims``: element i reads ``value`` at base + index . strides."""
-    out = new_value(out_dims, dtype or value.dtype)
+    out = new_value(out_dims, value.dtype)
     dims_d, strides_d = params(("strided", tuple(out_dims), tuple(strides)),
                                lambda: (ints(out_dims), ints(strides)))
     launch(strided_copy, out.size, out.flat(), value.flat(), dims_d, strides_d, int(base))
@@ -180,11 +192,10 @@ def gather_strided(value, out_dims, strides, base, dtype=None):
 
 
 def copy_value(value):
+    """A copy of ``value`` in a new device buffer (device to device)."""
     out = new_value(value.shape, value.dtype)
     if value.size:
         out.flat().copy_to_device(value.flat())
-    else:
-        out = DeviceValue(out.array, value.dtype, value.shape)
     return out
 
 
@@ -231,7 +242,7 @@ def _iota_kernel(t):
         from ..emit import finish
         from .fused import compile_source
         src = ("@cuda.jit\ndef iota(n, out, inner, size):\n    i = cuda.grid(1)\n    if i < n:\n"
-               f"        out[i] = {finish('(i // inner) % size', t)}\n")
+               f"        out[i] = {finish('np.int64((i // inner) % size)', t)}\n")
         _iota_kernels[t] = compile_source("cuda_iota", src).iota
     return _iota_kernels[t]
 

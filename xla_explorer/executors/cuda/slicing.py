@@ -10,8 +10,8 @@ element that inverts ``result_index = edge_padding_low + operand_index * (interi
 import numpy as np
 
 from . import kernel
-from .shape import (copy_value, cuda, gather_strided, ints, launch, new_value, params, row_major_strides, single,
-                    static_dims)
+from .shape import (copy_value, cuda, gather_strided, host_api, ints, launch, new_value, params, row_major_strides,
+                    single, static_dims)
 
 
 @kernel("slice")
@@ -48,7 +48,7 @@ def _clamp_unsigned(src, out, d, limit):
 
 def adjusted_starts(start_indices, operand_dims, sizes):
     """An int64 device array: clamp(0, start_indices[d], operand_dims[d] - sizes[d])."""
-    starts = cuda.device_array(max(len(operand_dims), 1), np.int64)
+    starts = host_api.device_array(max(len(operand_dims), 1), np.int64)
     for d, (s, dim, size) in enumerate(zip(start_indices, operand_dims, sizes)):
         clamp = _clamp_unsigned if s.dtype.kind == "u" else _clamp_signed
         single(clamp, s.flat(), starts, d, int(dim) - int(size))

@@ -1,0 +1,471 @@
+"""Index-map animators: the frames' data (which cells of which grid each step highlights)
+checked against the ops' index maps; rendering (GIF, HTML, frames, stepper) on few steps."""
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import xla_explorer as xe  # noqa: E402
+from xla_explorer.ops import registry  # noqa: E402
+
+A = pytest.importorskip("xla_explorer.animate")
+f32, s32 = np.float32, np.int32
+CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "hlo_corpus")
+
+
+def add(a, b):
+    return xe.Add(a, b)
+
+
+# -- the generic check: frames against the index map ---------------------------------------------
+
+READ_ROLES = ("read", "selected")
+
+
+def check_frames(anim):
+    """Every frame highlights exactly what the index map says: the domain element, the
+    elements read (per operand grid) and the elements written (per result grid)."""
+    ctx, imap = anim.context, anim.index_map
+    animator = registry.LAYERS["animation"][anim.opcode]
+    results = animator.result_names(ctx)
+    for frame in anim.frames:
+        access = imap[frame.index]
+        assert frame.access == access
+        domain = anim.grid(anim.domain)
+        assert frame.positions(anim.domain, "current", "skipped") == {domain.position(frame.index)}
+        assert ("skipped" in frame.roles(anim.domain)) == access.skipped
+        expected = {}
+        for k, index in access.reads:
+            name, to_grid = animator.operand_grid(ctx, k)
+            expected.setdefault(name, set()).add(to_grid(index) if to_grid else tuple(index))
+        for name, indices in expected.items():
+            roles = READ_ROLES + (("current", "skipped") if name == anim.domain else ())
+            assert frame.indices(name, *roles) == indices, (frame.number, name)
+        for g in anim.grids:  # no element is marked read that the map does not read
+            if g.name not in expected:
+                assert not frame.positions(g.name, *READ_ROLES), (frame.number, g.name)
+        written = {}
+        for j, index in A.core.writes(access):
+            written.setdefault(results[j], set()).add(index)
+        for name in results:
+            assert frame.indices(name, "write", "collision") == written.get(name, set())
+
+
+def animate(*args, **kw):
+    anim = xe.animate(*args, **kw)
+    check_frames(anim)
+    return anim
+
+
+# -- Gather ----------------------------------------------------------------------------------------
+
+def gather_windows():
+    operand = np.arange(42, dtype=f32).reshape(6, 7)
+    starts = np.array([[0, 0], [5, 6], [2, 3], [-1, 2], [4, 1]], s32)
+    return animate("gather", operand, starts, offset_dims=[1, 2], collapsed_slice_dims=[], start_index_map=[0, 1],
+                   index_vector_dim=1, slice_sizes=[2, 3])
+
+
+def test_gather_window_at_its_clamped_start():
+    anim = gather_windows()
+    assert len(anim.frames) == 30 and anim.summary == "30 steps"
+    clamped = [f for f in anim.frames if f.access.clamped]
+    assert {f.index[0] for f in clamped} == {1, 3}  # starts [5, 6] and [-1, 2] are clamped
+    for f in anim.frames:
+        d = f.access.detail
+        role = "clamped" if f.access.clamped else "window"
+        window = {(d["full_start_index"][0] + i, d["full_start_index"][1] + j) for i in range(2) for j in range(3)}
+        # the window's cells, the read one among them marked "read"
+        assert f.indices("operand", role, "read") == window
+        assert f.indices("start_indices", "index") == set(d["start_indices_index"])
+    f = anim.frames[7]  # result [1, 0, 1]: start [5, 6] clamped to [4, 4]
+    assert f.index == (1, 0, 1) and f.indices("operand", "read") == {(4, 5)}
+    assert "clamp([5, 6], 0," in f.text and "= [4, 4]   <- clamped" in f.text
+    assert "result[1, 0, 1] = operand[4, 5] = 33" in f.text
+
+
+def test_gather_of_a_parsed_program_and_without_args():
+    comp = xe.parse_hlo(open(os.path.join(CORPUS, "gather_windows_2d_oob", "module.hlo")).read()) \
+        if os.path.exists(CORPUS) else None
+    if comp is None:
+        pytest.skip("corpus not found")
+    operand = np.arange(42, dtype=f32).reshape(6, 7)
+    starts = np.array([[0, 0], [5, 6], [2, 3], [-1, 2], [4, 1]], s32)
+    anim = xe.animate(comp, "gather.1", operand, starts)
+    check_frames(anim)
+    assert anim.title == "Gather gather.1"
+    assert [f.cells for f in anim.frames] == [f.cells for f in gather_windows().frames]
+    zeros = xe.animate(comp, "gather.1")  # no arguments: operands are zeros, every start [0, 0]
+    check_frames(zeros)
+    assert not any(f.access.clamped for f in zeros.frames)
+    with pytest.raises(KeyError, match="gather.1"):
+        xe.animate(comp, "nope.1")
+
+
+def test_gather_rows_with_batching_dims():
+    operand = np.arange(24, dtype=f32).reshape(2, 3, 4)
+    indices = np.array([[2], [7]], s32)  # one start per batch; 7 clamps to 3
+    anim = animate("gather", operand, indices, offset_dims=[1], collapsed_slice_dims=[1], start_index_map=[1],
+                   index_vector_dim=1, slice_sizes=[1, 1, 4], operand_batching_dims=[0],
+                   start_indices_batching_dims=[0])
+    f = anim.frames[5]  # result [1, 1]: batch 1, row clamped to 2
+    assert f.access.clamped and f.indices("operand", "read") == {(1, 2, 1)}
+    assert f.indices("operand", "clamped", "read") == {(1, 2, j) for j in range(4)}
+    assert "full_batching_index" in f.text
+
+
+# -- Scatter ---------------------------------------------------------------------------------------
+
+def scatter_dups(update_window_last=True):
+    inputs = np.arange(18, dtype=f32).reshape(6, 3)
+    indices = np.array([[0], [2], [2], [9], [-1], [5], [-9]], s32)
+    updates = np.arange(1, 22, dtype=f32).reshape(7, 3)
+    return inputs, indices, updates, animate(
+        "scatter", inputs, indices, updates, update_window_dims=[1], inserted_window_dims=[0],
+        scatter_dims_to_operand_dims=[0], index_vector_dim=1, update_computation=add)
+
+
+def test_scatter_steps_in_xla_order_with_collisions_and_skips():
+    inputs, indices, updates, anim = scatter_dups()
+    assert anim.domain == "updates" and len(anim.frames) == 21
+    seen = set()
+    for k, f in enumerate(anim.frames):
+        assert f.step == k and f.access.detail["schedule_position"] == k
+        target = tuple(f.access.detail["result_index"])
+        if f.access.skipped:
+            assert f.roles("updates") == {"skipped"} and not f.positions("result", "write", "collision")
+            assert "SKIPPED" in f.text
+        elif target in seen:
+            assert f.indices("result", "collision") == {target} and "COLLISION" in f.text
+        else:
+            assert f.indices("result", "write") == {target}
+        if not f.access.skipped:
+            seen.add(target)
+        assert f.indices("scatter_indices", "index") == {(f.index[0], 0)}
+    assert [f.index[0] for f in anim.frames if f.access.skipped] == [3, 3, 3, 4, 4, 4, 6, 6, 6]
+    assert sum("collision" in f.roles("result") for f in anim.frames) == 3  # rows 1 and 2 hit row 2
+    # the running values end at the reference's result, and show each combination
+    final = anim.frames[-1].values["result"]
+    np.testing.assert_array_equal(final, xe.Scatter(inputs, indices, updates, update_window_dims=[1],
+                                                    inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                                                    index_vector_dim=1, update_computation=add))
+    f = anim.frames[6]  # update [2, 0] lands on result [2, 0] after update [1, 0]
+    assert "= 10 + 7 = 17" in f.text and "already updated at step 4" in f.text
+
+
+def test_scatter_window_partly_out_of_bounds_is_skipped_whole():
+    inputs = np.zeros((4, 4), f32)
+    indices = np.array([[3, 1], [1, 1]], s32)  # a 2x2 window at [3, 1] does not fit
+    updates = np.ones((2, 2, 2), f32)
+    anim = animate("scatter", inputs, indices, updates, update_window_dims=[1, 2], inserted_window_dims=[],
+                   scatter_dims_to_operand_dims=[0, 1], index_vector_dim=1, update_computation=add)
+    first = anim.frames[:4]
+    assert all(f.access.skipped for f in first)
+    # the part of the window inside the operand is shown as skipped, nothing is written
+    assert first[0].indices("result", "skipped") == {(3, 1), (3, 2)}
+    assert not any(f.access.skipped for f in anim.frames[4:])
+
+
+def test_scatter_replace_and_order_of_window_dims():
+    inputs = np.zeros((3, 4), f32)
+    indices = np.array([1, 1], s32)
+    updates = np.array([[1, 2], [3, 4], [5, 6], [7, 8]], f32)  # window dim first: [4, 2], scatter dim 1
+    anim = animate("scatter", inputs, indices, updates, update_window_dims=[0], inserted_window_dims=[0],
+                   scatter_dims_to_operand_dims=[0], index_vector_dim=1, update_computation=lambda a, b: b)
+    # XLA's order: scatter index first (dimension 1), then the window (dimension 0)
+    assert [f.index for f in anim.frames] == [(w, s) for s in range(2) for w in range(4)]
+    assert [f.step for f in anim.frames] == list(range(8))
+    assert sum("collision" in f.roles("result") for f in anim.frames) == 4
+    assert "result[1, 0] = updates[0, 1] = 2" in anim.frames[4].text
+
+
+# -- ReduceWindow, SelectAndScatter, Reduce -----------------------------------------------------------
+
+def test_reduce_window_padding_and_dilation_holes():
+    operand = np.arange(12, dtype=f32).reshape(3, 4)
+    anim = animate("reduce-window", operand, f32(0), computation=add, window_dimensions=[2, 2],
+                   window_strides=[2, 1], padding=[(1, 1), (0, 1)], base_dilations=[2, 1], window_dilations=[1, 2])
+    grid = anim.grid("operand")
+    assert grid.shape == (7, 5)  # 1 + (3-1)*2+1 + 1 rows, 4 + 1 columns
+    assert grid.position((1, 2)) == (3, 2) and grid.index_of((2, 0)) is None
+    static = grid.static_roles()
+    assert static["hole"] == 8 and static["padding"] == 15
+    kinds = {"operand": "read", "padding": "padding", "hole": "hole"}
+    for f in anim.frames:
+        cells = f.access.detail["cells"]
+        expected = {(tuple(p + o for p, o in zip(padded, grid.origin)), kinds[kind]) for _, padded, kind, _ in cells}
+        assert set(f.cells["operand"].items()) == expected
+        assert f.positions("init_value", "init") == {()}
+    f = anim.frames[3]  # result [1, 0]: two holes, elements [1, 0] and [1, 2]
+    assert f.indices("operand", "read") == {(1, 0), (1, 2)} and len(f.positions("operand", "hole")) == 2
+    assert "= 0 + 4 + 6 = 10" in f.text
+    assert sum(bool(f.positions("operand", "padding")) for f in anim.frames) > 0
+
+
+def test_reduce_window_negative_padding_crops():
+    operand = np.arange(6, dtype=f32)
+    anim = animate("reduce-window", operand, f32(0), computation=add, window_dimensions=[2], window_strides=[1],
+                   padding=[(-1, 1)])
+    grid = anim.grid("operand")
+    assert grid.static_roles() == {"cropped": 1, "padding": 1}
+    assert anim.frames[0].indices("operand", "read") == {(1,), (2,)}
+
+
+def test_select_and_scatter_selected_and_collisions():
+    operand = np.array([[1, 5, 2, 0], [3, 4, 9, 1], [0, 2, 2, 7]], f32)
+    source = np.array([[1, 2], [3, 4]], f32)
+    kw = dict(select=lambda a, b: xe.Ge(a, b), scatter=add, window_dimensions=[2, 3], window_strides=[1, 1],
+              padding=[(0, 0), (0, 0)])
+    anim = animate("select-and-scatter", operand, source, f32(0), **kw)
+    assert anim.domain == "source" and len(anim.frames) == 4
+    assert [f.indices("operand", "selected") for f in anim.frames] == [{(1, 2)}] * 4
+    assert [f.roles("result") for f in anim.frames] == [{"write"}] + [{"collision"}] * 3
+    np.testing.assert_array_equal(anim.frames[-1].values["result"],
+                                  xe.SelectAndScatter(operand, source=source, init_value=f32(0), **kw))
+
+
+def test_select_and_scatter_window_of_padding_only():
+    operand = np.array([[1, 2]], f32)
+    anim = animate("select-and-scatter", operand, np.ones((1, 3), f32), f32(0), select=lambda a, b: xe.Ge(a, b),
+                   scatter=add, window_dimensions=[1, 1], window_strides=[1, 1], padding=[(0, 0), (0, 1)])
+    last = anim.frames[-1]
+    assert last.access.skipped and last.roles("source") == {"skipped"} and "only padding" in last.text
+    assert last.positions("operand", "padding") == {(0, 2)}
+
+
+def test_reduce_reads_a_row():
+    operand = np.arange(20, dtype=f32).reshape(4, 5)
+    anim = animate("reduce", operand, f32(0), computation=lambda a, b: xe.Max(a, b), dimensions=[1])
+    assert anim.frames[3].indices("operand", "read") == {(3, j) for j in range(5)}
+    assert "= max(0, 15, 16, 17, 18, 19) = 19" in anim.frames[3].text
+
+
+# -- Pad and the slicing ops ------------------------------------------------------------------------
+
+def test_pad_interior_and_negative_padding():
+    operand = np.arange(6, dtype=f32).reshape(2, 3)
+    anim = animate("pad", operand, f32(-1), padding_config=[(1, -1, 1), (-1, 2, 0)])
+    result, grid = anim.grid("result"), anim.grid("operand")
+    padding = {f.index for f in anim.frames if not f.access.reads}
+    assert {tuple(p) for p in zip(*np.nonzero(result.static))} == padding
+    read = {i for f in anim.frames for _, i in f.access.reads}
+    assert {tuple(p) for p in zip(*np.nonzero(grid.static))} == {(i, j) for i in range(2) for j in range(3)} - read
+    for f in anim.frames:
+        assert f.positions("padding_value", "padding") == ({()} if f.index in padding else set())
+    f = anim.frames[4]  # result [1, 0] = operand [0, 1]; [2, 0] is interior padding
+    assert f.indices("operand", "read") == {(0, 1)} and "([1, 0] - [1, -1]) / [2, 1] = [0, 1]" in f.text
+    assert "interior padding" in anim.frames[8].text and "= [1/2, 1]" in anim.frames[8].text
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2, 3), st.integers(-2, 3), st.integers(0, 2)), min_size=1, max_size=2),
+       st.integers(1, 3))
+def test_pad_frames_match_the_map(config, n):
+    operand = np.arange(n ** len(config), dtype=f32).reshape((n,) * len(config))
+    try:
+        anim = xe.animate("pad", operand, f32(0), padding_config=config)
+    except xe.ShapeError:
+        return
+    check_frames(anim)
+    for f in anim.frames:
+        assert bool(f.positions("padding_value", "padding")) == (not f.access.reads)
+
+
+def test_dynamic_slice_clamped_window():
+    operand = np.arange(20, dtype=f32).reshape(4, 5)
+    anim = animate("dynamic-slice", operand, s32(3), s32(-1), slice_sizes=[2, 3])
+    assert anim.grid("start_indices").value.tolist() == [3, -1]
+    for f in anim.frames:
+        assert f.access.clamped
+        assert f.indices("operand", "clamped", "read") == {(i, j) for i in (2, 3) for j in range(3)}
+        assert f.indices("start_indices", "index") == {(0,), (1,)}
+    assert "= [2, 0]   <- clamped" in anim.frames[0].text
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(-3, 6), st.integers(-3, 6))
+def test_dynamic_slice_window_at_adjusted_start(i, j):
+    anim = animate("dynamic-slice", np.zeros((4, 5), f32), s32(i), s32(j), slice_sizes=[2, 2])
+    a, b = min(max(i, 0), 2), min(max(j, 0), 3)
+    role = "clamped" if (a, b) != (i, j) else "window"
+    assert anim.frames[0].indices("operand", role, "read") == {(a + x, b + y) for x in range(2) for y in range(2)}
+
+
+def test_dynamic_update_slice_from_update_or_operand():
+    operand = np.arange(20, dtype=f32).reshape(4, 5)
+    anim = animate("dynamic-update-slice", operand, np.ones((2, 2), f32), s32(5), s32(1))
+    for f in anim.frames:
+        inside = 2 <= f.index[0] < 4 and 1 <= f.index[1] < 3
+        assert bool(f.positions("update", "read")) == inside
+        assert f.indices("result", "clamped") == {(2, 1), (2, 2), (3, 1), (3, 2)} - {f.index}
+    assert "outside the update" in anim.frames[0].text
+
+
+def test_slice_marks_its_selection():
+    operand = np.arange(20, dtype=f32).reshape(4, 5)
+    anim = animate("slice", operand, start_indices=[1, 0], limit_indices=[4, 5], strides=[2, 2])
+    grid = anim.grid("operand")
+    assert {tuple(p) for p in zip(*np.nonzero(grid.static))} == {(i, j) for i in (1, 3) for j in (0, 2, 4)}
+    assert "[1, 0] + [1, 0] * [2, 2] = [3, 0]" in anim.frames[3].text
+
+
+# -- the shape ops, Conv, Dot --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("opcode, args, kw", [
+    ("transpose", (np.arange(6, dtype=f32).reshape(2, 3),), dict(permutation=[1, 0])),
+    ("BroadcastInDim", (np.arange(3, dtype=f32),), dict(out_dim_size=[2, 3], broadcast_dimensions=[1])),
+    ("reverse", (np.arange(6, dtype=f32).reshape(2, 3),), dict(dimensions=[0, 1])),
+    ("concatenate", (np.zeros((1, 3), f32), np.ones((2, 3), f32)), dict(dimension=0)),
+    ("reshape", (np.arange(6, dtype=f32).reshape(2, 3),), dict(new_sizes=[3, 2])),
+    ("dot", (np.ones((2, 3), f32), np.ones((3, 2), f32)),
+     dict(lhs_contracting_dimensions=[1], rhs_contracting_dimensions=[0])),
+])
+def test_copy_and_sum_ops(opcode, args, kw):
+    anim = animate(opcode, *args, **kw)
+    assert len(anim.frames) == len(anim.index_map)
+    assert all(f.text.startswith("result_index") for f in anim.frames)
+
+
+def test_concatenate_reads_the_right_operand():
+    anim = animate("concatenate", np.zeros((1, 3), f32), np.ones((2, 3), f32), dimension=0)
+    assert anim.frames[4].indices("operands[1]", "read") == {(0, 1)}
+    assert "falls in operands[1]" in anim.frames[4].text
+
+
+def test_convolution_2d_default_view_shows_every_read():
+    lhs = np.arange(2 * 5 * 5 * 3, dtype=f32).reshape(2, 5, 5, 3)
+    rhs = np.ones((3, 3, 3, 4), f32)
+    anim = animate("convolution", lhs, rhs, window_strides=[1, 1], padding=[(1, 1), (1, 1)],
+                   dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    result, lhs_grid = anim.grid("result"), anim.grid("lhs")
+    assert result.dims == (1, 2) and result.fixed == {0: 0, 3: 0}
+    assert lhs_grid.dims == (3, 1, 2) and lhs_grid.fixed == {0: 0}
+    assert len(anim.frames) == 25 and "in result[0, :, :, 0]" in anim.summary
+    assert all(f.index[0] == 0 and f.index[3] == 0 for f in anim.frames)
+    for f in anim.frames:  # every highlighted cell is drawn
+        for name in ("lhs", "rhs"):
+            assert all(anim.grid(name).rc(p) is not None for p in f.positions(name))
+    corner = anim.frames[0]  # result [0, 0, 0, 0]: a 2x2 part of the window inside, 3 features
+    assert len(corner.access.detail["pairs"]) == 12 and "sum of 12 products" in corner.text
+
+
+def test_views_for_high_ranks():
+    operand = np.arange(2 * 3 * 4 * 5, dtype=f32).reshape(2, 3, 4, 5)
+    anim = xe.animate("transpose", operand, permutation=[3, 2, 1, 0], dims=(0, 1), fixed={2: 1, 3: 1})
+    check_frames(anim)
+    result = anim.grid("result")
+    assert result.dims == (0, 1) and result.fixed == {2: 1, 3: 1}
+    assert len(anim.frames) == 20 and all(f.index[2:] == (1, 1) for f in anim.frames)
+    per_grid = xe.animate("transpose", operand, permutation=[3, 2, 1, 0], dims={"operand": (1, 2, 3)},
+                          fixed={"operand": {0: 1}})
+    assert per_grid.grid("operand").dims == (1, 2, 3) and per_grid.grid("operand").fixed == {0: 1}
+    assert per_grid.grid("result").dims == (2, 3)  # the default: the last two, the others at 0
+    with pytest.raises(ValueError, match="dims"):
+        xe.animate("transpose", operand, permutation=[3, 2, 1, 0], dims=(0, 0))
+    with pytest.raises(ValueError, match="no grid named"):
+        xe.animate("transpose", operand, permutation=[3, 2, 1, 0], dims={"nope": (0, 1)})
+
+
+# -- summaries, the API, the status table -------------------------------------------------------------
+
+def big_gather(n=32, **kw):
+    rng = np.random.default_rng(0)
+    operand = rng.standard_normal((n, n)).astype(f32)
+    indices = rng.integers(-2, n + 2, size=(n, n, 2)).astype(s32)
+    return xe.animate("gather", operand, indices, offset_dims=[], collapsed_slice_dims=[0, 1],
+                      start_index_map=[0, 1], index_vector_dim=2, slice_sizes=[1, 1], **kw)
+
+
+def test_big_maps_are_summarised_visibly():
+    first = big_gather()
+    assert len(first.frames) == 200 and first.summary == "steps 1-200 of 1024"
+    assert [f.step for f in first.frames] == list(range(200))
+    sampled = big_gather(max_steps=5, sample=True)
+    assert [f.step for f in sampled.frames] == [0, 256, 512, 767, 1023]
+    assert sampled.summary == "5 of 1024 steps, evenly spaced"
+    assert "frame 2 of 5: step 257 of 1024" in sampled.counter(sampled.frames[1])
+    check_frames(sampled)
+    assert len(big_gather(max_steps=None).frames) == 1024
+
+
+def test_frames_need_no_matplotlib_and_core_import_is_light():
+    code = ("import sys, numpy as np, xla_explorer as xe; xe.status_table(file=open('/dev/null', 'w')); "
+            "a = xe.animate('reverse', np.arange(3.), dimensions=[0]); "
+            "assert a.frames[0].indices('operand', 'read') == {(2,)}; "
+            "assert xe.status_table(file=open('/dev/null', 'w')).cell('gather', 'animation') == 'yes'; "
+            "sys.exit(1 if 'matplotlib' in sys.modules else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_registered_layer_and_errors():
+    table = xe.status_table(file=open(os.devnull, "w"))
+    for opcode in ("gather", "scatter", "reduce-window", "pad", "dynamic-slice", "dynamic-update-slice", "slice",
+                   "transpose", "broadcast", "reverse", "concatenate", "convolution", "select-and-scatter"):
+        assert table.cell(opcode, "animation") == "yes"
+        assert registry.LAYERS["animation"][opcode] is not None
+    assert table.cell("add", "animation") == "-"
+    with pytest.raises(NotImplementedError, match="has no animator; animated ops: .*gather"):
+        xe.animate("add", np.ones(2, f32), np.ones(2, f32))
+    assert callable(xe.animate) and A.animate is xe.animate.animate
+
+
+# -- rendering (few steps) ---------------------------------------------------------------------------
+
+def test_frame_gif_html_and_fast_pixels(tmp_path):
+    import matplotlib.figure
+    from PIL import Image
+    anim = gather_windows()
+    fig = anim.frame(7)
+    assert isinstance(fig, matplotlib.figure.Figure)
+    assert "clamped" in fig.texts[-1].get_text() or any("clamped" in t.get_text() for t in fig.texts)
+    small = xe.animate("reverse", np.arange(256, dtype=f32).reshape(16, 16), dimensions=[1], max_steps=4)
+    gif = small.save(tmp_path / "rev.gif", fps=4, dpi=50)
+    with Image.open(gif) as im:
+        assert im.n_frames == 4
+    html = small.to_jshtml()
+    assert "<script" in html and html.count("data:image/png;base64") == 4
+    assert small._repr_html_().startswith(html[:30])
+    small.save(tmp_path / "rev.png", frame=2, dpi=50)
+    assert (tmp_path / "rev.png").stat().st_size > 0
+    # the fast renderer paints the highlighted cells in their role's colour
+    d = A.core._Drawing(small, dpi=60, fast=True)
+    d.update(2)
+    pixels = d.render()
+    panel = next(p for p in d.panels if p.grid.name == "result")
+    r, c = panel.grid.rc(small.frames[2].index)
+    rows = np.nonzero(panel.rowmap == r)[0] + panel.r0
+    cols = np.nonzero(panel.colmap == c)[0] + panel.c0
+    colour = pixels[rows[len(rows) // 2], cols[len(cols) // 2], :3]
+    assert np.allclose(colour / 255, A.core._rgb(A.ROLES["current"][0])[:3], atol=0.02)
+
+
+def test_html_of_a_big_gather_renders_quickly():
+    anim = big_gather(max_steps=150)
+    start = time.perf_counter()
+    html = anim.to_jshtml()
+    elapsed = time.perf_counter() - start
+    assert html.count("data:image/png;base64") == 150
+    assert elapsed < 30, f"150 frames of a 32x32 gather took {elapsed:.1f} s"
+
+
+def test_stepper_is_a_slider_over_the_frames(monkeypatch):
+    anim = xe.animate("reverse", np.arange(4, dtype=f32), dimensions=[0])
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    with pytest.raises(ImportError, match=r"xla_explorer\[widgets\]"):
+        anim.stepper()
+    monkeypatch.delitem(sys.modules, "ipywidgets")
+    pytest.importorskip("ipywidgets")
+    box = anim.stepper(dpi=40)
+    assert box.drawing.shown == 0
+    box.slider.value = 3
+    assert box.drawing.shown == 3
+    image = box.drawing.panels[-1].image.get_array()
+    r, c = anim.grid("result").rc((3,))
+    assert np.allclose(image[r, c][:3], A.core._rgb(A.ROLES["current"][0])[:3])
