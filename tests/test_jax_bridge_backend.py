@@ -465,6 +465,21 @@ def test_diff_indices_of_a_tuple_result_start_with_the_element(monkeypatch):
     assert row.indices == [(1, 1, 0)]  # element 1 of the tuple, at [1, 0]
 
 
+def test_diff_reports_an_instruction_jax_cannot_run():
+    comp = xe.parse_hlo("""HloModule m
+ENTRY e {
+  tok = token[] after-all()
+  inf = ((f32[2]), token[]) infeed(tok)
+  d = (f32[2]) get-tuple-element(inf), index=0
+  x = f32[2] get-tuple-element(d), index=0
+  ROOT y = f32[2] negate(x)
+}""")
+    report = comp.diff(channels={"infeed": [(np.array([1, 2], np.float32),)]})
+    assert [r.name for r in report.errors()] == ["inf"] and not report.ok
+    assert "no lowering for opcode infeed" in report["inf"].note
+    assert report["y"].ok and report["y"].size == 2  # the rest still compared, on the reference's values
+
+
 @needs_devices
 @pytest.mark.skipif(not CASES, reason="HLO corpus not found")
 def test_diff_partitioned_mismatch_on_one_device(monkeypatch):

@@ -209,3 +209,56 @@ def test_float_ops(t):
             _exact(got[rows], want[rows], [names[k] for k in rows])
         else:
             _close(got[rows], want[rows], *_TOL[t][cls], names=[names[k] for k in rows])
+
+
+# -- complex ----------------------------------------------------------------------------------------
+
+def _complex_values(t, parts):
+    re, im = np.meshgrid(parts, parts, indexing="ij")
+    v = np.empty(re.size, xe.dtypes.to_numpy(t))
+    v.real, v.imag = re.reshape(-1), im.reshape(-1)
+    return v
+
+
+def _complex_ops(t):
+    C = xe.ConvertElementType
+    f = xe.dtypes.complex_component(t)
+    back = lambda r: C(r, t)  # noqa: E731  a real result as a complex row
+    un = {"neg": (xe.Neg, "exact"), "abs": (lambda x: back(xe.Abs(x)), "ew"), "sign": (xe.Sign, "ew"),
+          "real": (lambda x: back(xe.Real(x)), "exact"), "imag": (lambda x: back(xe.Imag(x)), "exact"),
+          "exp": (xe.Exp, "transc"), "expm1": (xe.Expm1, "transc"), "log": (xe.Log, "transc"),
+          "log1p": (xe.Log1p, "transc"), "sqrt": (xe.Sqrt, "transc"), "sin": (xe.Sin, "transc"),
+          "cos": (xe.Cos, "transc"), "logistic": (xe.Logistic, "transc"),
+          "tan": (xe.Tan, "transc"), "tanh": (xe.Tanh, "transc"), "rsqrt": (xe.Rsqrt, "transc"),
+          "complex_parts": (lambda x: xe.Complex(xe.Imag(x), xe.Real(x)), "exact")}
+    for other in ("c64", "c128", f, "s32", "u8", "pred", "bf16"):
+        un[f"via_{other}"] = ((lambda o: lambda x: C(C(x, o), t))(other), "exact")
+    bi = {"add": (xe.Add, "exact"), "sub": (xe.Sub, "exact"), "mul": (xe.Mul, "exact"), "div": (xe.Div, "exact"),
+          "pow": (xe.Pow, "transc"), "max": (xe.Max, "exact"), "min": (xe.Min, "exact"),
+          "atan2": (xe.Atan2, "transc"),
+          "select": (lambda x, y: xe.Select(xe.Lt(x, y), x, y), "exact"),
+          "clamp": (lambda x, y: xe.Clamp(xe.Min(x, y), y, xe.Max(x, y)), "exact")}
+    for d in ("EQ", "NE", "LT", "LE", "GT", "GE"):
+        bi[d] = ((lambda d: lambda x, y: C(xe.Compare(x, y, d), t))(d), "exact")
+        bi[d + "_total"] = ((lambda d: lambda x, y: C(xe.Compare(x, y, d, "TOTALORDER"), t))(d), "exact")
+    ops = {k: ((lambda f: lambda x, y: f(x))(f), tol) for k, (f, tol) in un.items()}
+    ops.update(bi)
+    return ops
+
+
+_CTOL = {"c64": {"ew": (3e-7, 1e-30), "transc": (1e-5, 1e-6)}, "c128": {"ew": (1e-15, 1e-300), "transc": (1e-12, 1e-15)}}
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_complex_ops(t):
+    ops = _complex_ops(t)
+    names = list(ops)
+    x, y = _pairs(_complex_values(t, [0.0, -0.0, 1.0, -2.5, 0.75, inf, -inf, nan]))
+    comp = _rows(t, [f for f, _ in ops.values()], x, y)
+    got, want = _run_both(comp, x, y)
+    for cls in ("exact", "ew", "transc"):
+        rows = [k for k, (_, c) in enumerate(ops.values()) if c == cls]
+        if cls == "exact":
+            _exact(got[rows], want[rows], [names[k] for k in rows])
+        else:
+            _close(got[rows], want[rows], *_CTOL[t][cls], names=[names[k] for k in rows])

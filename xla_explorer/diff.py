@@ -279,9 +279,11 @@ def _operand_value(template, per_device, inst, positions):
     return build(template, [per_device[p][inst] for p in positions])
 
 
-def diff(module, *args, against="jax", backend="numpy", rtol=None, atol=None, max_indices=20):
+def diff(module, *args, against="jax", backend="numpy", rtol=None, atol=None, max_indices=20, channels=None):
     """Compare ``backend`` (the NumPy reference) with ``against`` (``"jax"``: XLA) on every
-    instruction of the entry computation; see the module docstring.  Returns a DiffReport."""
+    instruction of the entry computation; see the module docstring.  ``rtol`` / ``atol``
+    replace the tolerances of the types, ``max_indices`` caps the indices kept per row,
+    ``channels`` are the reference's host channels.  Returns a DiffReport."""
     if against != "jax":
         raise ValueError(f"diff: against={against!r}; the oracle is 'jax' (real XLA through JAX)")
     if backend != "numpy":
@@ -292,7 +294,7 @@ def diff(module, *args, against="jax", backend="numpy", rtol=None, atol=None, ma
     jl.load()
     entry = module.entry
     args = [as_argument(a, p.shape, f"argument {i} ({p.name})") for i, (a, p) in enumerate(zip(args, entry.parameters))]
-    per_device, error = _reference_values(module, args)
+    per_device, error = _reference_values(module, args, channels)
     ctx = jl.LoweringContext(module, jl.SpmdLowering(module) if spmd.is_partitioned(module) else None)
     positions = [int(d) for d in ctx.spmd.ids] if ctx.spmd is not None else [0]
     templates = {}

@@ -19,6 +19,7 @@ the element index; ReduceWindow and SelectAndScatter draw the operand padded and
 base-dilated, where elements sit at ``padding_low + index * base_dilation`` and the other
 cells are padding or holes (``Grid.index_of`` / ``Grid.position`` convert).
 """
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -545,7 +546,7 @@ class _Order:
     def positions(self):
         """The full-order positions of the shown steps, in order."""
         if not self.fixed:
-            return list(range(self.full_count))
+            return range(self.full_count)
         free = [d for d in self.dims if d not in self.fixed]
         grid = np.indices([self.shape[d] for d in free]).reshape(len(free), -1) if free else np.zeros((0, 1), int)
         coords = []
@@ -749,22 +750,37 @@ def _html_writer():
     from matplotlib.animation import HTMLWriter
 
     class Writer(_FastFrames, HTMLWriter):
+        """Frames encoded to PNG in worker threads (Pillow's encoder releases the GIL)."""
+
+        def setup(self, *args, **kwargs):
+            from concurrent.futures import ThreadPoolExecutor
+            super().setup(*args, **kwargs)
+            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+
         def grab_frame(self, **savefig_kwargs):
-            import base64
-            from io import BytesIO
-            if self._hit_limit:
-                return
-            f = BytesIO()
-            self._image().save(f, format="png", compress_level=1)
-            data = base64.encodebytes(f.getvalue()).decode("ascii")
-            self._total_bytes += len(data)
-            if self._total_bytes >= self._bytes_limit:
-                self._hit_limit = True
-                raise RuntimeError(f"the animation is larger than {self._bytes_limit >> 20} MB; "
+            self._saved_frames.append(self._pool.submit(_png_base64, self._image()))
+
+        def finish(self):
+            try:
+                frames = [f.result() for f in self._saved_frames]
+            finally:
+                self._pool.shutdown()
+            total = sum(len(f) for f in frames)
+            if total >= self._bytes_limit:
+                raise RuntimeError(f"the animation is {total >> 20} MB, more than {self._bytes_limit >> 20} MB; "
                                    "use max_steps= (fewer frames) or a smaller dpi=")
-            self._saved_frames.append(data)
+            self._saved_frames = frames
+            super().finish()
 
     return Writer
+
+
+def _png_base64(image):
+    import base64
+    from io import BytesIO
+    f = BytesIO()
+    image.save(f, format="png", compress_level=1)
+    return base64.encodebytes(f.getvalue()).decode("ascii")
 
 
 def _gif_writer():
@@ -801,7 +817,8 @@ class _Drawing:
         texts = [f.text for f in anim.frames] or [""]
         line_chars = min(max(len(line) for t in texts for line in t.split("\n")), 100)
         text_lines = max(t.count("\n") + 1 for t in texts)
-        text_w = 0.25 + 0.072 * max(line_chars, 30)
+        char_w = max(0.072, _TextImage.advance_px(8, dpi) / dpi) if fast else 0.072
+        text_w = 0.25 + char_w * max(line_chars, 30)
         text_h = 0.16 * text_lines
         titles = [_panel_title(g) for g in grids]
         title_lines = max(t.count("\n") + 1 for t in titles)
@@ -829,8 +846,8 @@ class _Drawing:
             x += slot + gap
         tx = left + panels_w + 0.5
         if fast:
-            self.counter = _TextImage(fig, left, fig_h - 0.40, panels_w + 0.3 + text_w, 0.2, 9, "DejaVuSans.ttf")
-            self.explanation = _TextImage(fig, tx, bottom + body_h, text_w, body_h, 8, "DejaVuSansMono.ttf")
+            self.counter = _TextImage(fig, left, fig_h - 0.40, panels_w + 0.3 + text_w, 0.2, 9)
+            self.explanation = _TextImage(fig, tx, bottom + body_h, text_w, body_h, 8)
         else:
             self.counter = fig.text(left / fig_w, 1 - 0.40 / fig_h, "", fontsize=9, va="top")
             self.explanation = fig.text(tx / fig_w, (bottom + body_h) / fig_h, "", fontsize=8, family="monospace",
@@ -887,12 +904,11 @@ class _Drawing:
 
 
 class _TextImage:
-    """A block of text rendered by Pillow, painted into a frame's pixels at ``x, top``
-    (inches) within ``width`` x ``height``; each line's bitmap is cached."""
+    """A block of monospace text painted into a frame's pixels at ``x, top`` (inches),
+    within ``width`` x ``height``.  Each character's bitmap is rendered once by Pillow and
+    lines are put together from them (a line with other characters is rendered whole)."""
 
-    def __init__(self, fig, x, top, width, height, fontsize, font):
-        import os
-
+    def __init__(self, fig, x, top, width, height, fontsize, font="DejaVuSansMono.ttf"):
         import matplotlib
         from PIL import ImageFont
         dpi = fig.dpi
@@ -903,22 +919,42 @@ class _TextImage:
                                        size=max(6, int(round(fontsize * dpi / 72))))
         ascent, descent = self.font.getmetrics()
         self.line_height = ascent + descent + 1
+        self.advance = self.advance_px(fontsize, dpi, font)
+        self.glyphs = {}
         self.lines = {}
         self.text = ""
+
+    @staticmethod
+    def advance_px(fontsize, dpi, font="DejaVuSansMono.ttf"):
+        """The width of a character cell, in whole pixels."""
+        import math
+
+        import matplotlib
+        from PIL import ImageFont
+        f = ImageFont.truetype(os.path.join(matplotlib.get_data_path(), "fonts", "ttf", font),
+                               size=max(6, int(round(fontsize * dpi / 72))))
+        return max(1, int(math.ceil(f.getlength("M") - 0.25)))
 
     def set_text(self, text):
         self.text = text
 
+    def _render(self, text, width):
+        from PIL import Image, ImageDraw
+        img = Image.new("L", (width, self.line_height), 255)
+        ImageDraw.Draw(img).text((0, 0), text, font=self.font, fill=0)
+        return np.asarray(img)
+
     def _line(self, line):
+        if all(32 <= ord(ch) < 127 for ch in line):
+            for ch in line:
+                if ch not in self.glyphs:
+                    self.glyphs[ch] = self._render(ch, self.advance)
+            return np.concatenate([self.glyphs[ch] for ch in line], axis=1)
         bitmap = self.lines.get(line)
         if bitmap is None:
-            from PIL import Image, ImageDraw
-            img = Image.new("L", (self.size[0], self.line_height), 255)
-            ImageDraw.Draw(img).text((1, 0), line, font=self.font, fill=0)
-            bitmap = np.asarray(img)
-            if len(self.lines) > 4000:
+            if len(self.lines) > 2000:
                 self.lines.clear()
-            self.lines[line] = bitmap
+            bitmap = self.lines[line] = self._render(line, self.size[0])
         return bitmap
 
     def paint(self, rgba):
@@ -928,10 +964,11 @@ class _TextImage:
             if y + self.line_height > min(H, self.y + self.size[1]) or not line:
                 continue
             bitmap = self._line(line)
-            w = min(bitmap.shape[1], W - self.x)
+            x0 = self.x + 1
+            w = min(bitmap.shape[1], W - x0, self.size[0])
             if w > 0:
-                rgba[y:y + self.line_height, self.x:self.x + w, :3] = np.minimum(
-                    rgba[y:y + self.line_height, self.x:self.x + w, :3], bitmap[:, :w, None])
+                view = rgba[y:y + self.line_height, x0:x0 + w, :3]
+                np.minimum(view, bitmap[:, :w, None], out=view)
 
 
 def _panel_title(grid):

@@ -50,8 +50,10 @@ class GatherAnimator(Animator):
         sizes = list(ctx.attrs["slice_sizes"])
         upper = [n - s for n, s in zip(operand.shape, sizes)]
         lines = [f"result_index     = {fmt_index(a.index)}",
-                 f"batch_index      = result_index[batch_dims={_dims(d['batch_dims'])}] = {fmt_index(d['batch_index'])}",
-                 f"start_index      = {sliced('start_indices', d['start_indices_index'])} = {fmt_list(d['start_index'])}",
+                 f"batch_index      = result_index[batch_dims={_dims(d['batch_dims'])}] = "
+                 f"{fmt_index(d['batch_index'])}",
+                 f"start_index      = {sliced('start_indices', d['start_indices_index'])} = "
+                 f"{fmt_list(d['start_index'])}",
                  f"full_start_index = clamp({fmt_list(d['full_start_index_before_clamp'])}, 0,",
                  f"                     shape(operand) - slice_sizes = {fmt_list(upper)})",
                  f"                 = {fmt_list(d['full_start_index'])}" + ("   <- clamped" if a.clamped else "")]

@@ -82,7 +82,7 @@ def _batching_table(pairs, ostr, batch_sizes, index_vector_dim):
 # =========================================================================================
 
 class GatherPlan:
-    __slots__ = ("nb", "K", "inner", "imap", "bmap", "S", "dmap", "sl", "nrows")
+    __slots__ = ("nb", "K", "inner", "imap", "bmap", "S", "dmap", "sl", "nrows", "take")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -112,6 +112,8 @@ def _gather_plan(odims, idims, rdims, offset_dims, collapsed_slice_dims, start_i
     dims, (dstr, sstr) = merge_dims(slice_dims, [rstr[d] for d in offset_dims], [ostr[d] for d in remapped])
     plan.sl = _table([dims, dstr, sstr], len(dims))
     plan.nrows = product(dims[:-1])
+    # with one start index (K = 1) the index of position p is idx[p], whatever inner is
+    plan.take = plan.K == 1 and not operand_batching_dims and plan.S >= 0 and plan.nrows == 1
     return plan
 
 
@@ -170,6 +172,31 @@ def gather_ser(out, src, idx, nb, K, inner, imap, bmap, S, dmap, sl, nrows):
         _gather_item(w, out, src, idx, K, inner, imap, bmap, S, dmap, sl, nrows)
 
 
+@njit(inline="always", **_opts)
+def _take_item(p, out, src, idx, top, stride, L, ss):
+    v = np.int64(idx[uint64(p)])
+    if v < 0:
+        v = 0
+    elif v > top:
+        v = top
+    _copy_run(out, p * L, 1, src, v * stride, ss, 0, L)
+
+
+@njit(parallel=True, **_opts)
+def take_par(out, src, idx, nb, top, stride, L, ss):
+    """The common gather (``x[i]``, ``x[i, :]``, ``take``): one start index per position
+    (then position p's index is idx[p]), no batching dimensions, and each slice is one
+    run of L elements, written at p * L."""
+    for p in prange(nb):
+        _take_item(p + 0, out, src, idx, top, stride, L, ss)
+
+
+@njit(**_opts)
+def take_ser(out, src, idx, nb, top, stride, L, ss):
+    for p in range(nb):
+        _take_item(p, out, src, idx, top, stride, L, ss)
+
+
 @kernel("gather")
 def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, start_index_map, index_vector_dim,
            slice_sizes, operand_batching_dims=(), start_indices_batching_dims=(), indices_are_sorted=False):
@@ -184,9 +211,14 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
                             tuple(offset_dims), tuple(collapsed_slice_dims), tuple(start_index_map),
                             int(index_vector_dim), tuple(slice_sizes), tuple(operand_batching_dims),
                             tuple(start_indices_batching_dims))
-        (gather_par if n >= PARALLEL_THRESHOLD else gather_ser)(
-            out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap,
-            plan.S, plan.dmap, plan.sl, plan.nrows)
+        if plan.take:
+            (take_par if n >= PARALLEL_THRESHOLD else take_ser)(
+                out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0],
+                plan.sl[0, 0], plan.sl[2, 0])
+        else:
+            (gather_par if n >= PARALLEL_THRESHOLD else gather_ser)(
+                out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap,
+                plan.S, plan.dmap, plan.sl, plan.nrows)
     return as_result(out, shape)
 
 

@@ -161,98 +161,124 @@ def _chunks(n, parallel):
 # ---------------------------------------------------------------------------------------
 # Standard combiners: scalar folds (floats: NaN-propagating max/min as the reference)
 
+# Indexing note: the loops index slices with their range variable (x[lo:hi][i]) rather than
+# x[lo + i]: Numba then knows the index is not negative, drops the wrap-around test and
+# LLVM vectorises the loop (3x on ReduceWindow measured).
+
 @njit(fastmath={"reassoc"}, **_opts)
-def _sum_range(x, lo, hi, acc):
+def _sum_range(xs, acc):
     # reassociation lets LLVM vectorise the sum (XLA reassociates reductions too)
-    for i in range(lo, hi):
-        acc += x[i]
+    for i in range(xs.shape[0]):
+        acc += xs[i]
     return acc
 
 
 @njit(**_opts)
-def _fold_float(code, x, lo, hi, acc):
-    """acc combined with x[lo:hi] (floats: add, multiply, maximum, minimum)."""
+def _fold_float(code, x, lo, hi, acc, lanes):
+    """acc combined with x[lo:hi] (floats: add, multiply, maximum, minimum); ``lanes`` is
+    scratch space for 16 partial results."""
+    xs = x[lo:hi]
     if code == ADD:
-        return _sum_range(x, lo, hi, acc)
+        return _sum_range(xs, acc)
+    n = xs.shape[0]
     if code == MUL:
-        for i in range(lo, hi):
-            acc *= x[i]
-    elif code == MAX:
-        for i in range(lo, hi):
-            acc = fmax(acc, x[i])
-    else:
-        for i in range(lo, hi):
-            acc = fmin(acc, x[i])
+        for i in range(n):
+            acc *= xs[i]
+        return acc
+    # maximum / minimum: 16 lanes of partial results (vectorised), then the lanes; the
+    # same value as a left fold (up to which NaN's payload wins)
+    start = 0
+    if n >= 64:
+        lanes[:] = xs[0:16]
+        start = n - n % 16
+        for i in range(16, start, 16):
+            block = xs[i:i + 16]
+            if code == MAX:
+                for j in range(16):
+                    lanes[j] = fmax(lanes[j], block[j])
+            else:
+                for j in range(16):
+                    lanes[j] = fmin(lanes[j], block[j])
+        for j in range(16):
+            acc = fmax(acc, lanes[j]) if code == MAX else fmin(acc, lanes[j])
+    for i in range(start, n):
+        acc = fmax(acc, xs[i]) if code == MAX else fmin(acc, xs[i])
     return acc
 
 
 @njit(**_opts)
 def _fold_int(code, x, lo, hi, acc):
     """acc combined with x[lo:hi] (integers wrap: the caller stores into the narrow type)."""
+    xs = x[lo:hi]
+    n = xs.shape[0]
     if code == ADD:
-        for i in range(lo, hi):
-            acc += x[i]
+        for i in range(n):
+            acc += xs[i]
     elif code == MUL:
-        for i in range(lo, hi):
-            acc *= x[i]
+        for i in range(n):
+            acc *= xs[i]
     elif code == MAX:
-        for i in range(lo, hi):
-            acc = max(acc, x[i])
+        for i in range(n):
+            acc = max(acc, xs[i])
     elif code == MIN:
-        for i in range(lo, hi):
-            acc = min(acc, x[i])
+        for i in range(n):
+            acc = min(acc, xs[i])
     elif code == AND:
-        for i in range(lo, hi):
-            acc &= x[i]
+        for i in range(n):
+            acc &= xs[i]
     elif code == OR:
-        for i in range(lo, hi):
-            acc |= x[i]
+        for i in range(n):
+            acc |= xs[i]
     else:
-        for i in range(lo, hi):
-            acc ^= x[i]
+        for i in range(n):
+            acc ^= xs[i]
     return acc
 
 
 @njit(inline="always", **_opts)
 def _rows_float(code, x, base, out, obase, n):
     """out[obase:obase+n] combined element-wise with x[base:base+n] (vectorises)."""
+    xs = x[base:base + n]
+    os = out[obase:obase + n]
     if code == ADD:
         for b in range(n):
-            out[obase + b] += x[base + b]
+            os[b] += xs[b]
     elif code == MUL:
         for b in range(n):
-            out[obase + b] *= x[base + b]
+            os[b] *= xs[b]
     elif code == MAX:
         for b in range(n):
-            out[obase + b] = fmax(out[obase + b], x[base + b])
+            os[b] = fmax(os[b], xs[b])
     else:
         for b in range(n):
-            out[obase + b] = fmin(out[obase + b], x[base + b])
+            os[b] = fmin(os[b], xs[b])
 
 
 @njit(inline="always", **_opts)
 def _rows_int(code, x, base, out, obase, n):
+    xs = x[base:base + n]
+    os = out[obase:obase + n]
     if code == ADD:
         for b in range(n):
-            out[obase + b] += x[base + b]
+            os[b] += xs[b]
     elif code == MUL:
         for b in range(n):
-            out[obase + b] *= x[base + b]
+            os[b] *= xs[b]
     elif code == MAX:
         for b in range(n):
-            out[obase + b] = max(out[obase + b], x[base + b])
+            os[b] = max(os[b], xs[b])
     elif code == MIN:
         for b in range(n):
-            out[obase + b] = min(out[obase + b], x[base + b])
+            os[b] = min(os[b], xs[b])
     elif code == AND:
         for b in range(n):
-            out[obase + b] &= x[base + b]
+            os[b] &= xs[b]
     elif code == OR:
         for b in range(n):
-            out[obase + b] |= x[base + b]
+            os[b] |= xs[b]
     else:
         for b in range(n):
-            out[obase + b] ^= x[base + b]
+            os[b] ^= xs[b]
 
 
 # ---------------------------------------------------------------------------------------
@@ -260,7 +286,7 @@ def _rows_int(code, x, base, out, obase, n):
 # (P > 1 cuts R into P parts for parallelism when A is small; a second pass joins them)
 
 @njit(**_opts)
-def _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk):
+def _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes):
     a = t // P
     p = t - a * P
     r0 = p * chunk
@@ -268,7 +294,7 @@ def _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk):
     start = r0 if use_init else r0 + 1
     if B == 1:
         acc = init if use_init else x[a * R + r0]
-        out[t] = _fold_float(code, x, a * R + start, a * R + r1, acc)
+        out[t] = _fold_float(code, x, a * R + start, a * R + r1, acc, lanes)
     else:
         obase = t * B
         first = (a * R + r0) * B
@@ -298,22 +324,27 @@ def _arb_task_int(x, A, R, B, P, code, init, use_init, out, t, chunk):
 
 
 @njit(**_opts)
-def reduce_arb_float(x, A, R, B, P, code, init, use_init, out):
+def reduce_arb_float(x, A, R, B, P, code, init, use_init, out, nchunks):
     """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B]: floats."""
     chunk = (R + P - 1) // P
+    lanes = np.empty(16, x.dtype)
     for t in range(A * P):
-        _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk)
+        _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes)
 
 
 @njit(parallel=True, **_opts)
-def reduce_arb_float_par(x, A, R, B, P, code, init, use_init, out):
+def reduce_arb_float_par(x, A, R, B, P, code, init, use_init, out, nchunks):
     chunk = (R + P - 1) // P
-    for t in prange(A * P):
-        _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk)
+    ntask = A * P
+    per = (ntask + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        lanes = np.empty(16, x.dtype)
+        for t in range(c * per, min(ntask, (c + 1) * per)):
+            _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes)
 
 
 @njit(**_opts)
-def reduce_arb_int(x, A, R, B, P, code, init, use_init, out):
+def reduce_arb_int(x, A, R, B, P, code, init, use_init, out, nchunks):
     """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B]: integers and pred."""
     chunk = (R + P - 1) // P
     for t in range(A * P):
@@ -321,10 +352,13 @@ def reduce_arb_int(x, A, R, B, P, code, init, use_init, out):
 
 
 @njit(parallel=True, **_opts)
-def reduce_arb_int_par(x, A, R, B, P, code, init, use_init, out):
+def reduce_arb_int_par(x, A, R, B, P, code, init, use_init, out, nchunks):
     chunk = (R + P - 1) // P
-    for t in prange(A * P):
-        _arb_task_int(x, A, R, B, P, code, init, use_init, out, t, chunk)
+    ntask = A * P
+    per = (ntask + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        for t in range(c * per, min(ntask, (c + 1) * per)):
+            _arb_task_int(x, A, R, B, P, code, init, use_init, out, t, chunk)
 
 
 _ARB = {("float", False): reduce_arb_float, ("float", True): reduce_arb_float_par,
@@ -359,10 +393,10 @@ def _arb_pass(x, kind, A, R, B, code, init, use_init):
             P = -(-R // chunk)
         parallel = A * P > 1
     out = np.empty(A * P * B, x.dtype)
-    _ARB[(kind, parallel)](x, A, R, B, P, code, init, use_init and P == 1, out)
+    _ARB[(kind, parallel)](x, A, R, B, P, code, init, use_init and P == 1, out, _chunks(A * P, parallel))
     if P > 1:  # join the parts: [A, P, B] over P
         out2 = np.empty(A * B, x.dtype)
-        _ARB[(kind, False)](out, A, P, B, 1, code, init, use_init, out2)
+        _ARB[(kind, False)](out, A, P, B, 1, code, init, use_init, out2, 1)
         out = out2
     return out
 
@@ -1282,12 +1316,66 @@ def _merge_into(k, v, dk, dv, lo, mid, hi):
 
 
 @njit(**_opts)
+def _radix_sort_pairs(k, v, tk, tv, counts):
+    """Stable LSD radix sort of signed integer keys k (one byte per pass, the top byte's
+    sign bit flipped), carrying v; tk/tv are scratch of the same size, counts int64[256].
+    A pass whose byte is the same for every key is skipped."""
+    n = k.shape[0]
+    nbytes = k.itemsize
+    src_k, src_v, dst_k, dst_v = k, v, tk, tv
+    swapped = False
+    for b in range(nbytes):
+        shift = 8 * b
+        flip = 0x80 if b == nbytes - 1 else 0
+        counts[:] = 0
+        for i in range(n):
+            counts[((src_k[i] >> shift) & 0xFF) ^ flip] += 1
+        skip = False
+        for d in range(256):
+            if counts[d] == n:
+                skip = True
+        if skip:
+            continue
+        total = 0
+        for d in range(256):
+            c = counts[d]
+            counts[d] = total
+            total += c
+        for i in range(n):
+            key = src_k[i]
+            d = ((key >> shift) & 0xFF) ^ flip
+            at = counts[d]
+            dst_k[at] = key
+            dst_v[at] = src_v[i]
+            counts[d] = at + 1
+        src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
+        swapped = not swapped
+    if swapped:
+        k[:] = tk
+        v[:] = tv
+
+
+#: rows at least this long are radix sorted (shorter ones merge sorted)
+_RADIX_MIN = 512
+
+
+@njit(**_opts)
+def _sort_row(k, v, tk, tv, counts):
+    if k.shape[0] >= _RADIX_MIN:
+        _radix_sort_pairs(k, v, tk[:k.shape[0]], tv[:k.shape[0]], counts)
+    else:
+        _merge_sort_pairs(k, v, tk, tv, 0, k.shape[0])
+
+
+@njit(**_opts)
 def sort_rows(k, v, rows, m):
-    """Stable sort of each row of k[rows, m] (flat) carrying v."""
+    """Stable sort of each row of k[rows, m] (flat) carrying v: a radix sort for long
+    rows, a merge sort for short ones."""
     tk = np.empty(m, k.dtype)
     tv = np.empty(m, v.dtype)
+    counts = np.empty(256, np.int64)
     for r in range(rows):
-        _merge_sort_pairs(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, 0, m)
+        _sort_row(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, counts)
 
 
 @njit(parallel=True, **_opts)
@@ -1296,8 +1384,9 @@ def sort_rows_par(k, v, rows, m, nchunks):
     for c in prange(nchunks):
         tk = np.empty(m, k.dtype)
         tv = np.empty(m, v.dtype)
+        counts = np.empty(256, np.int64)
         for r in range(c * per, min(rows, (c + 1) * per)):
-            _merge_sort_pairs(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, 0, m)
+            _sort_row(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, counts)
 
 
 @njit(parallel=True, **_opts)
@@ -1312,7 +1401,8 @@ def sort_long_row(k, v, parts):
         lo = p * per
         hi = min(m, lo + per)
         if lo < hi:
-            _merge_sort_pairs(k, v, tk, tv, lo, hi)
+            counts = np.empty(256, np.int64)
+            _sort_row(k[lo:hi], v[lo:hi], tk[lo:hi], tv[lo:hi], counts)
     width = per
     in_temp = False
     while width < m:

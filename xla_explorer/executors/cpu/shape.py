@@ -160,7 +160,9 @@ def _offsets(row, dims, dstr, sstr, last):
 def _copy_run(dst, do, ds, src, so, ss, j0, j1):
     # positions are cast to unsigned: Numba then knows they are not negative (no
     # wrap-around test per access), and LLVM vectorises the loop
-    if ds == 1 and ss == 1:
+    if j1 - j0 == 1:  # one element (an element gather): no loop to set up
+        dst[uint64(do + j0 * ds)] = src[uint64(so + j0 * ss)]
+    elif ds == 1 and ss == 1:
         for j in range(j0, j1):
             dst[uint64(do + j)] = src[uint64(so + j)]
     else:

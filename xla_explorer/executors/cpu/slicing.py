@@ -71,7 +71,7 @@ def _pad_plan(operand_dims, result_dims, padding_config):
     return low, step, size, rdims, j0, j1
 
 
-@njit(inline="always", **_opts)
+@njit(**_opts)
 def _pad_row(row, out, src, pad, low, step, size, rdims, j0, j1):
     r = rdims.shape[0]
     width = rdims[r - 1]
