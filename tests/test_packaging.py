@@ -7,7 +7,8 @@ from xla_explorer.ops import registry
 
 
 def test_core_import_pulls_in_no_optional_dependency():
-    code = ("import sys, xla_explorer as xe; xe.parse_hlo; xe.status_table(file=open('/dev/null','w')); "
+    code = ("import sys, xla_explorer as xe, numpy as np; xe.parse_hlo('ENTRY e {\\n p = f32[2] parameter(0)\\n}'); "
+            "xe.Pad(np.ones((2, 2), np.float32), np.float32(0), padding_config=[(1, 1, 1), (0, 0, 0)]); "
             "heavy = [m for m in ('numba', 'matplotlib', 'graphviz', 'ipywidgets', 'jax', 'scipy') if m in sys.modules]; "
             "print(heavy); sys.exit(1 if heavy else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -4,7 +4,12 @@ from importlib import import_module
 
 from .ops import registry
 
-LAYERS = ("shape rule", "reference", "index map", "cpu", "cuda", "graph", "animation", "widget", "exercise")
+LAYERS = ("shape rule", "reference", "index map", "cpu", "cuda", "jax", "graph", "animation", "widget",
+          "exercise")
+
+#: the modules whose import registers each layer's table (optional dependencies: numba,
+#: numba-cuda, ipywidgets; a layer whose module cannot be imported shows as "-")
+_LAYER_MODULES = (".render", ".animate", ".executors.jax_lowering", ".widgets")
 
 
 class StatusTable:
@@ -47,16 +52,24 @@ def _layer_cell(layer, opcode):
     return note or "yes"
 
 
-def build_table():
+def _load_layers():
+    # by module name: the package attribute `animate` is the function until the subpackage is imported
+    for name in _LAYER_MODULES:
+        try:
+            import_module(__package__ + name)
+        except ImportError:
+            pass
     try:
-        from . import render  # noqa: F401  registers the "graph" layer (graphviz is imported only to draw)
-    except ImportError:
+        from .executors import cpu
+        cpu.load()
+        from .executors import cuda
+        cuda._load()
+    except ImportError:  # numba not installed: the cpu and cuda columns stay empty
         pass
-    try:  # registers the "animation" layer (matplotlib is imported only to draw); by module name, since
-        # the package attribute `animate` is the function until the subpackage is imported
-        import_module(__package__ + ".animate")
-    except ImportError:
-        pass
+
+
+def build_table():
+    _load_layers()
     rows = []
     for opcode, op in sorted(registry.all_ops().items(), key=lambda kv: (kv[1].family, kv[0])):
         cells = {

@@ -1019,7 +1019,7 @@ class _Panel:
                                                      clip_on=False))
             self.dynamic.append(lines)  # drawn over the image
         # axis numbers for small plain grids: rows and columns of the drawn dimensions
-        if len(grid.dims) in (1, 2) and w <= 24 and h <= 24:
+        if len(pos) and len(grid.dims) in (1, 2) and w <= 24 and h <= 24:
             fs = max(4, min(7, cell * 72 * 0.4))
             ax.set_xticks(range(w))
             ax.set_xticklabels(grid.axis_labels(grid.dims[-1]), fontsize=fs)
@@ -1027,7 +1027,9 @@ class _Panel:
                 ax.set_yticks(range(h))
                 ax.set_yticklabels(grid.axis_labels(grid.dims[0]), fontsize=fs)
             ax.tick_params(length=0, pad=1)
-        if len(grid.dims) == 3:  # one label per slice
+        if not len(pos):
+            ax.text(0, 0, "empty", ha="center", va="center", fontsize=6, color="#888888")
+        elif len(grid.dims) == 3:  # one label per slice
             n0, n2 = grid.shape[grid.dims[0]], grid.shape[grid.dims[2]]
             if n0 <= 16:
                 for s in range(n0):

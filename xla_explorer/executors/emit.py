@@ -76,10 +76,17 @@ def can_emit(inst):
     return check is None or check(inst)
 
 
+class Exact(str):
+    """An expression whose value is one of its operands' values (select, max, negate, ...):
+    a narrow float needs no rounding after it."""
+
+
 def finish(expr, t):
     """Cast ``expr`` to the carrier of type ``t`` (rounding narrow floats, wrapping sub-byte
     integers)."""
     c = _CARRIER[t]
+    if t in NARROW_FLOATS and isinstance(expr, Exact) and "fnuz" not in t:  # (fnuz has no -0)
+        return f"np.float32({expr})"
     if t in NARROW_FLOATS:
         return f"{_ROUND[t]}(np.float32({expr}))"
     if t in _SUB_BYTE:
@@ -199,7 +206,7 @@ def _neg(inst, a):
         return f"np.uint64(0) - np.uint64({a})"
     if _is_int(t):
         return f"-np.int64({a})"
-    return f"-{a}"
+    return Exact(f"-{a}")
 
 
 @emitter("abs")
@@ -209,7 +216,7 @@ def _abs(inst, a):
         return f"cabs({_wide(t, a)})"
     if _is_int(t):
         return f"abs(np.int64({a}))"
-    return f"abs({a})"
+    return Exact(f"abs({a})")
 
 
 @emitter("sign")
@@ -229,7 +236,7 @@ def _max(inst, a, b):
         return f"({a} or {b})"
     if _is_complex(t):
         return f"cmax({a}, {b})"
-    return f"fmax({a}, {b})" if _is_float(t) else f"max({a}, {b})"
+    return Exact(f"fmax({a}, {b})") if _is_float(t) else f"max({a}, {b})"
 
 
 @emitter("minimum")
@@ -239,13 +246,15 @@ def _min(inst, a, b):
         return f"({a} and {b})"
     if _is_complex(t):
         return f"cmin({a}, {b})"
-    return f"fmin({a}, {b})" if _is_float(t) else f"min({a}, {b})"
+    return Exact(f"fmin({a}, {b})") if _is_float(t) else f"min({a}, {b})"
 
 
 @emitter("power")
 def _pow(inst, a, b):
     t = _t(inst)
     n = dtypes.bit_width(t) if _is_int(t) else 0
+    if t in _SUB_BYTE:  # the reference computes sub-byte types as int64 values (u4 8..15 are positive)
+        return f"int_pow(np.int64({a}), np.uint64(np.int64({b})), 64, np.int64(1), np.int64(-1))"
     if _is_signed(t):
         return f"int_pow(np.int64({a}), {_bits(t, b)}, {n}, np.int64(1), np.int64(-1))"
     if _is_int(t):
@@ -350,9 +359,17 @@ def _compare(inst, a, b):
     return f"{a} {op} {b}"
 
 
+def _compare_accepts(inst):
+    # fnuz formats order their bits differently (NaN is the pattern of -0): not in f32
+    return not (inst.attrs.get("compare_type") == "TOTALORDER" and "fnuz" in _ot(inst))
+
+
+_compare.accepts = _compare_accepts
+
+
 @emitter("select")
 def _select(inst, p, a, b):
-    return f"({a} if {p} else {b})"
+    return Exact(f"({a} if {p} else {b})")
 
 
 @emitter("clamp")
@@ -363,7 +380,7 @@ def _clamp(inst, lo, x, hi):
     if _is_complex(t):
         return f"cmin(cmax({lo}, {x}), {hi})"
     if _is_float(t):
-        return f"fmin(fmax({lo}, {x}), {hi})"
+        return Exact(f"fmin(fmax({lo}, {x}), {hi})")
     return f"min(max({lo}, {x}), {hi})"
 
 
@@ -373,7 +390,7 @@ def _clamp(inst, lo, x, hi):
 def _convert(inst, a):
     src, dst = _ot(inst), _t(inst)
     if src == dst:
-        return a
+        return Exact(a)
     if dst == "pred":
         return f"({a} != 0)"
     if _is_complex(src) and not _is_complex(dst):

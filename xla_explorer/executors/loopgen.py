@@ -21,13 +21,13 @@ class LoopSource:
 
     def _input_expr(self, operand, reader):
         k = self.inputs.index(operand)
+        if operand.shape.rank == 0 and reader.shape.rank != 0:
+            return f"in{k}[0]"                     # a scalar (broadcast or not): no index arithmetic
         if reader.opcode == "broadcast":
             p = f"bs{len(self.params)}"
             self.params.append(p)
             self.param_values.append(("bcast", operand, reader))
             return f"in{k}[bcast_index(i, odims, {p})]"
-        if operand.shape.rank == 0 and reader.shape.rank != 0:
-            return f"in{k}[0]"
         return f"in{k}[i]"
 
     def _build(self):

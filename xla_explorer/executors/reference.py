@@ -315,10 +315,28 @@ def run_replicated(module, per_replica_args, backend="numpy", num_partitions=Non
     if n == 0 or n % num_partitions:
         raise ExecutionError(f"run_replicated: {n} argument lists for a module of {num_partitions} "
                              f"partitions; give a multiple of {num_partitions} (one list per device)")
+    runner = device_runner(backend)
     if spmd.is_partitioned(module):
-        return spmd.run_per_device(module, per_replica_args, num_partitions, channels=channels, timeout=timeout)
-    return run_on_devices(lambda ctx: run(module, per_replica_args[ctx.device_id], ctx=ctx),
+        return spmd.run_per_device(module, per_replica_args, num_partitions, channels=channels, timeout=timeout,
+                                   runner=runner)
+    return run_on_devices(lambda ctx: runner(module, per_replica_args[ctx.device_id], ctx),
                           n // num_partitions, num_partitions, channels=channels, timeout=timeout)
+
+
+def device_runner(backend):
+    """``runner(module, args, ctx)`` running one simulated device's program on ``backend``."""
+    if backend == "numpy":
+        return lambda module, args, ctx: run(module, args, ctx=ctx)
+    if backend in ("numba", "cuda"):
+        from .numba_executor import run as run_numba
+        device = "cpu" if backend == "numba" else "cuda"
+        return lambda module, args, ctx: run_numba(module, args, device=device, ctx=ctx)
+    if backend == "jax":
+        raise NotImplementedError(
+            "run_replicated(backend='jax'): simulated devices are for the numpy, numba and cuda backends; "
+            "on XLA, run the partitioned module with comp.run(*global_args, backend='jax'), which uses "
+            "JAX's devices")
+    raise ValueError(f"unknown backend {backend!r} for run_replicated (numpy, numba, cuda)")
 
 
 def run_on_devices(work, num_replicas, num_partitions, channels=None, timeout=None, spmd=None):

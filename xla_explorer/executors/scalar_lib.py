@@ -286,7 +286,7 @@ def round_narrow(x, shift, c, min_normal, max_value, overflow, no_negative_zero)
     r = tiny if a < min_normal else normal
     r = overflow if r > max_value else r
     r = np.float32(math.copysign(r, x))
-    r = abs(r) if no_negative_zero else r
+    r = abs(r) if (no_negative_zero and r == 0) else r
     return x if x != x else r
 
 
@@ -522,9 +522,12 @@ def tanh_f32(x):
 
 @njit(**_opts)
 def logistic_f32(x):
-    """1 / (1 + e^-x) for f32."""
+    """1 / (1 + e^-x) for f32, as e / (1 + e) with e = e^-|x| <= 1 for x < 0 (no overflow:
+    tiny results keep their precision); 2 ulp."""
     x = np.float32(x)
-    return np.float32(1.0) / (np.float32(1.0) + exp_f32(-x))
+    e = exp_f32(-abs(x))
+    r = np.float32(1.0) / (np.float32(1.0) + e)
+    return r if x >= 0 else (e * r if x == x else x)
 
 
 @njit(**_opts)

@@ -459,7 +459,7 @@ def run_partitioned(module, args, on_value=None, channels=None, timeout=None):
                           timeout=timeout, spmd=info)[0]
 
 
-def run_per_device(module, per_device_args, num_partitions, channels=None, timeout=None):
+def run_per_device(module, per_device_args, num_partitions, channels=None, timeout=None, runner=None):
     """``comp.run_replicated([[args of device 0], ...])`` of a partitioned module.
 
     An argument with the parameter's (global) shape is taken as it is; one with another
@@ -496,8 +496,10 @@ def run_per_device(module, per_device_args, num_partitions, channels=None, timeo
                 device_args[d][i] = tiling.join(shards, p.shape, own=k, where=f"argument {i} ({p.name}): ")
     results = info.result_tilings()
 
+    runner = runner or (lambda m, a, c: run(m, a, ctx=c))
+
     def work(ctx):
-        out = run(module, device_args[ctx.device_id], ctx=ctx)
+        out = runner(module, device_args[ctx.device_id], ctx)
         values = list(out) if entry.root.shape.is_tuple else [out]
         cut = [t.shard(v, ctx.partition_id) if isinstance(t, Tiling) else v for v, t in zip(values, results)]
         return tuple(cut) if entry.root.shape.is_tuple else cut[0]

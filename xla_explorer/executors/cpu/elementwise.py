@@ -7,8 +7,8 @@ instruction out of every loop:
 - ``bitcast-convert``: the same bytes read as another type (with a width change a minor
   dimension appears or disappears): a view of the operand's buffer, no computation;
 - the few cases an emitter refuses (``accepts``): complex ``tan``, ``tanh``, ``rsqrt`` and
-  ``atan2`` (NumPy's C99 rules for infinities are long to port), ``reduce-precision`` on the
-  fnuz f8 types, and any op on a type without a loop carrier (``f8e8m0fnu``,
+  ``atan2`` (NumPy's C99 rules for infinities are long to port), ``reduce-precision`` and
+  TOTALORDER ``compare`` on the fnuz f8 types (their bits are not ordered as f32's), and any op on a type without a loop carrier (``f8e8m0fnu``,
   ``f4e2m1fn``); and ``select`` of whole tuples.  These call the reference's NumPy function on
   the whole array (vectorised), which the status table notes as "numpy".
 """
@@ -45,7 +45,8 @@ def _reference_kernel(opcode):
 
 #: ops whose emitter refuses some operand types: the status table names them
 _PARTLY_NUMPY = {"tan": "numpy (complex)", "tanh": "numpy (complex)", "rsqrt": "numpy (complex)",
-                 "atan2": "numpy (complex)", "reduce-precision": "numpy (fnuz f8)"}
+                 "atan2": "numpy (complex)", "reduce-precision": "numpy (fnuz f8)",
+                 "compare": "numpy (TOTALORDER fnuz f8)"}
 
 
 def _register_fallbacks():

@@ -268,7 +268,7 @@ def _scatter_plan(odims, idims, udims, update_window_dims, inserted_window_dims,
 # combiner's statements on the scalars a0.., b0.. (current values, update values).
 _SCATTER_SOURCE = '''
 @njit(cache=True, nogil=True)
-def apply(lo, hi, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
+def apply(lo, hi, code, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
     """Apply, in order, every update whose result position lies in [lo, hi)."""
     r = wl.shape[1]
     nrows = 1
@@ -320,17 +320,17 @@ def apply(lo, hi, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, 
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def scatter_par(nthreads, total, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
+def scatter_par(nthreads, total, code, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
     """Thread t owns the result positions [t * chunk, (t + 1) * chunk)."""
     chunk = (total + nthreads - 1) // nthreads
     for t in prange(nthreads):
-        apply(t * chunk, min(total, (t + 1) * chunk), {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl,
+        apply(t * chunk, min(total, (t + 1) * chunk), code, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl,
               span, nsc)
 
 
 @njit(cache=True, nogil=True)
-def scatter_ser(nthreads, total, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
-    apply(0, total, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc)
+def scatter_ser(nthreads, total, code, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc):
+    apply(0, total, code, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, span, nsc)
 '''
 
 #: the standard combiners, by the carrier's kind: "b" pred, "i" integers, "f" floats, "c" complex
@@ -403,63 +403,99 @@ def _region_statements(comp, arg_names):
     return lines, [names[r] for r in results]
 
 
-def _combine_lines(region, types):
-    """The combiner as statements on a0.. (current values) and b0.. (updates) ending in
-    stores into out0.. at t; None when it cannot be compiled.  Also whether the arrays
-    are carried as bits (overwrite: no arithmetic)."""
-    n = len(types)
+#: the run-time code of each standard combiner (the ``code`` argument of a standard kernel)
+_CODES = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
+
+
+def _class(t):
+    return "b" if t == "pred" else _kind(t)
+
+
+def _how(region, types):
+    """Which kind of scatter kernel combines with ``region``: "second" (overwrite),
+    "standard" (a standard combiner the element type has) or "region"."""
     comb = region.combiner
     if comb == "second":
-        return [f"out{j}[t] = upd{j}[u]" for j in range(n)], True
-    if comb in _COMBINERS and n == 1:
+        return "second"
+    if comb in _COMBINERS and len(types) == 1 and _class(types[0]) in _COMBINERS[comb]:
+        return "standard"
+    return "region"
+
+
+def _combine_lines(how, region, types):
+    """The combiner as statements on a0.. (current values) and b0.. (update values) that
+    store into out0.. at ``t``; None when the region cannot be compiled.  One source (one
+    compiled kernel) serves
+
+    - the overwrite (``second``) for every element type of a width: bits are moved;
+    - the standard combiners of one element type: they are selected at run time by
+      ``code`` (an if-chain the loop branches on, the same way every time);
+    - one other region and its element types, compiled from the region's instructions."""
+    n = len(types)
+    if how == "second":
+        return [f"out{j}[t] = upd{j}[u]" for j in range(n)]
+    if how == "standard":
         t = types[0]
-        template = _COMBINERS[comb].get("b" if t == "pred" else _kind(t))
-        if template is None:
-            return None, False
-        expr = template.format(a="a0", b="b0")
-        return ["a0 = out0[t]", "b0 = upd0[u]", f"out0[t] = {finish(expr, t)}"], False
+        lines = ["a0 = out0[t]", "b0 = upd0[u]"]
+        for code, name in enumerate(_CODES):
+            template = _COMBINERS[name].get(_class(t))
+            if template is not None:
+                lines += [f"{'if' if len(lines) == 2 else 'elif'} code == {code}:",
+                          f"    out0[t] = {finish(template.format(a='a0', b='b0'), t)}"]
+        return lines
     comp = region.computation
     params = comp.parameters
     if len(params) != 2 * n:
-        return None, False
+        return None
     loads = []
     for j in range(n):
         for side, arr, p in (("a", "out", params[j]), ("b", "upd", params[n + j])):
             if not p.shape.is_array or p.shape.rank != 0 or not supported_type(p.shape.element_type):
-                return None, False
+                return None
             loads.append(f"{side}{j} = {carrier(p.shape.element_type)}({arr}{j}[{'t' if side == 'a' else 'u'}])")
     body = _region_statements(comp, [f"a{j}" for j in range(n)] + [f"b{j}" for j in range(n)])
     if body is None:
-        return None, False
+        return None
     lines, results = body
     if len(results) != n:
-        return None, False
+        return None
     stores = [f"out{j}[t] = {finish(r, t)}" for j, (r, t) in enumerate(zip(results, types))]
-    return loads + lines + stores, False
+    return loads + lines + stores
 
 
+#: compiled scatter kernels of the overwrite and the standard combiners; those of other
+#: regions are kept on their computation (``_cpu_scatter``)
 _generated = {}
 
 
 def _scatter_kernels(region, types):
-    """(par, ser, as_bits) for this combiner and these element types, or None."""
-    comb = region.combiner
-    key = (comb, types) if comb in _COMBINERS or comb == "second" else (id(region.computation), types)
-    hit = _generated.get(key)
-    if hit is not None and (comb is not None or hit[3] is region.computation):
-        return hit[:3]
-    lines, as_bits = _combine_lines(region, types)
-    if lines is None:
+    """(par, ser, as_bits, code) for this combiner and these element types, or None."""
+    how = _how(region, types)
+    code = _CODES.index(region.combiner) if how == "standard" else -1
+    if how == "region":
+        cache = region.computation.__dict__.setdefault("_cpu_scatter", {})
+        key = types
+    else:
+        cache = _generated
+        key = (how, types[0] if how == "standard" else len(types))
+    if key not in cache:
+        lines = _combine_lines(how, region, types)
+        if lines is None:
+            cache[key] = None
+        else:
+            from .fused import _HEADER
+            n = len(types)
+            what = {"second": "overwrite (bits)", "standard": f"standard combiners on {types[0]}"}.get(
+                how, f"region {region.computation.name} on {', '.join(types)}")
+            source = _HEADER + f"\n# scatter: {what}\n" + \
+                _SCATTER_SOURCE.format(outs=", ".join(f"out{j}" for j in range(n)),
+                                       upds=", ".join(f"upd{j}" for j in range(n)),
+                                       combine="\n".join(" " * 20 + line for line in lines))
+            module = load_source("scatter", source)
+            cache[key] = (module.scatter_par, module.scatter_ser, how == "second")
+    if cache[key] is None:
         return None
-    from .fused import _HEADER
-    n = len(types)
-    source = _HEADER + f"\n# scatter combiner: {comb or region.computation.name} on {', '.join(types)}\n" + \
-        _SCATTER_SOURCE.format(outs=", ".join(f"out{j}" for j in range(n)),
-                               upds=", ".join(f"upd{j}" for j in range(n)),
-                               combine="\n".join(" " * 20 + line for line in lines))
-    module = load_source("scatter", source)
-    _generated[key] = (module.scatter_par, module.scatter_ser, as_bits, region.computation)
-    return _generated[key][:3]
+    return (*cache[key], code)
 
 
 def _scatter_fallback(values, shape, update_computation, attrs):
@@ -489,7 +525,7 @@ def scatter(*values, shape, update_computation, update_window_dims, inserted_win
     if kernels is None or total == 0 or nupdates == 0:  # nothing changes
         out = tuple(np.array(x, copy=True, order="C") for x in inputs)
         return out if n > 1 else out[0]
-    par, ser, as_bits = kernels
+    par, ser, as_bits, code = kernels
     if as_bits:
         outs = [words(x).copy() for x in inputs]
         upds = [words(u) for u in updates]
@@ -501,7 +537,7 @@ def scatter(*values, shape, update_computation, update_window_dims, inserted_win
                          int(index_vector_dim), tuple(input_batching_dims), tuple(scatter_indices_batching_dims))
     nthreads = threads()
     parallel = nthreads > 1 and nupdates >= PARALLEL_THRESHOLD and total >= 2 * nthreads
-    (par if parallel else ser)(nthreads, total, *outs, _indices(scatter_indices), *upds, plan.K, plan.inner,
+    (par if parallel else ser)(nthreads, total, code, *outs, _indices(scatter_indices), *upds, plan.K, plan.inner,
                                plan.imap, plan.bmap, plan.W, plan.umap, plan.wl, plan.span, plan.nsc)
     results = []
     for o, s in zip(outs, shapes):

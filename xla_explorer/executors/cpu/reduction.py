@@ -1291,31 +1291,6 @@ def _merge_sort_pairs(k, v, tk, tv, lo, hi):
 
 
 @njit(**_opts)
-def _merge_into(k, v, dk, dv, lo, mid, hi):
-    i, j, o = lo, mid, lo
-    while i < mid and j < hi:
-        if k[j] < k[i]:
-            dk[o] = k[j]
-            dv[o] = v[j]
-            j += 1
-        else:
-            dk[o] = k[i]
-            dv[o] = v[i]
-            i += 1
-        o += 1
-    while i < mid:
-        dk[o] = k[i]
-        dv[o] = v[i]
-        i += 1
-        o += 1
-    while j < hi:
-        dk[o] = k[j]
-        dv[o] = v[j]
-        j += 1
-        o += 1
-
-
-@njit(**_opts)
 def _radix_sort_pairs(k, v, tk, tv, counts):
     """Stable LSD radix sort of signed integer keys k (one byte per pass, the top byte's
     sign bit flipped), carrying v; tk/tv are scratch of the same size, counts int64[256].
@@ -1390,40 +1365,6 @@ def sort_rows_par(k, v, rows, m, nchunks):
 
 
 @njit(parallel=True, **_opts)
-def sort_long_row(k, v, parts):
-    """Stable sort of one long row: ``parts`` pieces sorted in parallel, then merged
-    pairwise (the merges of one level in parallel too)."""
-    m = k.shape[0]
-    tk = np.empty(m, k.dtype)
-    tv = np.empty(m, v.dtype)
-    per = (m + parts - 1) // parts
-    for p in prange(parts):
-        lo = p * per
-        hi = min(m, lo + per)
-        if lo < hi:
-            counts = np.empty(256, np.int64)
-            _sort_row(k[lo:hi], v[lo:hi], tk[lo:hi], tv[lo:hi], counts)
-    width = per
-    in_temp = False
-    while width < m:
-        npairs = (m + 2 * width - 1) // (2 * width)
-        for q in prange(npairs):
-            lo = q * 2 * width
-            mid = min(lo + width, m)
-            hi = min(lo + 2 * width, m)
-            if in_temp:
-                _merge_into(tk, tv, k, v, lo, mid, hi)
-            else:
-                _merge_into(k, v, tk, tv, lo, mid, hi)
-        in_temp = not in_temp
-        width *= 2
-    if in_temp:
-        for i in prange(m):
-            k[i] = tk[i]
-            v[i] = tv[i]
-
-
-@njit(parallel=True, **_opts)
 def gather_rows(src, perm, rows, m, out):
     """out[r, j] = src[r, perm[r, j]] (flat arrays)."""
     for r in prange(rows):
@@ -1442,9 +1383,7 @@ def _stable_order(keys, rows, m):
         k = key.reshape(-1) if first else key.reshape(-1)[_flat_perm(perm, rows, m)]
         k = np.array(k, copy=True)
         first = False
-        if rows == 1 and m >= PARALLEL_THRESHOLD and _threads() > 1:
-            sort_long_row(k, perm, _threads())
-        elif rows > 1 and rows * m >= PARALLEL_THRESHOLD:
+        if rows > 1 and rows * m >= PARALLEL_THRESHOLD:
             sort_rows_par(k, perm, rows, m, _chunks(rows, True))
         else:
             sort_rows(k, perm, rows, m)
@@ -1583,6 +1522,42 @@ def sort_kernel(*operands, shape, comparator, dimension, is_stable=False):
 # ---------------------------------------------------------------------------------------
 # TopK: a stable sort of total-order keys (descending for largest), the first k
 
+@njit(**_opts)
+def _smallest_k(key, k, bk, bi):
+    """The k smallest keys of a row with their indices, ascending, equal keys in index
+    order (what a stable sort's first k are): a sorted buffer, insertion per candidate."""
+    n = 0
+    for i in range(key.shape[0]):
+        x = key[i]
+        if n == k:
+            if x >= bk[k - 1]:
+                continue
+            j = k - 1
+        else:
+            j = n
+            n += 1
+        while j > 0 and bk[j - 1] > x:
+            bk[j] = bk[j - 1]
+            bi[j] = bi[j - 1]
+            j -= 1
+        bk[j] = x
+        bi[j] = i
+
+
+@njit(parallel=True, **_opts)
+def smallest_k_rows(key, rows, m, k, nchunks, out_index):
+    """out_index[r, :k] = the indices of the k smallest keys of row r (stable order)."""
+    per = (rows + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        bk = np.empty(k, key.dtype)
+        for r in range(c * per, min(rows, (c + 1) * per)):
+            _smallest_k(key[r * m:(r + 1) * m], k, bk, out_index[r * k:(r + 1) * k])
+
+
+#: TopK selects with a buffer up to this k, and sorts whole rows beyond it
+_TOPK_SELECT = 64
+
+
 @kernel("topk")
 def topk_kernel(operand, *, shape, k, largest=True):
     x = np.asarray(operand)
@@ -1593,8 +1568,17 @@ def topk_kernel(operand, *, shape, k, largest=True):
     if rows == 0 or k == 0 or m == 0:
         return np.empty(out_dims, x.dtype), np.empty(out_dims, np.int32)
     column = np.ascontiguousarray(x).reshape(rows, m)
-    key = _order_key(column, t, False, True, bool(largest)) if t != "pred" else \
-        (~column.astype(np.int32) if largest else column.astype(np.int32))
-    perm = _stable_order([key], rows, m).reshape(rows, m)[:, :k]
-    values = np.take_along_axis(column, perm.astype(np.int64), axis=1)
-    return values.reshape(out_dims), perm.astype(np.int32).reshape(out_dims)
+    if t == "pred":
+        key = column.astype(np.int32)
+        key = ~key if largest else key
+    else:
+        key = _order_key(column, t, False, True, bool(largest))
+    if k <= _TOPK_SELECT:
+        index = np.empty(rows * k, np.int32)
+        smallest_k_rows(np.ascontiguousarray(key).reshape(-1), rows, m, k, _chunks(rows, rows * m >= PARALLEL_THRESHOLD),
+                        index)
+        index = index.reshape(rows, k)
+    else:
+        index = _stable_order([key], rows, m).reshape(rows, m)[:, :k].astype(np.int32)
+    values = np.take_along_axis(column, index.astype(np.int64), axis=1)
+    return values.reshape(out_dims), index.reshape(out_dims)

@@ -1,0 +1,682 @@
+"""CPU kernels of the linalg family: Dot, Convolution, Fft, Cholesky, TriangularSolve,
+the batch norms.
+
+Where XLA:CPU itself calls a library (Eigen / oneDNN matrix products, ducc FFT), these
+kernels call NumPy's: a float DotGeneral becomes one batched matrix product
+``[B, M, K] @ [B, K, N]`` (the operands transposed so that batch, free and contracting
+dimensions are grouped), run by BLAS through ``np.matmul``; a convolution becomes an
+im2col (a Numba kernel gathering every window into a row, padding and dilation holes as
+zeros) and a BLAS product with the kernel as a ``[window * in_features, out_features]``
+matrix, group by group.  Integer dots and convolutions (s8 x s8 -> s32) run a Numba loop
+that accumulates in 64-bit integers, which wraps to the same bits as accumulating in the
+result type, exactly as the reference.
+
+Floats: BLAS accumulates f32 products in f32 (the reference in f64, rounding once), so
+results differ in the last bits, within the corpus' accumulation tolerance; bf16 and f16
+operands are widened to f32 first (their products are exact there) and the result is
+rounded once, as XLA:CPU does.
+"""
+import functools
+
+import numpy as np
+
+from ... import dtypes
+from ...ops import linalg as spec
+from ...shapes import Shape
+from ..numba_setup import PARALLEL_THRESHOLD, numba
+from . import kernel
+from .reduction import _window_tables
+
+nb = numba()
+njit, prange = nb.njit, nb.prange
+_opts = dict(cache=True, nogil=True, error_model="numpy")
+
+
+def _threads():
+    return nb.get_num_threads()
+
+
+# ---------------------------------------------------------------------------------------
+# BLAS through np.matmul, one BLAS thread per worker thread of ours
+#
+# OpenBLAS's own threads spin-wait for work: on this project's 2-core machines, with any
+# other process busy, a 64 x 256x256x256 batched product took 1-2 s with OpenBLAS's two
+# threads and 20 ms with one.  So the kernels switch OpenBLAS to one thread for their
+# call (and back after), and split a big product over a small pool of Python threads
+# (np.matmul releases the GIL), each running single-threaded BLAS on its part.
+
+_blas = None
+
+
+def _openblas_threads():
+    """(set, get) of the OpenBLAS NumPy is linked with, or None (another BLAS)."""
+    global _blas
+    if _blas is None:
+        _blas = ()
+        try:
+            import ctypes
+            with open("/proc/self/maps") as f:
+                paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
+            for path in paths:
+                lib = ctypes.CDLL(path)
+                for name in ("scipy_openblas{}64_", "openblas{}64_", "scipy_openblas{}", "openblas{}"):
+                    setter = getattr(lib, name.format("_set_num_threads"), None)
+                    getter = getattr(lib, name.format("_get_num_threads"), None)
+                    if setter is not None and getter is not None:
+                        getter.restype = ctypes.c_int
+                        _blas = (setter, getter)
+                        break
+                if _blas:
+                    break
+        except (OSError, AttributeError):  # not Linux, or no OpenBLAS: leave BLAS alone
+            _blas = ()
+    return _blas or None
+
+
+_pool = None
+
+
+def _workers():
+    global _pool
+    n = _threads()
+    if n > 1 and _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _pool = ThreadPoolExecutor(n, thread_name_prefix="xla_explorer_blas")
+    return n
+
+
+#: a product of at least this many multiply-adds is split over the worker threads
+_SPLIT_WORK = 1 << 22
+
+
+def matmul(a, w, out):
+    """out[b] = a[b] @ w[b] (3-D arrays; w may have batch size 1), BLAS single-threaded in
+    each of our worker threads."""
+    B, M, K = a.shape
+    N = w.shape[-1]
+    blas = _openblas_threads()
+    before = None
+    if blas is not None:
+        before = blas[1]()
+        blas[0](1)
+    try:
+        n = _workers() if B * M * K * N >= _SPLIT_WORK else 1
+        if n <= 1:
+            np.matmul(a, w, out=out)
+            return out
+        parts = []
+        if B >= n and w.shape[0] == B:  # split the batch
+            step = -(-B // n)
+            for i in range(0, B, step):
+                parts.append(_pool.submit(np.matmul, a[i:i + step], w[i:i + step], out=out[i:i + step]))
+        else:  # split the rows of every matrix
+            step = -(-M // n)
+            for i in range(0, M, step):
+                parts.append(_pool.submit(np.matmul, a[:, i:i + step], w, out=out[:, i:i + step]))
+        for p in parts:
+            p.result()
+        return out
+    finally:
+        if blas is not None:
+            blas[0](before)
+
+
+def _float_compute(*types):
+    """The NumPy dtype a float (or complex) product of these XLA types is computed in."""
+    if any(t in dtypes.COMPLEX for t in types):
+        return np.complex128 if any(t in ("c128", "f64") for t in types) else np.complex64
+    if "f64" in types:
+        return np.float64
+    if all(t in dtypes.FLOATING for t in types):
+        return np.float32
+    return np.float64  # integers to a float result: exact products, wide sums
+
+
+def _finish(value, shape):
+    """Round a computed array to the result type (pred: nonzero is true)."""
+    if shape.element_type == "pred":
+        return np.asarray(value != 0)
+    return np.asarray(value).astype(shape.dtype, copy=False)
+
+
+def _as_int(x):
+    """An integer or pred operand as an array Numba can multiply (pred as uint8)."""
+    x = np.asarray(x)
+    return x.view(np.uint8) if x.dtype == np.bool_ else x
+
+
+# ---------------------------------------------------------------------------------------
+# Integer matrix products: out[b, m, n] = sum_k a[b, m, k] * w[b, k, n], in 64 bits
+
+@njit(**_opts)
+def _int_rows(a, w, out, acc, lo, hi, M, K, N):
+    for q in range(lo, hi):
+        b = q // M
+        m = q - b * M
+        acc[:] = 0
+        arow = a[b, m]
+        for k in range(K):
+            s = arow[k]
+            if s != 0:
+                wrow = w[b, k]
+                for n in range(N):
+                    acc[n] += s * wrow[n]
+        orow = out[b, m]
+        for n in range(N):
+            orow[n] = acc[n]
+
+
+@njit(**_opts)
+def int_matmul(a, w, out, acc_zero):
+    """Batched integer matrix product, accumulated in acc_zero's type (int64 / uint64)
+    and wrapped into out's type on the store."""
+    B, M, K = a.shape
+    N = w.shape[2]
+    acc = np.zeros(N, acc_zero.dtype)
+    _int_rows(a, w, out, acc, 0, B * M, M, K, N)
+
+
+@njit(parallel=True, **_opts)
+def int_matmul_par(a, w, out, acc_zero):
+    B, M, K = a.shape
+    N = w.shape[2]
+    rows = B * M
+    nchunks = min(rows, 64)
+    per = (rows + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        acc = np.zeros(N, acc_zero.dtype)
+        _int_rows(a, w, out, acc, c * per, min(rows, (c + 1) * per), M, K, N)
+
+
+def _int_product(a, w, out_dtype):
+    """[B, M, K] x [B, K, N] -> [B, M, N] of integer (or pred) operands, wrapping."""
+    a, w = np.ascontiguousarray(_as_int(a)), np.ascontiguousarray(_as_int(w))
+    acc = np.zeros(1, np.uint64 if a.dtype.kind == "u" else np.int64)
+    out = np.empty((a.shape[0], a.shape[1], w.shape[2]), np.int64 if out_dtype == np.bool_ else out_dtype)
+    if out.size == 0:
+        return out
+    if a.shape[2] == 0:
+        out[...] = 0
+        return out
+    work = a.shape[0] * a.shape[1] * a.shape[2] * w.shape[2]
+    (int_matmul_par if work >= PARALLEL_THRESHOLD * 4 else int_matmul)(a, w, out, acc)
+    return out
+
+
+def _product(a, w, shape, operand_types):
+    """The batched product [B, M, K] @ [B, K, N] in the type ``shape`` asks for."""
+    t = shape.element_type
+    if t in dtypes.FLOATING or t in dtypes.COMPLEX:
+        ct = _float_compute(t, *operand_types)
+        out = np.empty((a.shape[0], a.shape[1], w.shape[2]), ct)
+        return matmul(a.astype(ct, copy=False), w.astype(ct, copy=False), out)
+    if any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in operand_types):
+        # floats to an integer / pred result: the reference sums in int64 after converting
+        # the operands, so do the same here
+        a, w = a.astype(np.int64), w.astype(np.int64)
+    return _int_product(a, w, np.bool_ if t == "pred" else shape.dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# DotGeneral
+
+@functools.lru_cache(maxsize=512)
+def _dot_plan(lhs_rank, rhs_rank, lc, rc, lb, rb):
+    lhs_free = tuple(d for d in range(lhs_rank) if d not in lc + lb)
+    rhs_free = tuple(d for d in range(rhs_rank) if d not in rc + rb)
+    return lb + lhs_free + lc, rb + rc + rhs_free, lhs_free, rhs_free
+
+
+@kernel("dot", note="BLAS (np.matmul); integers: Numba")
+def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contracting_dimensions=(),
+               lhs_batch_dimensions=(), rhs_batch_dimensions=(), precision_config=None,
+               preferred_element_type=None):
+    lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+    lc, rc = tuple(int(d) for d in lhs_contracting_dimensions), tuple(int(d) for d in rhs_contracting_dimensions)
+    lb, rb = tuple(int(d) for d in lhs_batch_dimensions), tuple(int(d) for d in rhs_batch_dimensions)
+    lperm, rperm, lhs_free, rhs_free = _dot_plan(lhs.ndim, rhs.ndim, lc, rc, lb, rb)
+    size = lambda x, dims: int(np.prod([x.shape[d] for d in dims], dtype=np.int64))  # noqa: E731
+    B, M, K, N = size(lhs, lb), size(lhs, lhs_free), size(lhs, lc), size(rhs, rhs_free)
+    a = np.transpose(lhs, lperm).reshape(B, M, K)
+    w = np.transpose(rhs, rperm).reshape(B, K, N)
+    types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
+    if K == 0 or B * M * N == 0:
+        return np.zeros(shape.dims, shape.dtype)
+    return _finish(_product(a, w, shape, types), shape).reshape(shape.dims)
+
+
+# ---------------------------------------------------------------------------------------
+# Convolution: im2col + matrix product
+
+@njit(**_opts)
+def im2col(x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride,
+           patches, start):
+    """patches[g, r, cell * I + i] = the input element window cell ``cell`` of output row
+    ``start + r`` (batch, spatial position) of group g reads at in-feature i, or 0 for
+    padding and lhs-dilation holes.  x is [batch, spatial..., features], flat."""
+    m = odims.shape[0]
+    ic = np.empty(m, np.int64)
+    kc = np.empty(m, np.int64)
+    G = patches.shape[0]
+    n = patches.shape[1]
+    for g in range(G):
+        _im2col_block(g, 0, n, start, x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table,
+                      toff, istr, bstride, patches, ic, kc)
+
+
+@njit(parallel=True, **_opts)
+def im2col_par(x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride,
+               patches, start):
+    m = odims.shape[0]
+    G = patches.shape[0]
+    n = patches.shape[1]
+    nchunks = min(n, 64)
+    per = (n + nchunks - 1) // nchunks
+    for task in prange(G * nchunks):
+        g = task // nchunks
+        c = task - g * nchunks
+        ic = np.empty(m, np.int64)
+        kc = np.empty(m, np.int64)
+        _im2col_block(g, c * per, min(n, (c + 1) * per), start, x, rows_per_group, Bg, batch_groups, I, C, odims,
+                      kdims, ncell, table, toff, istr, bstride, patches, ic, kc)
+
+
+@njit(**_opts)
+def _im2col_block(g, lo, hi, start, x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff,
+                  istr, bstride, patches, ic, kc):
+    m = odims.shape[0]
+    nsp = rows_per_group // Bg
+    for r in range(lo, hi):
+        rr = start + r
+        bout = rr // nsp
+        rest = rr - bout * nsp
+        for d in range(m - 1, -1, -1):
+            ic[d] = rest % odims[d]
+            rest //= odims[d]
+            kc[d] = 0
+        b_in = g * Bg + bout if batch_groups else bout
+        c0 = 0 if batch_groups else g * I
+        row = patches[g, r]
+        for cell in range(ncell):
+            off = b_in * bstride + c0
+            ok = True
+            for d in range(m):
+                t = table[toff[d] + ic[d] * kdims[d] + kc[d]]
+                if t < 0:
+                    ok = False
+                off += t * istr[d]
+            dst = row[cell * I:(cell + 1) * I]
+            if ok:
+                src = x[off:off + I]
+                for i in range(I):
+                    dst[i] = src[i]
+            else:
+                for i in range(I):
+                    dst[i] = 0
+            d = m - 1
+            while d >= 0:
+                kc[d] += 1
+                if kc[d] < kdims[d]:
+                    break
+                kc[d] = 0
+                d -= 1
+
+
+#: elements of one block of im2col patches (the rows are cut into blocks of this size)
+_PATCH_BLOCK = 1 << 22
+
+
+@functools.lru_cache(maxsize=256)
+def _conv_tables(in_sizes, out_sizes, k_sizes, strides, pads_low, ld, rd):
+    table, toff = _window_tables(in_sizes, out_sizes, k_sizes, strides, pads_low, ld, rd)
+    return table, toff
+
+
+@kernel("convolution", note="im2col (Numba) + BLAS (np.matmul)")
+def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
+                window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
+                precision_config=None, preferred_element_type=None):
+    lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+    dn = spec._dimension_numbers("Convolution", dimension_numbers, lhs.ndim)
+    strides, pads, ld, rd, rev = spec._conv_geometry(
+        "Convolution", Shape.of(lhs), Shape.of(rhs), window_strides=window_strides, padding=padding,
+        lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation, window_reversal=window_reversal,
+        dimension_numbers=dn)
+    n = len(strides)
+    t = shape.element_type
+    types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
+    is_float = t in dtypes.FLOATING or t in dtypes.COMPLEX
+    if is_float:
+        ct = np.dtype(_float_compute(t, *types))
+    elif any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in types):
+        ct = np.dtype(np.int64)
+    else:
+        ct = _as_int(lhs[:0]).dtype
+    groups = max(int(feature_group_count), int(batch_group_count))
+    batch_groups = int(batch_group_count) > 1
+    # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
+    x = np.ascontiguousarray(np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions,
+                                                dn.input_feature_dimension)))
+    x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
+    w = np.transpose(rhs, dn.rhs_order)
+    w = np.flip(w, axis=tuple(2 + i for i in range(n) if rev[i]))
+    B, C = x.shape[0], x.shape[-1]
+    O, I = w.shape[0], w.shape[1]
+    Og, Bg = O // groups, (B // groups if batch_groups else B)
+    out_b = shape.dims[dn.output_batch_dimension]
+    out_sp = tuple(shape.dims[d] for d in dn.output_spatial_dimensions)
+    k_sizes = tuple(w.shape[2:])
+    rows = out_b * int(np.prod(out_sp, dtype=np.int64))   # output rows per group
+    kcols = int(np.prod(k_sizes, dtype=np.int64)) * I      # patch length
+    # w as [G, window..., I, Og] -> [G, kcols, Og]
+    wmat = np.moveaxis(w.reshape((groups, Og, I) + k_sizes), (1, 2), (-1, -2)).reshape(groups, kcols, Og)
+    wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
+    result = np.zeros((groups, rows, Og), ct if is_float else np.int64)
+    if rows and kcols and Og and x.size:
+        in_sizes = tuple(x.shape[1:-1])
+        table, toff = _conv_tables(in_sizes, out_sp, k_sizes, tuple(strides), tuple(p[0] for p in pads),
+                                   tuple(ld), tuple(rd))
+        istr = np.ones(n, np.int64) * C
+        for d in range(n - 2, -1, -1):
+            istr[d] = istr[d + 1] * in_sizes[d + 1]
+        bstride = int(np.prod(in_sizes, dtype=np.int64)) * C
+        odims, kdims = np.array(out_sp, np.int64), np.array(k_sizes, np.int64)
+        ncell = int(np.prod(k_sizes, dtype=np.int64))
+        xf = x.reshape(-1)
+        block = max(1, _PATCH_BLOCK // max(kcols * groups, 1))
+        for start in range(0, rows, block):
+            stop = min(rows, start + block)
+            patches = np.empty((groups, stop - start, kcols), xf.dtype)
+            fn = im2col_par if patches.size >= PARALLEL_THRESHOLD else im2col
+            fn(xf, rows, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride, patches, start)
+            if is_float:
+                matmul(patches, wmat, result[:, start:stop])
+            else:
+                result[:, start:stop] = _int_product(patches, wmat, np.int64)
+    # [G, batch, spatial..., Og] -> [batch, spatial..., G * Og] -> the output layout
+    result = np.moveaxis(result.reshape((groups, out_b) + out_sp + (Og,)), 0, -2).reshape((out_b,) + out_sp + (O,))
+    canon = {dn.output_batch_dimension: 0, dn.output_feature_dimension: n + 1}
+    for i, d in enumerate(dn.output_spatial_dimensions):
+        canon[d] = 1 + i
+    result = np.transpose(result, [canon[d] for d in range(n + 2)])
+    return _finish(result, shape)
+
+
+# ---------------------------------------------------------------------------------------
+# Fft: NumPy's pocketfft, in the operand's precision (c64 stays single, as XLA:CPU's)
+
+@kernel("fft", note="numpy.fft")
+def fft_kernel(operand, *, shape, fft_type, fft_length):
+    x = np.asarray(operand)
+    if 0 in shape.dims or 0 in x.shape:
+        return np.zeros(shape.dims, shape.dtype)
+    axes = tuple(range(x.ndim - len(fft_length), x.ndim))
+    if fft_type == "FFT":
+        y = np.fft.fftn(x, axes=axes)
+    elif fft_type == "IFFT":
+        y = np.fft.ifftn(x, axes=axes)
+    elif fft_type == "RFFT":
+        y = np.fft.rfftn(x, s=fft_length, axes=axes)
+    else:
+        y = np.fft.irfftn(x, s=fft_length, axes=axes)
+    return y.astype(shape.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------
+# Cholesky: Cholesky-Crout per matrix (Numba), as the reference; LAPACK for big matrices
+
+@njit(**_opts)
+def _cholesky_one(a, l):
+    """Lower Cholesky factor of a (its lower triangle read) into l (zeroed); returns False
+    when a square root was NaN (not positive definite)."""
+    n = a.shape[0]
+    ok = True
+    for j in range(n):
+        s = a[j, j]
+        for k in range(j):
+            s -= l[j, k] * np.conj(l[j, k])
+        d = np.sqrt(s.real)
+        if d != d:
+            ok = False
+        l[j, j] = d
+        for i in range(j + 1, n):
+            v = a[i, j]
+            for k in range(j):
+                v -= l[i, k] * np.conj(l[j, k])
+            l[i, j] = v / d
+    return ok
+
+
+@njit(parallel=True, **_opts)
+def cholesky_batch(a, l):
+    """l[b] = the lower factor of a[b]; a matrix whose factorisation fails is all NaN."""
+    for b in prange(a.shape[0]):
+        if not _cholesky_one(a[b], l[b]):
+            l[b] = np.nan
+
+
+#: from this size on Cholesky tries LAPACK (numpy.linalg) first
+_LAPACK_MIN = 128
+
+
+@kernel("cholesky", note="Numba (numpy.linalg's LAPACK from n=128)")
+def cholesky_kernel(a, *, shape, lower=False):
+    acc = np.complex128 if shape.element_type in dtypes.COMPLEX else np.float64
+    x = np.asarray(a).astype(acc)
+    if not lower:  # as XLA: transpose (no conjugate), factor the lower triangle, transpose back
+        x = np.swapaxes(x, -1, -2)
+    n = x.shape[-1]
+    batch = x.shape[:-2]
+    x = np.ascontiguousarray(x).reshape((-1, n, n))
+    l = None
+    if n >= _LAPACK_MIN:
+        try:
+            l = np.linalg.cholesky(x)  # reads the lower triangle; raises if any matrix fails
+        except np.linalg.LinAlgError:
+            l = None
+    if l is None:
+        l = np.zeros_like(x)
+        if x.size:
+            cholesky_batch(x, l)
+    l = l.reshape(batch + (n, n))
+    if not lower:
+        l = np.swapaxes(l, -1, -2)
+    return l.astype(shape.dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# TriangularSolve: forward / back substitution (Numba), vectorised over b's columns
+
+@njit(**_opts)
+def _substitute_one(m, b, x, lower):
+    n = m.shape[0]
+    for step in range(n):
+        i = step if lower else n - 1 - step
+        row = x[i]
+        row[:] = b[i]
+        lo, hi = (0, i) if lower else (i + 1, n)
+        for k in range(lo, hi):
+            c = m[i, k]
+            xk = x[k]
+            for j in range(row.shape[0]):
+                row[j] -= c * xk[j]
+        d = m[i, i]
+        for j in range(row.shape[0]):
+            row[j] /= d
+
+
+@njit(parallel=True, **_opts)
+def substitute_batch(m, b, x, lower):
+    """x[t] solves m[t] @ x[t] = b[t] for triangular m[t] (lower or upper)."""
+    for t in prange(m.shape[0]):
+        _substitute_one(m[t], b[t], x[t], lower)
+
+
+@kernel("triangular-solve", note="Numba substitution")
+def triangular_solve_kernel(a, b, *, shape, left_side=False, lower=False, unit_diagonal=False,
+                            transpose_a="NO_TRANSPOSE"):
+    acc = np.complex128 if shape.element_type in dtypes.COMPLEX else np.float64
+    a, b = np.asarray(a).astype(acc), np.asarray(b).astype(acc)
+    n = a.shape[-1]
+    tri = np.tril(a) if lower else np.triu(a)  # only this triangle of a is read
+    if unit_diagonal:
+        tri[..., np.arange(n), np.arange(n)] = 1
+    op_a, op_lower = tri, lower
+    if transpose_a != "NO_TRANSPOSE":
+        op_a, op_lower = np.swapaxes(tri, -1, -2), not lower
+        if transpose_a == "ADJOINT":
+            op_a = np.conj(op_a)
+    if not left_side:  # x @ op(a) = b  <=>  op(a)^T @ x^T = b^T
+        op_a, op_lower, b = np.swapaxes(op_a, -1, -2), not op_lower, np.swapaxes(b, -1, -2)
+    batch = b.shape[:-2]
+    m3 = np.ascontiguousarray(np.broadcast_to(op_a, batch + op_a.shape[-2:])).reshape((-1,) + op_a.shape[-2:])
+    b3 = np.ascontiguousarray(b).reshape((-1,) + b.shape[-2:])
+    x = np.empty_like(b3)
+    if x.size:
+        substitute_batch(m3, b3, x, op_lower)
+    x = x.reshape(b.shape)
+    if not left_side:
+        x = np.swapaxes(x, -1, -2)
+    return x.astype(shape.dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# Batch norms: per-feature sums over [A, F, B] (feature in the middle), in float64
+
+@njit(parallel=True, **_opts)
+def _feature_sums(x, F, Bn, nchunks, out):
+    """out[c, f] = sum over the chunk c of rows a of x[a, f, :] (x is [A, F, Bn], float64)."""
+    A = x.shape[0]
+    per = (A + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        acc = out[c]
+        for a in range(c * per, min(A, (c + 1) * per)):
+            for f in range(F):
+                row = x[a, f]
+                s = 0.0
+                for j in range(Bn):
+                    s += row[j]
+                acc[f] += s
+
+
+@njit(parallel=True, **_opts)
+def _centered_sums(x, y, mean, F, Bn, nchunks, out_xx, out_xy):
+    """Per feature: sum (x - mean)^2 and sum (x - mean) * y (y may be x itself)."""
+    A = x.shape[0]
+    per = (A + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        for a in range(c * per, min(A, (c + 1) * per)):
+            for f in range(F):
+                xr = x[a, f]
+                yr = y[a, f]
+                mu = mean[f]
+                sxx = 0.0
+                sxy = 0.0
+                for j in range(Bn):
+                    d = xr[j] - mu
+                    sxx += d * d
+                    sxy += d * yr[j]
+                out_xx[c, f] += sxx
+                out_xy[c, f] += sxy
+
+
+@njit(parallel=True, **_opts)
+def _affine(x, mul, add, out):
+    """out[a, f, j] = x[a, f, j] * mul[f] + add[f] (float64 in, any float out)."""
+    A, F, Bn = x.shape
+    for a in prange(A):
+        for f in range(F):
+            xr = x[a, f]
+            orow = out[a, f]
+            m = mul[f]
+            s = add[f]
+            for j in range(Bn):
+                orow[j] = xr[j] * m + s
+
+
+@njit(parallel=True, **_opts)
+def _bn_grad_operand(x, dy, mean, coef, mean_dy, c_f, F, out):
+    """grad_operand = coef_f * (dy - mean(dy)_f - c_f * (x - mean_f))."""
+    A, _, Bn = x.shape
+    for a in prange(A):
+        for f in range(F):
+            xr = x[a, f]
+            gr = dy[a, f]
+            orow = out[a, f]
+            for j in range(Bn):
+                orow[j] = coef[f] * (gr[j] - mean_dy[f] - c_f[f] * (xr[j] - mean[f]))
+
+
+def _bn_view(x, feature_index):
+    """x as float64 [A, F, B] with the feature dimension in the middle."""
+    dims = x.shape
+    A = int(np.prod(dims[:feature_index], dtype=np.int64))
+    Bn = int(np.prod(dims[feature_index + 1:], dtype=np.int64))
+    return np.ascontiguousarray(x, dtype=np.float64).reshape(A, dims[feature_index], Bn)
+
+
+def _sums(x):
+    A, F, Bn = x.shape
+    nchunks = max(1, min(A, 4 * _threads()))
+    out = np.zeros((nchunks, F))
+    _feature_sums(x, F, Bn, nchunks, out)
+    return out.sum(axis=0)
+
+
+def _centered(x, y, mean):
+    A, F, Bn = x.shape
+    nchunks = max(1, min(A, 4 * _threads()))
+    xx, xy = np.zeros((nchunks, F)), np.zeros((nchunks, F))
+    _centered_sums(x, y, mean, F, Bn, nchunks, xx, xy)
+    return xx.sum(axis=0), xy.sum(axis=0)
+
+
+@kernel("batch-norm-training")
+def bn_training_kernel(operand, scale, offset, *, shape, epsilon, feature_index):
+    x = _bn_view(np.asarray(operand), feature_index)
+    A, F, Bn = x.shape
+    count = A * Bn
+    with np.errstate(all="ignore"):
+        mean = _sums(x) / count
+        var = _centered(x, x, mean)[0] / count
+        mul = np.asarray(scale, np.float64) / np.sqrt(var + epsilon)
+        add = np.asarray(offset, np.float64) - mean * mul
+    t = shape.tuple_shapes[0].dtype
+    y = np.empty(x.shape, np.float64)
+    if x.size:
+        _affine(x, mul, add, y)
+    return y.reshape(np.shape(operand)).astype(t), mean.astype(t), var.astype(t)
+
+
+@kernel("batch-norm-inference")
+def bn_inference_kernel(operand, scale, offset, mean, variance, *, shape, epsilon, feature_index):
+    x = _bn_view(np.asarray(operand), feature_index)
+    with np.errstate(all="ignore"):
+        mul = np.asarray(scale, np.float64) / np.sqrt(np.asarray(variance, np.float64) + epsilon)
+        add = np.asarray(offset, np.float64) - np.asarray(mean, np.float64) * mul
+    y = np.empty(x.shape, np.float64)
+    if x.size:
+        _affine(x, mul, add, y)
+    return y.reshape(np.shape(operand)).astype(shape.dtype)
+
+
+@kernel("batch-norm-grad")
+def bn_grad_kernel(operand, scale, mean, variance, grad_output, *, shape, epsilon, feature_index):
+    x = _bn_view(np.asarray(operand), feature_index)
+    dy = _bn_view(np.asarray(grad_output), feature_index)
+    A, F, Bn = x.shape
+    count = A * Bn
+    mean = np.asarray(mean, np.float64)
+    var = np.asarray(variance, np.float64)
+    with np.errstate(all="ignore"):
+        sum_dy = _sums(dy)
+        _, sum_xdy = _centered(x, dy, mean)
+        inv_std = 1 / np.sqrt(var + epsilon)
+        c_f = (sum_xdy / count) / (var + epsilon)
+        coef = np.asarray(scale, np.float64) * inv_std
+        grad_scale = sum_xdy * inv_std
+        grad = np.empty(x.shape, np.float64)
+        if x.size:
+            _bn_grad_operand(x, dy, mean, coef, sum_dy / count, c_f, F, grad)
+    t = shape.tuple_shapes[0].dtype
+    return grad.reshape(np.shape(operand)).astype(t), grad_scale.astype(t), sum_dy.astype(t)
