@@ -9,12 +9,35 @@
 
 Installed as ``xla_explorer.widgets``; the core package never imports ipywidgets.
 """
-try:
-    import ipywidgets  # noqa: F401
-except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError("xla_explorer.widgets needs ipywidgets: pip install 'xla_explorer[widgets]'") from e
+import importlib
 
-from .builder import BuilderWidget
-from .stepper import IndexMapStepper, StepperWidget
+from xla_explorer.ops import registry
+
+from ._text import buildable_ops
+
+_CLASSES = {"BuilderWidget": ".builder", "StepperWidget": ".stepper", "IndexMapStepper": ".stepper"}
+
+
+class _BuilderLayer:
+    """The status table's "widget" entry: the BuilderWidget builds this op (ipywidgets is
+    imported only when a widget is made)."""
+
+    def __repr__(self):
+        return "BuilderWidget"
+
+
+for _opcode in buildable_ops():
+    registry.register_layer("widget", _opcode, _BuilderLayer())
+
+
+def __getattr__(name):
+    if name not in _CLASSES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("xla_explorer.widgets needs ipywidgets: pip install 'xla_explorer[widgets]'") from e
+    return getattr(importlib.import_module(_CLASSES[name], __name__), name)
+
 
 __all__ = ["BuilderWidget", "StepperWidget", "IndexMapStepper"]

@@ -12,6 +12,7 @@ import re
 import types
 
 import numpy as np
+from xla_explorer.ops import registry
 
 #: arrays with at most this many elements are printed in full; bigger ones are summarised
 SMALL = 64
@@ -304,3 +305,13 @@ def pre(text, colour=None):
     if colour:
         style += f"; color:{colour}"
     return f"<pre style='{style}'>{html.escape(text)}</pre>"
+
+
+def buildable_ops():
+    """{opcode: (OpDef, function)} for every registered op with a public function."""
+    out = {}
+    for opcode, opdef in registry.all_ops().items():
+        fn = op_function(opdef)
+        if fn is not None:
+            out[opcode] = (opdef, fn)
+    return out

@@ -14,20 +14,11 @@ import ipywidgets as w
 import xla_explorer as xe
 from xla_explorer.ops import registry
 
-from ._text import (attribute_params, call_with_accepted, inline_svg, join_attrs, op_function, parse_value,
+from ._text import (attribute_params, buildable_ops, call_with_accepted, inline_svg, join_attrs, parse_value,
                     pre, signature_text, split_attrs, svg_of, takes_builder)
 
 RED = "#b00020"
 
-
-def buildable_ops():
-    """{opcode: (OpDef, function)} for every registered op with a public function."""
-    out = {}
-    for opcode, opdef in registry.all_ops().items():
-        fn = op_function(opdef)
-        if fn is not None:
-            out[opcode] = (opdef, fn)
-    return out
 
 
 class BuilderWidget(w.VBox):
@@ -363,6 +354,3 @@ def _op_of(builder, inst):
     from xla_explorer.builder import XlaOp
     return XlaOp(builder, inst)
 
-
-for _opcode in buildable_ops():
-    registry.register_layer("widget", _opcode, BuilderWidget)

@@ -526,8 +526,9 @@ def logistic_f32(x):
     tiny results keep their precision); 2 ulp."""
     x = np.float32(x)
     e = exp_f32(-abs(x))
-    r = np.float32(1.0) / (np.float32(1.0) + e)
-    return r if x >= 0 else (e * r if x == x else x)
+    numerator = np.float32(1.0) if x >= 0 else e
+    r = numerator / (np.float32(1.0) + e)
+    return r if x == x else x
 
 
 @njit(**_opts)
