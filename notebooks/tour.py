@@ -60,7 +60,8 @@ comp.run(x_val, i_val)
 # %% [markdown]
 # ## 3. Which elements does each result element read? The index map
 #
-# The same map drives the reference's tests and the animations.
+# The same map drives the reference's tests, the kernels' tests and the animations, so a
+# picture cannot disagree with the semantics.
 
 # %%
 gather = comp.entry.root.operands[0].name
@@ -69,7 +70,23 @@ for access in list(m)[:5]:
     print(access.index, "reads", access.reads, "clamped" if access.clamped else "")
 
 # %% [markdown]
-# ## 4. Eager mode: the same op functions on NumPy arrays
+# The map, animated: each step highlights the slice window that produces one result
+# element, at its clamped start, with the spec's formula filled in.
+
+# %%
+xe.animate(comp, gather, x_val, i_val, max_steps=8)
+
+# %% [markdown]
+# ## 4. The graph, with values
+#
+# Every instruction with its shape and the attributes that define it; after a run, each
+# node shows its value's range and a small heatmap.
+
+# %%
+comp.graph(args=(x_val, i_val))
+
+# %% [markdown]
+# ## 5. Eager mode: the same op functions on NumPy arrays
 #
 # `Pad` with interior padding (between elements) and negative edge padding (cropping):
 
@@ -85,7 +102,7 @@ xe.Reduce(np.arange(6, dtype=np.float32).reshape(2, 3), np.float32(0),
           lambda a, c: xe.Add(a, c), dimensions=[1])
 
 # %% [markdown]
-# ## 5. Real programs: HLO text as JAX and XLA print it
+# ## 6. Real programs: HLO text as JAX and XLA print it
 
 # %%
 text = """HloModule jit_f, entry_computation_layout={(f32[4]{0})->f32[]}
@@ -106,7 +123,73 @@ prog = xe.parse_hlo(text)
 prog.run(np.array([3, -1, 7, 2], np.float32))
 
 # %% [markdown]
-# ## 6. What is implemented where
+# ## 7. Fast: the Numba executor
+#
+# `backend="numba"` runs compiled kernels; chains of element-wise ops become one fused
+# loop, as XLA fuses them. The plan is visible:
+
+# %%
+b = xe.XlaBuilder("softplus_rows")
+table = xe.Parameter(b, 0, xe.Shape("f32", (10_000, 64)), "table")
+rows = xe.Parameter(b, 1, xe.Shape("s32", (4_096, 1)), "rows")
+picked = xe.Gather(table, rows, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
+                   index_vector_dim=1, slice_sizes=[1, 64])
+one = xe.Constant(b, np.float32(1))
+fast = b.build(xe.Log(xe.Add(one, xe.Exp(xe.Mul(picked, xe.Constant(b, np.float32(0.5)))))))
+print(fast.fusion_plan())
+
+t_val = np.random.default_rng(0).normal(size=(10_000, 64)).astype(np.float32)
+r_val = np.random.default_rng(1).integers(0, 10_000, size=(4_096, 1)).astype(np.int32)
+np.testing.assert_allclose(fast.run(t_val, r_val, backend="numba"), fast.run(t_val, r_val), rtol=1e-5)
+
+# %% [markdown]
+# ## 8. XLA itself as the oracle: JAX
+#
+# `from_jax` imports what JAX hands to XLA; `backend="jax"` runs any computation on XLA;
+# `diff` compares every instruction of the reference with XLA's value.
+
+# %%
+from xla_explorer.jax_bridge import load_jax
+
+jax = load_jax()  # jax with several CPU devices (for section 9)
+jnp = jax.numpy
+
+
+def mlp(w, x):
+    return jnp.tanh(x @ w).sum(axis=1)
+
+
+w = np.random.default_rng(2).normal(size=(4, 3)).astype(np.float32)
+x = np.random.default_rng(3).normal(size=(5, 4)).astype(np.float32)
+prog = xe.from_jax(mlp, w, x)
+print(prog.run(w, x), prog.run(w, x, backend="jax"))
+prog.diff(w, x)
+
+# %% [markdown]
+# ## 9. Four devices: simulated, and real
+#
+# A `shard_map` program with a collective. The reference simulates the four devices
+# (threads meeting at each collective); JAX runs it on four real (host) devices.
+
+# %%
+from jax.sharding import Mesh, PartitionSpec as P
+
+mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+
+
+def total(a):
+    return jax.lax.psum(a * 2, "i")
+
+
+sharded = jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P())
+a = np.arange(8, dtype=np.float32).reshape(4, 2)
+spmd = xe.from_jax(sharded, a)
+simulated, real = spmd.run(a), spmd.run(a, backend="jax")
+print(simulated, real)
+np.testing.assert_allclose(simulated, real)
+
+# %% [markdown]
+# ## 10. What is implemented where
 #
 # The table is generated from the registries: one row per HLO opcode, one column per layer.
 

@@ -56,3 +56,9 @@ def run_jax(comp, args, jit=True, cache=True):
 
 
 __all__ = ["from_jax", "to_jax", "run_jax"]
+
+
+def load_jax():
+    """``jax``, imported with several host devices (see the module docstring): use it instead
+    of ``import jax`` when a program needs more than one CPU device."""
+    return _jax()

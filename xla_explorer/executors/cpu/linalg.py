@@ -89,6 +89,34 @@ def _workers():
 _SPLIT_WORK = 1 << 22
 
 
+def in_blocks(work, starts, scratch, size):
+    """``work(start, buffer)`` for every start, spread over our worker threads (each with
+    its own scratch buffer), BLAS single-threaded meanwhile."""
+    blas = _openblas_threads()
+    before = None
+    if blas is not None:
+        before = blas[1]()
+        blas[0](1)
+    try:
+        n = min(_workers() if size >= _SPLIT_WORK else 1, len(starts))
+        if n <= 1:
+            buf = scratch()
+            for s in starts:
+                work(s, buf)
+            return
+
+        def worker(mine):
+            buf = scratch()
+            for s in mine:
+                work(s, buf)
+        parts = [_pool.submit(worker, starts[i::n]) for i in range(n)]
+        for p in parts:
+            p.result()
+    finally:
+        if blas is not None:
+            blas[0](before)
+
+
 def matmul(a, w, out):
     """out[b] = a[b] @ w[b] (3-D arrays; w may have batch size 1), BLAS single-threaded in
     each of our worker threads."""
@@ -322,8 +350,9 @@ def _im2col_block(g, lo, hi, start, x, rows_per_group, Bg, batch_groups, I, C, o
                 d -= 1
 
 
-#: elements of one block of im2col patches (the rows are cut into blocks of this size)
-_PATCH_BLOCK = 1 << 22
+#: elements of one block of im2col patches: each worker thread gathers a block of rows
+#: and multiplies it while it is still in its core's cache
+_PATCH_BLOCK = 1 << 18
 
 
 @functools.lru_cache(maxsize=256)
@@ -383,16 +412,21 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
         odims, kdims = np.array(out_sp, np.int64), np.array(k_sizes, np.int64)
         ncell = int(np.prod(k_sizes, dtype=np.int64))
         xf = x.reshape(-1)
-        block = max(1, _PATCH_BLOCK // max(kcols * groups, 1))
-        for start in range(0, rows, block):
+        block = max(1, min(rows, _PATCH_BLOCK // max(kcols * groups, 1)))
+        geometry = (xf, rows, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride)
+
+        def work(start, patches):
             stop = min(rows, start + block)
-            patches = np.empty((groups, stop - start, kcols), xf.dtype)
-            fn = im2col_par if patches.size >= PARALLEL_THRESHOLD else im2col
-            fn(xf, rows, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride, patches, start)
+            part = patches[:, :stop - start]
+            im2col(*geometry, part, start)  # serial Numba, without the GIL
             if is_float:
-                matmul(patches, wmat, result[:, start:stop])
+                for g in range(groups):
+                    np.matmul(part[g], wmat[g], out=result[g, start:stop])
             else:
-                result[:, start:stop] = _int_product(patches, wmat, np.int64)
+                result[:, start:stop] = _int_product(part, wmat, np.int64)
+
+        in_blocks(work, list(range(0, rows, block)), lambda: np.empty((groups, block, kcols), xf.dtype),
+                  rows * kcols * Og * groups)
     # [G, batch, spatial..., Og] -> [batch, spatial..., G * Og] -> the output layout
     result = np.moveaxis(result.reshape((groups, out_b) + out_sp + (Og,)), 0, -2).reshape((out_b,) + out_sp + (O,))
     canon = {dn.output_batch_dimension: 0, dn.output_feature_dimension: n + 1}
