@@ -24,6 +24,13 @@ bf16 = ml_dtypes.bfloat16
 
 # -- the harness ---------------------------------------------------------------------------------
 
+@pytest.fixture
+def serial_loops(monkeypatch):
+    """Big test loops run (and compile) only their serial version: the parallel one has the
+    same body, and test_fused_chain_parallel covers it."""
+    from xla_explorer.executors.cpu import fused
+    monkeypatch.setattr(fused, "PARALLEL_THRESHOLD", 1 << 62)
+
 
 def _rows(t, ops, values, rhs_values=None, third=None):
     """A computation: row k of its result is ``ops[k]`` applied to the values (unary ops
@@ -128,7 +135,7 @@ def _int_ops(t):
     un_ops = {"neg": xe.Neg, "not": xe.Not, "clz": xe.Clz, "popcnt": xe.PopulationCount}
     if signed:
         un_ops.update(abs=xe.Abs, sign=xe.Sign)
-    for other in INTS + ["pred"]:
+    for other in INTS + ["pred", "f32", "f64", "bf16", "f16", "f8e5m2"]:
         un_ops[f"via_{other}"] = (lambda o: lambda x: C(C(x, o), t))(other)
     ops = {k: (lambda f: lambda x, y: f(x))(f) for k, f in un_ops.items()}
     ops.update(bin_ops)
@@ -136,7 +143,7 @@ def _int_ops(t):
 
 
 @pytest.mark.parametrize("t", INTS)
-def test_integer_ops_bit_for_bit(t):
+def test_integer_ops_bit_for_bit(t, serial_loops):
     ops = _int_ops(t)
     x, y = _pairs(_int_values(t))
     comp = _rows(t, list(ops.values()), x, y)
@@ -197,7 +204,7 @@ _TOL = {"f32": {"ew": (3e-7, 0), "transc": (1e-5, 1e-6)}, "f64": {"ew": (1e-15, 
 
 
 @pytest.mark.parametrize("t", FLOATS)
-def test_float_ops(t):
+def test_float_ops(t, serial_loops):
     ops = _float_ops(t)
     names = list(ops)
     x, y = _pairs(_float_values(t))
@@ -250,7 +257,7 @@ _CTOL = {"c64": {"ew": (3e-7, 1e-30), "transc": (1e-5, 1e-6)}, "c128": {"ew": (1
 
 
 @pytest.mark.parametrize("t", ["c64", "c128"])
-def test_complex_ops(t):
+def test_complex_ops(t, serial_loops):
     ops = _complex_ops(t)
     names = list(ops)
     x, y = _pairs(_complex_values(t, [0.0, -0.0, 1.0, -2.5, 0.75, inf, -inf, nan]))
@@ -262,3 +269,201 @@ def test_complex_ops(t):
             _exact(got[rows], want[rows], [names[k] for k in rows])
         else:
             _close(got[rows], want[rows], *_CTOL[t][cls], names=[names[k] for k in rows])
+
+
+# -- narrow types ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t", ["s4", "u4"])
+def test_sub_byte_integers(t, serial_loops):
+    """s4/u4 are carried in int8/uint8 and wrapped after every op."""
+    info = xe.dtypes.iinfo(t)
+    vals = np.arange(int(info.min), int(info.max) + 1).astype(xe.dtypes.to_numpy(t))
+    ops = _int_ops(t)
+    x, y = _pairs(vals)
+    comp = _rows(t, list(ops.values()), x, y)
+    got, want = _run_both(comp, x, y)
+    _exact(got, want, list(ops))
+
+
+NARROW = ["bf16", "f16", "f8e5m2", "f8e4m3fn", "f8e4m3", "f8e3m4", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz"]
+
+
+def _conversions(src, x):
+    n = len(x)
+    b = xe.XlaBuilder("to_narrow")
+    p = xe.Parameter(b, 0, xe.Shape(src, (n,)), "x")
+    m = len(NARROW)
+    wide = xe.BroadcastInDim(p, (m, n), [1])
+    k = xe.Iota(b, xe.Shape("s32", (m, n)), 0)
+    result = None
+    for i, t in enumerate(NARROW):
+        r = xe.ConvertElementType(xe.ConvertElementType(wide, t), "f64")
+        result = r if result is None else xe.Select(xe.Eq(k, np.int32(i)), r, result)
+    return b.build(result)
+
+
+def test_conversions_to_narrow_floats_bit_exact(serial_loops):
+    """Round to nearest even, denormals kept, overflow to Inf (NaN for fn/fnuz), no -0 in
+    fnuz; from f64 through f32 as ml_dtypes does (f16: directly, as NumPy does)."""
+    rng = np.random.default_rng(1)
+    x32 = np.concatenate([rng.integers(0, 2 ** 32, 60000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                          (rng.normal(size=30000) * 2.0 ** rng.integers(-30, 20, 30000)).astype(np.float32)])
+    base = rng.normal(size=20000).astype(np.float32).astype(np.float64)
+    x64 = np.concatenate([rng.normal(size=30000) * 2.0 ** rng.integers(-30, 20, 30000),
+                          *(base * (1 + 2.0 ** -k + 2.0 ** -40) for k in (4, 5, 9, 12))])  # double-rounding ties
+    for src, x in (("f32", x32), ("f64", x64)):
+        with np.errstate(all="ignore"):
+            got, want = _run_both(_conversions(src, x), x)
+        _exact(got, want, NARROW)
+
+
+@pytest.mark.parametrize("t", ["f8e4m3fn", "f8e5m2", "f8e4m3fnuz"])
+def test_f8_ops(t, serial_loops):
+    ops = {k: v for k, v in _float_ops(t).items() if v[1] == "exact"}
+    names = list(ops)
+    x, y = _pairs(_float_values(t))
+    comp = _rows(t, [f for f, _ in ops.values()], x, y)
+    with np.errstate(all="ignore"):
+        got, want = _run_both(comp, x, y)
+    _exact(got, want, names)
+
+
+def test_types_without_a_loop_carrier_run_the_reference():
+    for t in ("f8e8m0fnu", "f4e2m1fn"):
+        b = xe.XlaBuilder("exotic")
+        x = xe.Parameter(b, 0, xe.Shape(t, (4,)), "x")
+        comp = b.build(xe.Mul(xe.Add(x, x), xe.ConvertElementType(xe.ConvertElementType(x, "f32"), t)))
+        assert not comp.fusion_plan().groups
+        v = np.array([0.5, 1, 2, 4], xe.dtypes.to_numpy(t))
+        _exact(comp.run(v, backend="numba"), comp.run(v))
+
+
+def test_bitcast_convert_kernel():
+    rng = np.random.default_rng(2)
+    cases = [("f32", "s32", (3, 4)), ("f32", "u8", (5,)), ("u8", "f32", (2, 4)), ("f64", "u16", (3,)),
+             ("u16", "f64", (2, 4)), ("c64", "c64", (2,)), ("bf16", "s16", (6,)), ("s8", "u8", (0, 3))]
+    for src, dst, dims in cases:
+        b = xe.XlaBuilder("bitcast")
+        x = xe.Parameter(b, 0, xe.Shape(src, dims), "x")
+        comp = b.build(xe.BitcastConvertType(x, dst))
+        n = int(np.prod(dims)) * xe.dtypes.to_numpy(src).itemsize
+        v = rng.integers(0, 256, n, dtype=np.uint8).view(xe.dtypes.to_numpy(src)).reshape(dims)
+        got, want = comp.run(v, backend="numba"), comp.run(v)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+
+
+def test_every_elementwise_opcode_has_an_emitter():
+    from xla_explorer.executors.emit import EMITTERS
+    from xla_explorer.ops import registry
+    missing = registry.CATEGORIES["elementwise"] - set(EMITTERS) - {"constant"}
+    assert not missing
+
+
+# -- the f32 polynomial transcendentals ---------------------------------------------------------------
+
+def _sweep_loop(fn):
+    from numba import njit
+
+    @njit(error_model="numpy")
+    def loop(x, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(x[i])
+    return loop
+
+
+def _ulp_distance(got, want):
+    def ordered(v):
+        b = v.view(np.int32).astype(np.int64)
+        return np.where(b < 0, -(b & 0x7FFFFFFF), b)
+    return np.abs(ordered(got) - ordered(want))
+
+
+@pytest.mark.parametrize("name, max_ulp", [("exp", 1), ("log", 2), ("tanh", 1), ("logistic", 3)])
+def test_polynomial_transcendentals_ulp(name, max_ulp):
+    """A sweep over every 1021st f32 bit pattern (4.2M values, all signs and exponents):
+    within ``max_ulp`` of the correctly rounded result, NaN exactly where NaN, +-Inf and 0
+    exactly.  (Results below the smallest normal f32 are within 1 ulp of the denormal.)"""
+    from xla_explorer.executors import scalar_lib
+    fn = getattr(scalar_lib, f"{name}_f32")
+    x = np.arange(0, 2 ** 32, 1021, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = np.concatenate([x, np.float32([0.0, -0.0, inf, -inf, nan, 88.72283, 88.72284, -103.97, -87.33655])])
+    got = np.empty_like(x)
+    _sweep_loop(fn)(x, got)
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        want = {"exp": np.exp, "log": np.log, "tanh": np.tanh,
+                "logistic": lambda v: 1 / (1 + np.exp(-v))}[name](x64).astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    special = ok & (np.isinf(want) | (want == 0))
+    assert np.array_equal(got[special], want[special])
+    u = _ulp_distance(got[ok], want[ok])
+    normal = np.abs(want[ok]) >= np.finfo(np.float32).tiny
+    assert u[normal].max() <= max_ulp
+    assert u[~normal].max(initial=0) <= 1
+
+
+# -- fused chains ------------------------------------------------------------------------------------
+
+def _chain(t, n):
+    b = xe.XlaBuilder(f"chain_{t}")
+    x = xe.Parameter(b, 0, xe.Shape(t, (n,)), "x")
+    y = xe.Parameter(b, 1, xe.Shape(t, (4, n)), "y")
+    two = np.array(2, xe.dtypes.to_numpy(t))
+    z = xe.Mul(xe.Tanh(xe.Add(xe.Mul(x, two), np.array(1, xe.dtypes.to_numpy(t)))), xe.Exp(xe.Neg(x)))
+    z = xe.Add(y, xe.Logistic(xe.Sub(z, xe.Log(xe.Add(xe.Abs(x), two)))), broadcast_dimensions=[1])
+    z = xe.Select(xe.Gt(z, np.array(0.25, xe.dtypes.to_numpy(t))), xe.Sqrt(xe.Abs(z)), xe.Max(z, xe.Neg(y)))
+    return b.build(xe.Clamp(np.array(-3, xe.dtypes.to_numpy(t)), z, np.array(3, xe.dtypes.to_numpy(t))))
+
+
+@pytest.mark.parametrize("t, rtol", [("f32", 1e-5), ("bf16", 2e-2)])
+def test_fused_chain_parallel(t, rtol):
+    """A chain of element-wise ops with broadcasts and scalar constants: two loops (the
+    rank-1 chain is read through a broadcast by the rank-2 one), the second large enough to
+    run its parallel version; both match the reference."""
+    n = 1 << 14  # 4 x n results: above the parallel threshold
+    comp = _chain(t, n)
+    groups = comp.fusion_plan().groups
+    assert [len(g.members) for g in groups] == [14, 12]
+    rng = np.random.default_rng(3)
+    dt = xe.dtypes.to_numpy(t)
+    x = (rng.normal(size=n) * 3).astype(dt)
+    y = rng.normal(size=(4, n)).astype(dt)
+    got, want = _run_both(comp, x, y)
+    _close(got, want, rtol, 1e-6)
+
+
+# -- the corpus' element-wise cases on backend="numba" --------------------------------------------------
+
+_CORPUS_CASES = ["binary_arith_bf16", "binary_arith_f16", "binary_arith_f32", "binary_minmax_rem_f32",
+                 "binary_pow_atan2_f32", "unary_bf16_rounding", "unary_bf16_trig", "unary_f16_exp_log",
+                 "unary_f32_exp_log", "unary_f32_roots_erf", "unary_f32_rounding", "unary_f32_trig",
+                 "unary_logistic_native", "compare_bf16", "compare_f32_all_directions", "compare_totalorder_f32",
+                 "compare_u32_vs_s32", "convert_f32_to_bf16_f16_rounding", "convert_f32_to_fp8",
+                 "convert_float_to_int_saturating", "convert_int_narrow_and_to_float", "convert_u32_pred_f32",
+                 "int_s32_arith_wrap", "int_s32_div_rem_edge", "int_s32_shifts", "int_s8_divrem_mul",
+                 "int_u8_bitops", "complex_build_parts", "complex_div_sign_eq", "select_clamp_f32",
+                 "reduce_precision_bf16_like", "bitcast_f32_s32_u8", "x64_f64_s64_u64_arith"]
+
+
+def _corpus_runner():
+    import importlib.util
+
+    from conftest import CORPUS
+    path = CORPUS.parent / "tools" / "run_corpus.py"
+    if not path.exists():
+        pytest.skip("HLO corpus runner not found")
+    spec = importlib.util.spec_from_file_location("run_corpus", path)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    return runner, CORPUS
+
+
+@pytest.mark.parametrize("case", _CORPUS_CASES)
+def test_corpus_case_numba(case):
+    runner, corpus = _corpus_runner()
+    if not (corpus / case).exists():
+        pytest.skip(f"corpus case {case} not found")
+    res = runner.run_one(xe, str(corpus / case), "numba", "global")
+    assert res["status"] == "pass", f"{case}: {res['reason']}\n{res.get('traceback', '')}"

@@ -87,8 +87,8 @@ def finish(expr, t):
     c = _CARRIER[t]
     if t in NARROW_FLOATS and isinstance(expr, Exact) and "fnuz" not in t:  # (fnuz has no -0)
         return f"np.float32({expr})"
-    if t in NARROW_FLOATS:
-        return f"{_ROUND[t]}(np.float32({expr}))"
+    if t in NARROW_FLOATS:  # (the outer cast: in Python, as the CUDA simulator runs it, a np.float32)
+        return f"np.float32({_ROUND[t]}(np.float32({expr})))"
     if t in _SUB_BYTE:
         wrap = "wrap_signed" if t[0] == "s" else "wrap_unsigned"
         return f"{c}({wrap}(np.int64({expr}), {dtypes.bit_width(t)}))"
@@ -262,12 +262,12 @@ def _pow(inst, a, b):
     if _is_complex(t):  # XLA computes it in the operands' precision
         f = "np.float32" if t == "c64" else "np.float64"
         return f"cpow({a}, {b}, {f}(0.5), {f}(1.0))"
-    return f"math.pow({a}, {b})"
+    return f"np.power({a}, {b})"
 
 
 @emitter("atan2")
 def _atan2(inst, a, b):
-    return f"math.atan2({a}, {b})"
+    return f"np.arctan2({a}, {b})"
 
 
 _atan2.accepts = _not_complex
@@ -303,7 +303,7 @@ def _not(inst, a):
 @emitter("shift-left")
 def _shl(inst, a, b):
     t = _t(inst)
-    return f"shift_left({a}, {_bits(t, b)}, {dtypes.bit_width(t)})"
+    return f"shift_left({_bits(t, a)}, {_bits(t, b)}, {dtypes.bit_width(t)})"
 
 
 @emitter("shift-right-logical")
@@ -445,16 +445,16 @@ def _float_fn(f32_fn, f64_fn, complex_fn=None):
 
 
 for _op, _fns in {
-        "exponential": ("exp_f32", "math.exp", "cexp"),
-        "exponential-minus-one": ("math.expm1", "math.expm1", "cexpm1"),
-        "log": ("log_f32", "math.log", "clog"),
-        "log-plus-one": ("math.log1p", "math.log1p", "clog1p"),
-        "sqrt": ("math.sqrt", "math.sqrt", "csqrt"),
+        "exponential": ("exp_f32", "np.exp", "cexp"),
+        "exponential-minus-one": ("np.expm1", "np.expm1", "cexpm1"),
+        "log": ("log_f32", "np.log", "clog"),
+        "log-plus-one": ("np.log1p", "np.log1p", "clog1p"),
+        "sqrt": ("np.sqrt", "np.sqrt", "csqrt"),
         "cbrt": ("np.cbrt", "np.cbrt"),
-        "sine": ("math.sin", "math.sin", "csin"),
-        "cosine": ("math.cos", "math.cos", "ccos"),
-        "tan": ("math.tan", "math.tan"),
-        "tanh": ("tanh_f32", "math.tanh"),
+        "sine": ("np.sin", "np.sin", "csin"),
+        "cosine": ("np.cos", "np.cos", "ccos"),
+        "tan": ("np.tan", "np.tan"),
+        "tanh": ("tanh_f32", "np.tanh"),
         "logistic": ("logistic_f32", "logistic_f64", "clogistic"),
         "erf": ("math.erf", "math.erf"),
         "floor": ("np.floor", "np.floor"),
@@ -468,7 +468,7 @@ for _op, _fns in {
 @emitter("rsqrt")
 def _rsqrt(inst, a):
     one = "np.float32(1.0)" if _f32ish(_ot(inst)) else "1.0"
-    return f"{one} / math.sqrt({a})"
+    return f"{one} / np.sqrt({a})"
 
 
 _rsqrt.accepts = _not_complex

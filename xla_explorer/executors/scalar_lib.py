@@ -27,7 +27,11 @@ import math
 import numpy as np
 from numba import njit
 
-_opts = dict(cache=True, nogil=True)
+# error_model="numpy" on every helper: a helper compiled while a caller compiles takes the
+# caller's error model, but Numba's cache key does not record it, so a helper first compiled
+# under the default ("python": a zero-division check, which stops vectorisation) would be
+# reused by every later loop.  Integer helpers test for zero divisors themselves.
+_opts = dict(cache=True, nogil=True, error_model="numpy")
 
 # -- index helpers ----------------------------------------------------------------------------
 
@@ -97,20 +101,20 @@ def uint_rem(a, b):
 
 
 @njit(**_opts)
-def shift_left(a, amount, n):
-    """a << amount; ``amount`` is the shift read as an n-bit unsigned number (uint64): >= n
-    shifts every bit out."""
-    s = np.int64(amount) if amount < n else np.int64(0)
-    r = a << s
-    return r if amount < n else r ^ r
+def shift_left(u, amount, n):
+    """``u`` << ``amount``, both the n-bit patterns of the operands as uint64 (a negative
+    amount is a huge one): amounts >= n shift every bit out."""
+    s = amount if amount < n else np.uint64(0)
+    r = u << s
+    return r if amount < n else np.uint64(0)
 
 
 @njit(**_opts)
 def shift_right_logical(u, amount, n):
-    """``u`` is the operand's bits as an unsigned number of its width."""
-    s = np.int64(amount) if amount < n else np.int64(0)
+    """``u`` >> ``amount`` filling with zeros (uint64 bit patterns as for shift_left)."""
+    s = amount if amount < n else np.uint64(0)
     r = u >> s
-    return r if amount < n else r ^ r
+    return r if amount < n else np.uint64(0)
 
 
 @njit(**_opts)
@@ -533,7 +537,7 @@ def logistic_f32(x):
 
 @njit(**_opts)
 def logistic_f64(x):
-    return 1.0 / (1.0 + math.exp(-x))
+    return 1.0 / (1.0 + np.exp(-x))
 
 
 # -- complex (in complex128; the loop's cast narrows c64 results) ------------------------------
@@ -591,21 +595,21 @@ def csign(x):
 def cexp(x):
     """e^a (cos b + i sin b); a zero imaginary part stays zero."""
     a, b = x.real, x.imag
-    ea = math.exp(a)
-    return complex(ea * math.cos(b), b if b == 0 else ea * math.sin(b))
+    ea = np.exp(a)
+    return complex(ea * np.cos(b), b if b == 0 else ea * np.sin(b))
 
 
 @njit(**_opts)
 def cexpm1(x):
     a, b = x.real, x.imag
-    s = math.sin(b / 2)
-    return complex(math.expm1(a) * math.cos(b) - 2 * s * s, b if b == 0 else math.exp(a) * math.sin(b))
+    s = np.sin(b / 2)
+    return complex(np.expm1(a) * np.cos(b) - 2 * s * s, b if b == 0 else np.exp(a) * np.sin(b))
 
 
 @njit(**_opts)
 def clog1p(x):
     a, b = x.real, x.imag
-    return complex(0.5 * math.log1p(a * (2 + a) + b * b), math.atan2(b, 1 + a))
+    return complex(0.5 * np.log1p(a * (2 + a) + b * b), math.atan2(b, 1 + a))
 
 
 @njit(**_opts)
@@ -618,9 +622,9 @@ def clog(x):
     h = math.hypot(a, b)
     if 0.5 < h < 2.0:
         big, small = max(abs(a), abs(b)), min(abs(a), abs(b))
-        re = 0.5 * math.log1p((big - 1) * (big + 1) + small * small)
+        re = 0.5 * np.log1p((big - 1) * (big + 1) + small * small)
     else:
-        re = math.log(h)
+        re = np.log(h)
     return complex(re, math.atan2(b, a))
 
 
@@ -641,7 +645,7 @@ def csqrt(x):
     scale = 1.0
     if abs(a) > 1e300 or abs(b) > 1e300:     # keep |a| + |x| finite
         a, b, scale = a * 0.25, b * 0.25, 2.0
-    t = math.sqrt((abs(a) + math.hypot(a, b)) * 0.5)
+    t = np.sqrt((abs(a) + math.hypot(a, b)) * 0.5)
     if a >= 0:
         return complex(scale * t, scale * (b / (2 * t)))
     return complex(scale * (abs(b) / (2 * t)), scale * math.copysign(t, b))
@@ -650,13 +654,13 @@ def csqrt(x):
 @njit(**_opts)
 def csin(x):
     a, b = x.real, x.imag
-    return complex(math.sin(a) * math.cosh(b), math.cos(a) * math.sinh(b))
+    return complex(np.sin(a) * np.cosh(b), np.cos(a) * np.sinh(b))
 
 
 @njit(**_opts)
 def ccos(x):
     a, b = x.real, x.imag
-    return complex(math.cos(a) * math.cosh(b), -math.sin(a) * math.sinh(b))
+    return complex(np.cos(a) * np.cosh(b), -np.sin(a) * np.sinh(b))
 
 
 @njit(**_opts)
@@ -671,11 +675,11 @@ def cpow(x, y, half, one):
     a, b, c, d = x.real, x.imag, y.real, y.imag
     aa_p_bb = a * a + b * b
     angle = math.atan2(b, a)
-    coefficient = math.pow(aa_p_bb, c * half) * math.exp(-d * angle)
-    q = c * angle + d * half * math.log(aa_p_bb)
+    coefficient = np.power(aa_p_bb, c * half) * np.exp(-d * angle)
+    q = c * angle + d * half * np.log(aa_p_bb)
     if aa_p_bb == 0 and d == 0 and c >= 0:
         return complex(one if c == 0 else one - one, one - one)
-    return complex(coefficient * math.cos(q), coefficient * math.sin(q))
+    return complex(coefficient * np.cos(q), coefficient * np.sin(q))
 
 
 @njit(**_opts)

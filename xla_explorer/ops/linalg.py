@@ -247,6 +247,9 @@ def _dot_reference(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contra
     acc = _compute_dtype(shape.element_type)
     formula = _dot_subscripts(lhs.ndim, rhs.ndim, lhs_contracting_dimensions, rhs_contracting_dimensions,
                               lhs_batch_dimensions, rhs_batch_dimensions)
+    if any(lhs.shape[d] == 0 for d in lhs_contracting_dimensions):
+        # an empty sum is 0 (np.einsum may return uninitialised memory for an empty contraction)
+        return _as_result(np.zeros(shape.dims, acc), shape)
     with np.errstate(all="ignore"):
         result = np.einsum(formula, lhs.astype(acc), rhs.astype(acc), optimize=acc in (np.float64, np.complex128))
     return _as_result(result, shape)
@@ -923,7 +926,9 @@ def _cholesky_lower(a):
             pivots[..., j] = pivot
             l_jj = np.sqrt(pivot.real) if np.iscomplexobj(a) else np.sqrt(pivot)
             l[..., j, j] = l_jj
-            below = a[..., j + 1:, j] - np.einsum("...ik,...k->...i", l[..., j + 1:, :j], np.conj(row))
+            below = a[..., j + 1:, j]
+            if j:  # (np.einsum of an empty contraction may return uninitialised memory)
+                below = below - np.einsum("...ik,...k->...i", l[..., j + 1:, :j], np.conj(row))
             l[..., j + 1:, j] = below / l_jj[..., None]
     return l, pivots
 
@@ -998,7 +1003,9 @@ def _substitute(m, b, lower):
     with np.errstate(all="ignore"):
         for i in (range(n) if lower else reversed(range(n))):
             solved = slice(0, i) if lower else slice(i + 1, n)
-            rest = np.einsum("...k,...kj->...j", m[..., i, solved], x[..., solved, :])
+            rest = 0
+            if (i if lower else n - 1 - i):  # (np.einsum of an empty contraction may return garbage)
+                rest = np.einsum("...k,...kj->...j", m[..., i, solved], x[..., solved, :])
             x[..., i, :] = (b[..., i, :] - rest) / m[..., i, i][..., None]
     return x
 

@@ -22,10 +22,11 @@ Gather clamps each start into the operand (XLA); element types are moved as bits
 
 Scatter applies the updates in XLA's order (scatter index by scatter index in row-major
 order, each window whole, in row-major order) and skips a window that does not fit
-whole.  Its combiner is compiled into the kernel: the standard ones (add, multiply,
-maximum, minimum, and, or, xor, overwrite) from a table, any other element-wise region
-from its instructions with the fused loops' emitters (``emit.EMITTERS``), the generated
-source cached on disk as the fused loops are (``jit_cache.load_source``).  A region that
+whole.  Its combiner is compiled into the kernel, whose source is generated and cached
+on disk as the fused loops are (``jit_cache.load_source``): one kernel per element type
+serves the standard combiners (add, multiply, maximum, minimum, and, or, xor), picked by
+a run-time ``code``; the overwrite moves bits; any other element-wise region is compiled
+from its instructions with the fused loops' emitters (``emit.EMITTERS``).  A region that
 cannot be compiled runs through the NumPy reference.  The parallel scatter is
 deterministic: thread ``t`` owns the result positions ``[lo_t, hi_t)`` and walks all the
 updates in order, applying only those that land in its range, so every result element
@@ -36,6 +37,7 @@ import math
 
 import numpy as np
 from numba import njit, prange, uint64
+from numba.core.errors import NumbaError
 
 from ... import dtypes
 from ...ops.indexing import (_batch_position, _index_values, _offset_operand_dims, _scatter_reference,
@@ -44,7 +46,8 @@ from ..emit import EMITTERS, can_emit, carrier, carrier_dtype, finish, supported
 from ..jit_cache import load_source
 from ..numba_setup import PARALLEL_THRESHOLD
 from . import kernel
-from .shape import _copy_run, as_result, merge_dims, new_words, product, row_major_strides, threads, words
+from .shape import (POOL, _copy_run, as_result, copy_words, merge_dims, new_words, product, row_major_strides,
+                    threads, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -468,16 +471,18 @@ def _combine_lines(how, region, types):
 _generated = {}
 
 
+def _slot(how, region, types):
+    """Where the kernel of this combiner and these types is kept: (cache, key)."""
+    if how == "region":
+        return region.computation.__dict__.setdefault("_cpu_scatter", {}), types
+    return _generated, (how, types[0] if how == "standard" else len(types))
+
+
 def _scatter_kernels(region, types):
     """(par, ser, as_bits, code) for this combiner and these element types, or None."""
     how = _how(region, types)
     code = _CODES.index(region.combiner) if how == "standard" else -1
-    if how == "region":
-        cache = region.computation.__dict__.setdefault("_cpu_scatter", {})
-        key = types
-    else:
-        cache = _generated
-        key = (how, types[0] if how == "standard" else len(types))
+    cache, key = _slot(how, region, types)
     if key not in cache:
         lines = _combine_lines(how, region, types)
         if lines is None:
@@ -486,7 +491,7 @@ def _scatter_kernels(region, types):
             from .fused import _HEADER
             n = len(types)
             what = {"second": "overwrite (bits)", "standard": f"standard combiners on {types[0]}"}.get(
-                how, f"region {region.computation.name} on {', '.join(types)}")
+                how, f"a region on {', '.join(types)}")  # no name: equal regions share the source
             source = _HEADER + f"\n# scatter: {what}\n" + \
                 _SCATTER_SOURCE.format(outs=", ".join(f"out{j}" for j in range(n)),
                                        upds=", ".join(f"upd{j}" for j in range(n)),
@@ -496,6 +501,15 @@ def _scatter_kernels(region, types):
     if cache[key] is None:
         return None
     return (*cache[key], code)
+
+
+def _carried_copy(x, dtype):
+    """``x`` flat, as ``dtype`` (bf16 -> f32 for arithmetic), in a new buffer."""
+    if x.dtype == dtype:
+        return copy_words(x).view(dtype)
+    out = POOL.take(x.size * dtype.itemsize).view(dtype)
+    np.copyto(out, np.asarray(x).reshape(-1), casting="unsafe")
+    return out
 
 
 def _scatter_fallback(values, shape, update_computation, attrs):
@@ -527,18 +541,25 @@ def scatter(*values, shape, update_computation, update_window_dims, inserted_win
         return out if n > 1 else out[0]
     par, ser, as_bits, code = kernels
     if as_bits:
-        outs = [words(x).copy() for x in inputs]
+        outs = [copy_words(x) for x in inputs]
         upds = [words(u) for u in updates]
     else:
-        outs = [np.array(x, dtype=carrier_dtype(t), order="C").reshape(-1) for x, t in zip(inputs, types)]
+        outs = [_carried_copy(x, carrier_dtype(t)) for x, t in zip(inputs, types)]
         upds = [np.ascontiguousarray(u, dtype=carrier_dtype(t)).reshape(-1) for u, t in zip(updates, types)]
     plan = _scatter_plan(tuple(inputs[0].shape), tuple(np.shape(scatter_indices)), tuple(updates[0].shape),
                          tuple(update_window_dims), tuple(inserted_window_dims), tuple(scatter_dims_to_operand_dims),
                          int(index_vector_dim), tuple(input_batching_dims), tuple(scatter_indices_batching_dims))
     nthreads = threads()
     parallel = nthreads > 1 and nupdates >= PARALLEL_THRESHOLD and total >= 2 * nthreads
-    (par if parallel else ser)(nthreads, total, code, *outs, _indices(scatter_indices), *upds, plan.K, plan.inner,
-                               plan.imap, plan.bmap, plan.W, plan.umap, plan.wl, plan.span, plan.nsc)
+    try:
+        (par if parallel else ser)(nthreads, total, code, *outs, _indices(scatter_indices), *upds, plan.K,
+                                   plan.inner, plan.imap, plan.bmap, plan.W, plan.umap, plan.wl, plan.span, plan.nsc)
+    except NumbaError:
+        # the generated code does not compile (an emitter that does not cover these
+        # types): remember that, and use the reference
+        cache, key = _slot(_how(update_computation, types), update_computation, types)
+        cache[key] = None
+        return _scatter_fallback(values, shape, update_computation, attrs)
     results = []
     for o, s in zip(outs, shapes):
         if as_bits:

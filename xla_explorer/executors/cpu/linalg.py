@@ -292,23 +292,6 @@ def im2col(x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table
                       toff, istr, bstride, patches, ic, kc)
 
 
-@njit(parallel=True, **_opts)
-def im2col_par(x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride,
-               patches, start):
-    m = odims.shape[0]
-    G = patches.shape[0]
-    n = patches.shape[1]
-    nchunks = min(n, 64)
-    per = (n + nchunks - 1) // nchunks
-    for task in prange(G * nchunks):
-        g = task // nchunks
-        c = task - g * nchunks
-        ic = np.empty(m, np.int64)
-        kc = np.empty(m, np.int64)
-        _im2col_block(g, c * per, min(n, (c + 1) * per), start, x, rows_per_group, Bg, batch_groups, I, C, odims,
-                      kdims, ncell, table, toff, istr, bstride, patches, ic, kc)
-
-
 @njit(**_opts)
 def _im2col_block(g, lo, hi, start, x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff,
                   istr, bstride, patches, ic, kc):
@@ -481,9 +464,16 @@ def _cholesky_one(a, l):
     return ok
 
 
-@njit(parallel=True, **_opts)
+@njit(**_opts)
 def cholesky_batch(a, l):
     """l[b] = the lower factor of a[b]; a matrix whose factorisation fails is all NaN."""
+    for b in range(a.shape[0]):
+        if not _cholesky_one(a[b], l[b]):
+            l[b] = np.nan
+
+
+@njit(parallel=True, **_opts)
+def cholesky_batch_par(a, l):
     for b in prange(a.shape[0]):
         if not _cholesky_one(a[b], l[b]):
             l[b] = np.nan
@@ -501,7 +491,7 @@ def cholesky_kernel(a, *, shape, lower=False):
         x = np.swapaxes(x, -1, -2)
     n = x.shape[-1]
     batch = x.shape[:-2]
-    x = np.ascontiguousarray(x).reshape((-1, n, n))
+    x = np.ascontiguousarray(x).reshape((int(np.prod(batch, dtype=np.int64)), n, n))
     l = None
     if n >= _LAPACK_MIN:
         try:
@@ -511,7 +501,8 @@ def cholesky_kernel(a, *, shape, lower=False):
     if l is None:
         l = np.zeros_like(x)
         if x.size:
-            cholesky_batch(x, l)
+            many = x.shape[0] > 1 and x.shape[0] * n ** 3 >= PARALLEL_THRESHOLD
+            (cholesky_batch_par if many else cholesky_batch)(x, l)
     l = l.reshape(batch + (n, n))
     if not lower:
         l = np.swapaxes(l, -1, -2)
@@ -539,9 +530,15 @@ def _substitute_one(m, b, x, lower):
             row[j] /= d
 
 
-@njit(parallel=True, **_opts)
+@njit(**_opts)
 def substitute_batch(m, b, x, lower):
     """x[t] solves m[t] @ x[t] = b[t] for triangular m[t] (lower or upper)."""
+    for t in range(m.shape[0]):
+        _substitute_one(m[t], b[t], x[t], lower)
+
+
+@njit(parallel=True, **_opts)
+def substitute_batch_par(m, b, x, lower):
     for t in prange(m.shape[0]):
         _substitute_one(m[t], b[t], x[t], lower)
 
@@ -563,11 +560,13 @@ def triangular_solve_kernel(a, b, *, shape, left_side=False, lower=False, unit_d
     if not left_side:  # x @ op(a) = b  <=>  op(a)^T @ x^T = b^T
         op_a, op_lower, b = np.swapaxes(op_a, -1, -2), not op_lower, np.swapaxes(b, -1, -2)
     batch = b.shape[:-2]
-    m3 = np.ascontiguousarray(np.broadcast_to(op_a, batch + op_a.shape[-2:])).reshape((-1,) + op_a.shape[-2:])
-    b3 = np.ascontiguousarray(b).reshape((-1,) + b.shape[-2:])
+    count = int(np.prod(batch, dtype=np.int64))
+    m3 = np.ascontiguousarray(np.broadcast_to(op_a, batch + op_a.shape[-2:])).reshape((count,) + op_a.shape[-2:])
+    b3 = np.ascontiguousarray(b).reshape((count,) + b.shape[-2:])
     x = np.empty_like(b3)
     if x.size:
-        substitute_batch(m3, b3, x, op_lower)
+        many = count > 1 and x.size * n >= PARALLEL_THRESHOLD
+        (substitute_batch_par if many else substitute_batch)(m3, b3, x, op_lower)
     x = x.reshape(b.shape)
     if not left_side:
         x = np.swapaxes(x, -1, -2)
@@ -577,68 +576,69 @@ def triangular_solve_kernel(a, b, *, shape, left_side=False, lower=False, unit_d
 # ---------------------------------------------------------------------------------------
 # Batch norms: per-feature sums over [A, F, B] (feature in the middle), in float64
 
-@njit(parallel=True, **_opts)
-def _feature_sums(x, F, Bn, nchunks, out):
-    """out[c, f] = sum over the chunk c of rows a of x[a, f, :] (x is [A, F, Bn], float64)."""
-    A = x.shape[0]
-    per = (A + nchunks - 1) // nchunks
-    for c in prange(nchunks):
-        acc = out[c]
-        for a in range(c * per, min(A, (c + 1) * per)):
-            for f in range(F):
-                row = x[a, f]
-                s = 0.0
+SUMS, CENTERED, AFFINE, GRAD = range(4)
+
+
+@njit(**_opts)
+def _bn_rows(mode, lo, hi, c, x, y, v1, v2, v3, v4, out, s1, s2):
+    """Rows [lo, hi) of x[A, F, B] (float64) for one step of a batch norm (``mode``):
+
+    SUMS      s1[c, f] += sum_j y[a, f, j]
+    CENTERED  s1[c, f] += sum_j (x - v1_f)^2,  s2[c, f] += sum_j (x - v1_f) * y
+    AFFINE    out = x * v1_f + v2_f
+    GRAD      out = v2_f * (y - v3_f - v4_f * (x - v1_f))
+    """
+    F, Bn = x.shape[1], x.shape[2]
+    for a in range(lo, hi):
+        for f in range(F):
+            xr, yr, orow = x[a, f], y[a, f], out[a, f]
+            if mode == SUMS:
+                t = 0.0
                 for j in range(Bn):
-                    s += row[j]
-                acc[f] += s
-
-
-@njit(parallel=True, **_opts)
-def _centered_sums(x, y, mean, F, Bn, nchunks, out_xx, out_xy):
-    """Per feature: sum (x - mean)^2 and sum (x - mean) * y (y may be x itself)."""
-    A = x.shape[0]
-    per = (A + nchunks - 1) // nchunks
-    for c in prange(nchunks):
-        for a in range(c * per, min(A, (c + 1) * per)):
-            for f in range(F):
-                xr = x[a, f]
-                yr = y[a, f]
-                mu = mean[f]
+                    t += yr[j]
+                s1[c, f] += t
+            elif mode == CENTERED:
                 sxx = 0.0
                 sxy = 0.0
                 for j in range(Bn):
-                    d = xr[j] - mu
+                    d = xr[j] - v1[f]
                     sxx += d * d
                     sxy += d * yr[j]
-                out_xx[c, f] += sxx
-                out_xy[c, f] += sxy
+                s1[c, f] += sxx
+                s2[c, f] += sxy
+            elif mode == AFFINE:
+                for j in range(Bn):
+                    orow[j] = xr[j] * v1[f] + v2[f]
+            else:
+                for j in range(Bn):
+                    orow[j] = v2[f] * (yr[j] - v3[f] - v4[f] * (xr[j] - v1[f]))
+
+
+@njit(**_opts)
+def batch_norm_step(mode, nchunks, x, y, v1, v2, v3, v4, out, s1, s2):
+    _bn_rows(mode, 0, x.shape[0], 0, x, y, v1, v2, v3, v4, out, s1, s2)
 
 
 @njit(parallel=True, **_opts)
-def _affine(x, mul, add, out):
-    """out[a, f, j] = x[a, f, j] * mul[f] + add[f] (float64 in, any float out)."""
+def batch_norm_step_par(mode, nchunks, x, y, v1, v2, v3, v4, out, s1, s2):
+    A = x.shape[0]
+    per = (A + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _bn_rows(mode, c * per, min(A, (c + 1) * per), c, x, y, v1, v2, v3, v4, out, s1, s2)
+
+
+def _bn(mode, x, y=None, v1=None, v2=None, v3=None, v4=None, out=None):
+    """Run one batch-norm step; returns (per-feature sums 1, sums 2)."""
     A, F, Bn = x.shape
-    for a in prange(A):
-        for f in range(F):
-            xr = x[a, f]
-            orow = out[a, f]
-            m = mul[f]
-            s = add[f]
-            for j in range(Bn):
-                orow[j] = xr[j] * m + s
-
-
-@njit(parallel=True, **_opts)
-def _bn_grad_operand(x, dy, mean, coef, mean_dy, c_f, F, out):
-    """grad_operand = coef_f * (dy - mean(dy)_f - c_f * (x - mean_f))."""
-    A, _, Bn = x.shape
-    for a in prange(A):
-        for f in range(F):
-            xr = x[a, f]
-            gr = dy[a, f]
-            orow = out[a, f]
-            for j in range(Bn):
-                orow[j] = coef[f] * (gr[j] - mean_dy[f] - c_f[f] * (xr[j] - mean[f]))
+    parallel = x.size >= PARALLEL_THRESHOLD and A > 1
+    nchunks = max(1, min(A, 4 * _threads())) if parallel else 1
+    s1, s2 = np.zeros((nchunks, F)), np.zeros((nchunks, F))
+    empty = np.zeros(F)
+    args = [v if v is not None else empty for v in (v1, v2, v3, v4)]
+    if x.size:
+        (batch_norm_step_par if parallel else batch_norm_step)(
+            mode, nchunks, x, x if y is None else y, *args, x if out is None else out, s1, s2)
+    return s1.sum(axis=0), s2.sum(axis=0)
 
 
 def _bn_view(x, feature_index):
@@ -649,36 +649,19 @@ def _bn_view(x, feature_index):
     return np.ascontiguousarray(x, dtype=np.float64).reshape(A, dims[feature_index], Bn)
 
 
-def _sums(x):
-    A, F, Bn = x.shape
-    nchunks = max(1, min(A, 4 * _threads()))
-    out = np.zeros((nchunks, F))
-    _feature_sums(x, F, Bn, nchunks, out)
-    return out.sum(axis=0)
-
-
-def _centered(x, y, mean):
-    A, F, Bn = x.shape
-    nchunks = max(1, min(A, 4 * _threads()))
-    xx, xy = np.zeros((nchunks, F)), np.zeros((nchunks, F))
-    _centered_sums(x, y, mean, F, Bn, nchunks, xx, xy)
-    return xx.sum(axis=0), xy.sum(axis=0)
-
-
 @kernel("batch-norm-training")
 def bn_training_kernel(operand, scale, offset, *, shape, epsilon, feature_index):
     x = _bn_view(np.asarray(operand), feature_index)
     A, F, Bn = x.shape
     count = A * Bn
     with np.errstate(all="ignore"):
-        mean = _sums(x) / count
-        var = _centered(x, x, mean)[0] / count
+        mean = _bn(SUMS, x)[0] / count
+        var = _bn(CENTERED, x, v1=mean)[0] / count
         mul = np.asarray(scale, np.float64) / np.sqrt(var + epsilon)
         add = np.asarray(offset, np.float64) - mean * mul
     t = shape.tuple_shapes[0].dtype
     y = np.empty(x.shape, np.float64)
-    if x.size:
-        _affine(x, mul, add, y)
+    _bn(AFFINE, x, v1=mul, v2=add, out=y)
     return y.reshape(np.shape(operand)).astype(t), mean.astype(t), var.astype(t)
 
 
@@ -689,8 +672,7 @@ def bn_inference_kernel(operand, scale, offset, mean, variance, *, shape, epsilo
         mul = np.asarray(scale, np.float64) / np.sqrt(np.asarray(variance, np.float64) + epsilon)
         add = np.asarray(offset, np.float64) - np.asarray(mean, np.float64) * mul
     y = np.empty(x.shape, np.float64)
-    if x.size:
-        _affine(x, mul, add, y)
+    _bn(AFFINE, x, v1=mul, v2=add, out=y)
     return y.reshape(np.shape(operand)).astype(shape.dtype)
 
 
@@ -703,14 +685,13 @@ def bn_grad_kernel(operand, scale, mean, variance, grad_output, *, shape, epsilo
     mean = np.asarray(mean, np.float64)
     var = np.asarray(variance, np.float64)
     with np.errstate(all="ignore"):
-        sum_dy = _sums(dy)
-        _, sum_xdy = _centered(x, dy, mean)
+        sum_dy = _bn(SUMS, x, y=dy)[0]
+        sum_xdy = _bn(CENTERED, x, y=dy, v1=mean)[1]
         inv_std = 1 / np.sqrt(var + epsilon)
         c_f = (sum_xdy / count) / (var + epsilon)
         coef = np.asarray(scale, np.float64) * inv_std
         grad_scale = sum_xdy * inv_std
         grad = np.empty(x.shape, np.float64)
-        if x.size:
-            _bn_grad_operand(x, dy, mean, coef, sum_dy / count, c_f, F, grad)
+        _bn(GRAD, x, y=dy, v1=mean, v2=coef, v3=sum_dy / count, v4=c_f, out=grad)
     t = shape.tuple_shapes[0].dtype
     return grad.reshape(np.shape(operand)).astype(t), grad_scale.astype(t), sum_dy.astype(t)

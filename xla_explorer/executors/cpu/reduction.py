@@ -1213,10 +1213,40 @@ def sort_keys_plan(comp):
     return cached
 
 
+@njit(**_opts)
+def float_keys(bits, inf_bits, nan_bits, canonical, ieee, descending, out):
+    """Integer keys ordered like the floats whose bit patterns (signed ints) are ``bits``:
+    the sign-magnitude pattern made two's complement (XLA's total order), after
+    ``canonical`` (every NaN made ``nan_bits``, -0.0 made +0.0) or ``ieee`` (-0.0 == +0.0;
+    returns False at the first NaN: IEEE order is then no order).  ``descending`` reverses."""
+    magnitude = (1 << (bits.itemsize * 8 - 1)) - 1
+    for i in range(bits.shape[0]):
+        b = bits[i]
+        a = b & magnitude
+        if a > inf_bits:  # NaN
+            if ieee:
+                return False
+            if canonical:
+                b = nan_bits
+        elif a == 0 and (canonical or ieee):
+            b = 0
+        k = b ^ magnitude if b < 0 else b
+        out[i] = ~k if descending else k
+    return True
+
+
 def _order_key(x, t, canonical, total, descending):
-    """int64 (or int32) keys ordered as the comparator orders ``x``; None when a NaN makes
+    """int32 / int64 keys ordered as the comparator orders ``x``; None when a NaN makes
     an IEEE comparison no order at all."""
-    if t in dtypes.FLOATING:
+    if t in ("f16", "bf16", "f32", "f64"):
+        signed = np.dtype(f"i{x.dtype.itemsize}")
+        bits = np.ascontiguousarray(x).reshape(-1).view(signed)
+        special = np.array([np.inf, np.nan], x.dtype).view(signed).astype(np.int64)
+        key = np.empty(bits.size, np.int32 if x.dtype.itemsize <= 4 else np.int64)
+        if not float_keys(bits, special[0], special[1], bool(canonical), not total, bool(descending), key):
+            return None
+        return key.reshape(x.shape)
+    if t in dtypes.FLOATING:  # f8: the same, in NumPy
         if canonical or not total:
             if not total and np.isnan(x).any():
                 return None
@@ -1224,8 +1254,7 @@ def _order_key(x, t, canonical, total, descending):
             x = np.where(x == 0, np.zeros((), x.dtype), x)  # -0.0 == +0.0
         signed = np.dtype(f"i{x.dtype.itemsize}")
         bits = np.ascontiguousarray(x).view(signed)
-        key = np.where(bits < 0, bits ^ np.iinfo(signed).max, bits)
-        key = key.astype(np.int32 if x.dtype.itemsize <= 4 else np.int64)
+        key = np.where(bits < 0, bits ^ np.iinfo(signed).max, bits).astype(np.int32)
     elif t == "u64":
         key = np.ascontiguousarray(x).view(np.int64) ^ np.int64(-2 ** 63)
     elif t in ("u32", "s64"):
@@ -1293,36 +1322,42 @@ def _merge_sort_pairs(k, v, tk, tv, lo, hi):
 @njit(**_opts)
 def _radix_sort_pairs(k, v, tk, tv, counts):
     """Stable LSD radix sort of signed integer keys k (one byte per pass, the top byte's
-    sign bit flipped), carrying v; tk/tv are scratch of the same size, counts int64[256].
-    A pass whose byte is the same for every key is skipped."""
+    sign bit flipped), carrying v; tk/tv are scratch of the same size, counts
+    int64[8, 256].  The histograms of every byte come from one read of the keys; a pass
+    whose byte is the same for every key is skipped."""
     n = k.shape[0]
     nbytes = k.itemsize
+    top = nbytes - 1
+    counts[:nbytes] = 0
+    for i in range(n):
+        key = k[i]
+        for b in range(top):
+            counts[b, (key >> (8 * b)) & 0xFF] += 1
+        counts[top, ((key >> (8 * top)) & 0xFF) ^ 0x80] += 1
     src_k, src_v, dst_k, dst_v = k, v, tk, tv
     swapped = False
     for b in range(nbytes):
         shift = 8 * b
-        flip = 0x80 if b == nbytes - 1 else 0
-        counts[:] = 0
-        for i in range(n):
-            counts[((src_k[i] >> shift) & 0xFF) ^ flip] += 1
+        flip = 0x80 if b == top else 0
+        hist = counts[b]
         skip = False
         for d in range(256):
-            if counts[d] == n:
+            if hist[d] == n:
                 skip = True
         if skip:
             continue
         total = 0
         for d in range(256):
-            c = counts[d]
-            counts[d] = total
+            c = hist[d]
+            hist[d] = total
             total += c
         for i in range(n):
             key = src_k[i]
             d = ((key >> shift) & 0xFF) ^ flip
-            at = counts[d]
+            at = hist[d]
             dst_k[at] = key
             dst_v[at] = src_v[i]
-            counts[d] = at + 1
+            hist[d] = at + 1
         src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
         swapped = not swapped
     if swapped:
@@ -1348,7 +1383,7 @@ def sort_rows(k, v, rows, m):
     rows, a merge sort for short ones."""
     tk = np.empty(m, k.dtype)
     tv = np.empty(m, v.dtype)
-    counts = np.empty(256, np.int64)
+    counts = np.empty((8, 256), np.int64)
     for r in range(rows):
         _sort_row(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, counts)
 
@@ -1359,29 +1394,38 @@ def sort_rows_par(k, v, rows, m, nchunks):
     for c in prange(nchunks):
         tk = np.empty(m, k.dtype)
         tv = np.empty(m, v.dtype)
-        counts = np.empty(256, np.int64)
+        counts = np.empty((8, 256), np.int64)
         for r in range(c * per, min(rows, (c + 1) * per)):
             _sort_row(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, counts)
 
 
-@njit(parallel=True, **_opts)
+@njit(**_opts)
 def gather_rows(src, perm, rows, m, out):
     """out[r, j] = src[r, perm[r, j]] (flat arrays)."""
+    for i in range(rows * m):
+        out[i] = src[i - i % m + perm[i]]
+
+
+@njit(parallel=True, **_opts)
+def gather_rows_par(src, perm, rows, m, out):
     for r in prange(rows):
         base = r * m
         for j in range(m):
             out[base + j] = src[base + perm[base + j]]
 
 
-def _stable_order(keys, rows, m):
+def _stable_order(keys, rows, m, carry=None):
     """The stable lexicographic order of rows by ``keys`` (most significant first):
-    one stable sort per key, least significant first.  Returns perm[rows * m]."""
+    one stable sort per key, least significant first.  Returns perm[rows * m]; with
+    ``carry`` (one key; an array of rows * m unsigned ints) the sort carries those values
+    instead of indices and returns them in sorted order (no gather afterwards)."""
     index_type = np.int32 if m < 2 ** 31 else np.int64
-    perm = np.tile(np.arange(m, dtype=index_type), rows)
+    perm = carry if carry is not None else np.tile(np.arange(m, dtype=index_type), rows)
     first = True
     for key in reversed(keys):
         k = key.reshape(-1) if first else key.reshape(-1)[_flat_perm(perm, rows, m)]
-        k = np.array(k, copy=True)
+        if not first or not k.flags.writeable or not k.flags.c_contiguous:
+            k = np.array(k, copy=True)
         first = False
         if rows > 1 and rows * m >= PARALLEL_THRESHOLD:
             sort_rows_par(k, perm, rows, m, _chunks(rows, True))
@@ -1402,7 +1446,7 @@ def _apply_order(columns, perm, rows, m):
         if c.dtype.itemsize in (1, 2, 4, 8) and c.dtype.kind != "c":
             u = c.view(f"u{c.dtype.itemsize}")
             res = np.empty_like(u)
-            gather_rows(u, perm, rows, m, res)
+            (gather_rows_par if rows > 1 and u.size >= PARALLEL_THRESHOLD else gather_rows)(u, perm, rows, m, res)
             out.append(res.view(c.dtype))
         else:
             out.append(np.take_along_axis(c.reshape(rows, m), perm.reshape(rows, m).astype(np.int64),
@@ -1504,6 +1548,12 @@ def sort_kernel(*operands, shape, comparator, dimension, is_stable=False):
     if plan is not None:
         keys = [_order_key(columns[k], types[k], canon, total, desc) for k, desc, canon, total in plan]
         if all(key is not None for key in keys):
+            c = columns[0]
+            if len(columns) == 1 and c.dtype.itemsize in (1, 2, 4, 8) and c.dtype.kind != "c":
+                # one operand: the sort carries its bits, nothing to gather afterwards
+                bits = np.array(c.reshape(-1).view(f"u{c.dtype.itemsize}"), copy=True)
+                out = _stable_order(keys, rows, m, carry=bits).view(c.dtype).reshape(moved[0].shape)
+                return np.ascontiguousarray(np.moveaxis(out, -1, dimension))
             perm = _stable_order(keys, rows, m)
     if perm is None:
         ok, why = _region_compiled(comparator)
@@ -1544,9 +1594,16 @@ def _smallest_k(key, k, bk, bi):
         bi[j] = i
 
 
-@njit(parallel=True, **_opts)
+@njit(**_opts)
 def smallest_k_rows(key, rows, m, k, nchunks, out_index):
     """out_index[r, :k] = the indices of the k smallest keys of row r (stable order)."""
+    bk = np.empty(k, key.dtype)
+    for r in range(rows):
+        _smallest_k(key[r * m:(r + 1) * m], k, bk, out_index[r * k:(r + 1) * k])
+
+
+@njit(parallel=True, **_opts)
+def smallest_k_rows_par(key, rows, m, k, nchunks, out_index):
     per = (rows + nchunks - 1) // nchunks
     for c in prange(nchunks):
         bk = np.empty(k, key.dtype)
@@ -1575,8 +1632,9 @@ def topk_kernel(operand, *, shape, k, largest=True):
         key = _order_key(column, t, False, True, bool(largest))
     if k <= _TOPK_SELECT:
         index = np.empty(rows * k, np.int32)
-        smallest_k_rows(np.ascontiguousarray(key).reshape(-1), rows, m, k, _chunks(rows, rows * m >= PARALLEL_THRESHOLD),
-                        index)
+        parallel = rows > 1 and rows * m >= PARALLEL_THRESHOLD
+        (smallest_k_rows_par if parallel else smallest_k_rows)(np.ascontiguousarray(key).reshape(-1), rows, m, k,
+                                                                _chunks(rows, parallel), index)
         index = index.reshape(rows, k)
     else:
         index = _stable_order([key], rows, m).reshape(rows, m)[:, :k].astype(np.int32)

@@ -16,13 +16,15 @@ with the ``dims`` and strides (in elements, negative for a reversal) computed pe
 Python and passed as run-time int64 arrays: a transpose permutes the source strides, a
 reverse negates them, a slice multiplies them.  ``plan_copy`` first merges dimensions
 that are contiguous on both sides and drops size-1 dimensions, so a plain copy is one
-run, and a transposed copy is walked in square tiles (``_tiles``) so that both the reads
+run, and a transposed copy is walked in square tiles (``tiles_par``) so that both the reads
 and the writes stay within a few cache lines per tile.
 
 ``broadcast`` and ``iota`` have no kernel here: the fusion plan makes every one of them a
 fused loop (a lone one is a one-member loop group), so the executor never asks for one.
 """
 import functools
+import sys
+import threading
 
 import numpy as np
 from numba import njit, prange, uint64
@@ -52,11 +54,75 @@ def words(array):
     return a.reshape(-1).view(word_dtype(a.dtype))
 
 
+class BufferPool:
+    """Large result buffers, reused once nothing refers to them any more.
+
+    Writing into freshly allocated memory costs a page fault per page (up to 3.5x the
+    time of writing into memory already mapped, measured on this project's machines):
+    a computation run again and again (a benchmark, a training loop) would pay it for
+    every large result.  The pool keeps the last large buffers it handed out; a buffer is
+    free again when the pool's reference is the only one left (every array made from it
+    is a view that refers to it), and then it serves the next request of the same size.
+    At most ``limit`` bytes are kept; ``limit = 0`` turns the pool off.
+    """
+
+    #: buffers smaller than this come from NumPy's allocator (it reuses small blocks itself)
+    MIN_BYTES = 1 << 22
+
+    def __init__(self, limit=256 << 20):
+        self.limit = limit
+        self._buffers = []  # least recently handed out first
+        self._lock = threading.Lock()
+
+    def take(self, nbytes):
+        """A uint8 buffer of ``nbytes`` bytes (contents undefined)."""
+        if nbytes < self.MIN_BYTES or nbytes > self.limit:
+            return np.empty(nbytes, np.uint8)
+        with self._lock:
+            bufs = self._buffers
+            for k in range(len(bufs)):
+                # 2 references: the list's and getrefcount's argument
+                if bufs[k].nbytes == nbytes and sys.getrefcount(bufs[k]) == 2:
+                    buf = bufs.pop(k)
+                    bufs.append(buf)
+                    return buf
+            buf = np.empty(nbytes, np.uint8)
+            bufs.append(buf)
+            total = sum(b.nbytes for b in bufs)
+            k = 0
+            while total > self.limit and k < len(bufs) - 1:
+                if sys.getrefcount(bufs[k]) == 2:
+                    total -= bufs.pop(k).nbytes
+                else:
+                    k += 1
+            # buffers still in use when the limit is reached are simply forgotten
+            while total > self.limit and len(bufs) > 1:
+                total -= bufs.pop(0).nbytes
+            return buf
+
+    def clear(self):
+        with self._lock:
+            self._buffers.clear()
+
+
+#: the pool every data-movement kernel takes its results from
+POOL = BufferPool()
+
+
 def new_words(shape, n=None):
     """An uninitialised flat word array for a result of ``shape`` (n elements)."""
     if n is None:
         n = shape.numel
-    return np.empty(n, word_dtype(shape.dtype))
+    dtype = word_dtype(shape.dtype)
+    return POOL.take(n * dtype.itemsize).view(dtype)
+
+
+def copy_words(array):
+    """``words(array)`` copied into a new buffer."""
+    src = words(array)
+    out = POOL.take(src.nbytes).view(src.dtype)
+    np.copyto(out, src)
+    return out
 
 
 def as_result(flat, shape):
@@ -132,7 +198,7 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
         a = min(range(r - 1), key=lambda d: abs(sstr[d]))
         if abs(sstr[a]) < abs(sstr[-1]) and mdims[a] >= 4:
             plan.tile_dim = a
-            plan.tile = {1: 64, 2: 64, 4: 32}.get(itemsize, 16)
+            plan.tile = {1: 128, 2: 64, 4: 64}.get(itemsize, 32)
     rows = plan.n // mdims[-1]
     plan.chunk = mdims[-1]
     if rows < 4 * nthreads and mdims[-1] >= 8192:
@@ -205,14 +271,14 @@ def rows_ser(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
         _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
 
 
-@njit(inline="always", **_opts)
-def _tile_item(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, nb):
-    """Tile ``w``: the other dimensions' row, then the tile's place along ``a`` and the last."""
+@njit(**_opts)
+def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf):
+    """Row of tiles ``w``: the other dimensions' index and the tile's place along ``a``;
+    then every tile along the last dimension, through ``buf``: read the source along
+    ``a`` (contiguous there), write the result along the last dimension (contiguous)."""
     r = dims.shape[0]
-    outer = w // (na * nb)
-    t = w - outer * (na * nb)
-    ta = t // nb
-    tb = t - ta * nb
+    outer = w // na
+    ta = w - outer * na
     do = dbase
     so = sbase
     rem = outer
@@ -223,42 +289,51 @@ def _tile_item(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, nb):
         rem //= dims[d]
         do += c * dstr[d]
         so += c * sstr[d]
-    i1 = min(dims[a], (ta + 1) * tile)
-    j0 = tb * tile
-    j1 = min(dims[r - 1], j0 + tile)
+    i0 = ta * tile
+    ni = min(dims[a], i0 + tile) - i0
     da, sa = dstr[a], sstr[a]
     ds, ss = dstr[r - 1], sstr[r - 1]
-    for i in range(ta * tile, i1):
-        _copy_run(dst, do + i * da, ds, src, so + i * sa, ss, j0, j1)
+    for j0 in range(0, dims[r - 1], tile):
+        nj = min(dims[r - 1], j0 + tile) - j0
+        for j in range(nj):
+            s = so + (j0 + j) * ss + i0 * sa
+            for i in range(ni):
+                buf[uint64(j * tile + i)] = src[uint64(s + i * sa)]
+        for i in range(ni):
+            o = do + (i0 + i) * da + j0 * ds
+            for j in range(nj):
+                dst[uint64(o + j * ds)] = buf[uint64(j * tile + i)]
 
 
 @njit(parallel=True, **_opts)
 def tiles_par(dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
     """The loop nest in ``tile`` x ``tile`` blocks of dimension ``a`` and the last one, in
-    parallel: a transposition reads a column of the source and writes a row of the result,
-    and a block keeps both within a few cache lines."""
+    parallel over rows of blocks.  A transposition reads a column of the source and
+    writes a row of the result; a block copied through a small buffer reads whole cache
+    lines of the source and writes whole lines of the result (a power-of-two row length
+    would otherwise map a column's lines onto a few cache sets)."""
     r = dims.shape[0]
     na = (dims[a] + tile - 1) // tile
-    nb = (dims[r - 1] + tile - 1) // tile
-    items = na * nb
+    items = na
     for d in range(r - 1):
         if d != a:
             items *= dims[d]
     for w in prange(items):
-        _tile_item(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, nb)
+        buf = np.empty(tile * tile, dst.dtype)
+        _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf)
 
 
 @njit(**_opts)
 def tiles_ser(dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
     r = dims.shape[0]
     na = (dims[a] + tile - 1) // tile
-    nb = (dims[r - 1] + tile - 1) // tile
-    items = na * nb
+    items = na
     for d in range(r - 1):
         if d != a:
             items *= dims[d]
+    buf = np.empty(tile * tile, dst.dtype)
     for w in range(items):
-        _tile_item(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, nb)
+        _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf)
 
 
 def run_copy(plan, dst, dbase, src, sbase):
@@ -333,7 +408,7 @@ def concatenate(*operands, shape, dimension):
 def copy(operand, *, shape):
     if isinstance(operand, tuple):
         return tuple(copy(v, shape=s) for v, s in zip(operand, shape.tuple_shapes))
-    return np.array(operand, copy=True, order="C")
+    return as_result(copy_words(operand), shape)
 
 
 @kernel("reshape", note="view (no copy)")

@@ -20,7 +20,7 @@ from numba import njit, prange, uint64
 from ...ops.slicing import _adjusted_start_indices
 from ..numba_setup import PARALLEL_THRESHOLD
 from . import kernel
-from .shape import as_result, gathered_copy, new_words, product, row_major_strides, strided_copy, words
+from .shape import as_result, copy_words, gathered_copy, new_words, product, row_major_strides, strided_copy, words
 
 _opts = dict(cache=True, nogil=True)
 
@@ -44,7 +44,7 @@ def dynamic_slice(operand, *start_indices, shape, slice_sizes):
 @kernel("dynamic-update-slice")
 def dynamic_update_slice(operand, update, *start_indices, shape):
     adjusted_start_indices = _adjusted_start_indices(start_indices, operand.shape, update.shape)
-    result = words(operand).copy()
+    result = copy_words(operand)
     op_strides = row_major_strides(operand.shape)
     base = sum(s * st for s, st in zip(adjusted_start_indices, op_strides))
     strided_copy(result, base, op_strides, words(update), 0, row_major_strides(update.shape), update.shape)

@@ -1,0 +1,397 @@
+"""Data-movement kernels of the Numba CPU executor (executors/cpu/shape.py, slicing.py,
+indexing.py) against the NumPy reference, bit for bit.
+
+Every test builds a computation and runs it with ``backend="numba"`` and with the
+reference.  Hypothesis draws shapes (empty and size-1 dimensions included), attributes
+(reversals, strides, negative and interior padding, out-of-bounds and huge start
+indices, random valid gather/scatter dimension numbers from test_indexing.py) and
+element types (one per width: the kernels move bits, so a width is what they compile
+for).  Large examples run the parallel variants once each.  Compile time is bounded:
+few element types, small arrays, and numba's on-disk cache makes reruns fast.
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import xla_explorer as xe
+from xla_explorer.ops import registry
+
+pytest.importorskip("numba")
+
+from test_indexing import INDEX_DTYPES, indexing_configs  # noqa: E402  (random valid dimension numbers)
+
+from xla_explorer.executors import cpu  # noqa: E402
+from xla_explorer.executors.cpu import indexing as cpu_indexing  # noqa: E402
+
+cpu.load()
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+#: one element type per width (1, 2, 4, 8 and 16 bytes), floats with NaN/-0.0 and pred among them
+TYPES = ["pred", "bf16", "f32", "s64", "c128"]
+type_st = st.sampled_from(TYPES)
+dims_st = st.lists(st.integers(0, 4), min_size=0, max_size=4)
+
+
+def values(dims, t, seed=0):
+    """Random values of XLA type ``t`` (floats with -0.0, Inf and NaN among them)."""
+    rng = np.random.default_rng(seed)
+    dtype = xe.Shape(t, ()).dtype
+    dims = tuple(dims)
+    if t == "pred":
+        return rng.random(dims) < 0.5
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=dims, dtype=dtype, endpoint=True)
+    x = rng.normal(size=dims) * 10
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan])[rng.integers(0, 5, size=dims)]
+    x = np.where(rng.random(dims) < 0.1, special, x)
+    if dtype.kind == "c":
+        x = x + 1j * rng.normal(size=dims)
+    return np.asarray(x).astype(dtype)
+
+
+def build(f, *args):
+    b = xe.XlaBuilder("t")
+    params = [xe.Parameter(b, i, xe.Shape.of(np.asarray(a)), f"p{i}") for i, a in enumerate(args)]
+    return b.build(f(*params))
+
+
+def same_bits(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes(), (got, want)
+
+
+def check(f, *args):
+    """Run f's computation on both backends; the results must have the same bits."""
+    comp = build(f, *args)
+    got = comp.run(*args, backend="numba")
+    want = comp.run(*args, backend="numpy")
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want):
+            same_bits(g, w)
+    else:
+        same_bits(got, want)
+    return got
+
+
+# =========================================================================================
+# shape.py
+# =========================================================================================
+
+@SETTINGS
+@given(dims_st, type_st, st.data())
+def test_transpose(dims, t, data):
+    perm = data.draw(st.permutations(range(len(dims))))
+    check(lambda x: xe.Transpose(x, perm), values(dims, t))
+
+
+@SETTINGS
+@given(dims_st, type_st, st.data())
+def test_reverse(dims, t, data):
+    rev = data.draw(st.lists(st.integers(0, max(len(dims) - 1, 0)), unique=True, max_size=len(dims)))
+    check(lambda x: xe.Rev(x, rev), values(dims, t))
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=3), type_st, st.data())
+def test_concatenate(dims, t, data):
+    dimension = data.draw(st.integers(0, len(dims) - 1))
+    sizes = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))
+    operands = [values(dims[:dimension] + [s] + dims[dimension + 1:], t, seed=k) for k, s in enumerate(sizes)]
+    check(lambda *xs: xe.Concatenate(*xs, dimension=dimension), *operands)
+
+
+@SETTINGS
+@given(dims_st, type_st, st.data())
+def test_reshape_bitcast_copy(dims, t, data):
+    x = values(dims, t)
+    new = list(dims)
+    data.draw(st.randoms()).shuffle(new)
+    new = new + [1] * data.draw(st.integers(0, 2))
+    check(lambda p: xe.Reshape(p, new), x)
+    check(lambda p: xe.Collapse(p, list(range(len(dims)))) if dims else xe.Copy(p), x)
+    check(lambda p: xe.Copy(p), x)
+    check(lambda p: xe.Bitcast(p, xe.Shape(t, new)), x)
+
+
+def test_bitcast_changes_type_and_dynamic_reshape():
+    x = values((4, 6), "f32")
+    check(lambda p: xe.Bitcast(p, xe.Shape("u16", (4, 12))), x)
+    check(lambda p: xe.Bitcast(p, xe.Shape("s32", (24,))), x)
+    b = xe.XlaBuilder("dr")
+    p = xe.Parameter(b, 0, xe.Shape("f32", (4, 6)), "p")
+    n = xe.Parameter(b, 1, xe.Shape("s32", ()), "n")
+    comp = b.build(xe.DynamicReshape(p, [n, xe.ConstantR0(b, np.int32(4))], [6, 4], [True, False]))
+    same_bits(comp.run(x, np.int32(6), backend="numba"), comp.run(x, np.int32(6)))
+    with pytest.raises(xe.ExecutionError, match="DynamicReshape"):
+        comp.run(x, np.int32(5), backend="numba")
+
+
+def test_broadcast_and_iota_are_fused_loops_not_kernels():
+    # the fusion plan makes every broadcast and iota a loop (a lone one: a one-member
+    # group), so they need no kernel; a broadcast that feeds a transpose still runs
+    assert "broadcast" not in registry.LAYERS["cpu"] and "iota" not in registry.LAYERS["cpu"]
+    x = values((3, 1), "bf16")
+
+    def f(p):
+        wide = xe.BroadcastInDim(p, [2, 3, 5], [1, 2])
+        return xe.Transpose(xe.Add(wide, xe.ConvertElementType(xe.Iota(p.builder, "s32[2,3,5]", 2), "bf16")),
+                            [2, 0, 1])
+    check(f, x)
+    comp = build(lambda p: xe.Transpose(xe.BroadcastInDim(p, [4, 3], [1]), [1, 0]), values((3,), "s64"))
+    steps = comp.fusion_plan().steps
+    assert steps[1].group is not None and steps[1].group.root.opcode == "broadcast"
+
+
+# =========================================================================================
+# slicing.py
+# =========================================================================================
+
+@SETTINGS
+@given(dims_st, type_st, st.data())
+def test_slice(dims, t, data):
+    starts, limits, strides = [], [], []
+    for d in dims:
+        start = data.draw(st.integers(0, d))
+        starts.append(start)
+        limits.append(data.draw(st.integers(start, d)))
+        strides.append(data.draw(st.integers(1, 3)))
+    check(lambda x: xe.Slice(x, starts, limits, strides), values(dims, t))
+
+
+def _start_indices(data, n, index_type):
+    info = np.iinfo(index_type)
+    return [index_type(data.draw(st.one_of(st.integers(max(int(info.min), -6), 6),
+                                           st.sampled_from([int(info.min), int(info.max)]))))
+            for _ in range(n)]
+
+
+index_type_st = st.sampled_from([np.int8, np.int32, np.int64, np.uint8, np.uint32, np.uint64])
+
+
+@SETTINGS
+@given(dims_st, type_st, index_type_st, st.data())
+def test_dynamic_slice(dims, t, index_type, data):
+    starts = _start_indices(data, len(dims), index_type)
+    sizes = [data.draw(st.integers(0, d)) for d in dims]
+    check(lambda x, *s: xe.DynamicSlice(x, list(s), sizes), values(dims, t), *starts)
+
+
+@SETTINGS
+@given(dims_st, type_st, index_type_st, st.data())
+def test_dynamic_update_slice(dims, t, index_type, data):
+    starts = _start_indices(data, len(dims), index_type)
+    sizes = [data.draw(st.integers(0, d)) for d in dims]
+    check(lambda x, u, *s: xe.DynamicUpdateSlice(x, u, list(s)), values(dims, t), values(sizes, t, seed=1),
+          *starts)
+
+
+@SETTINGS
+@given(dims_st, type_st, st.data())
+def test_pad(dims, t, data):
+    config = []
+    for d in dims:
+        interior = data.draw(st.integers(0, 2))
+        padded = d + max(d - 1, 0) * interior
+        low = data.draw(st.integers(-padded, 3))
+        high = data.draw(st.integers(-(padded + low) if padded + low > 0 else 0, 3))
+        config.append((low, high, interior))
+    x = values(dims, t)
+    check(lambda p, v: xe.Pad(p, v, config), x, values((), t, seed=7))
+
+
+# =========================================================================================
+# indexing.py
+# =========================================================================================
+
+@SETTINGS
+@given(indexing_configs("gather", INDEX_DTYPES), type_st)
+def test_gather(config, t):
+    operand, indices, dims, _ = config
+    check(lambda x, i: xe.Gather(x, i, **dims), values(operand.shape, t), indices)
+
+
+def test_gather_empty_slices_indices_and_scalars():
+    x = values((3, 4), "f32")
+    rows = dict(offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=1)
+    check(lambda p, i: xe.Gather(p, i, slice_sizes=[1, 4], **rows), x, np.zeros((0, 1), np.int32))
+    check(lambda p, i: xe.Gather(p, i, slice_sizes=[1, 0], **rows), x, np.array([[1], [2]], np.int32))
+    check(lambda p, i: xe.Gather(p, i, slice_sizes=[0, 4], **rows), values((0, 4), "f32"), np.array([[1]], np.int32))
+    check(lambda p, i: xe.Gather(p, i, offset_dims=[], collapsed_slice_dims=[], start_index_map=[],
+                                 index_vector_dim=1, slice_sizes=[]), values((), "s64"), np.zeros((3, 0), np.int32))
+
+
+def _region(name):
+    return {
+        "add": lambda a, b: xe.Add(a, b),
+        "multiply": lambda a, b: xe.Mul(a, b),
+        "maximum": lambda a, b: xe.Max(a, b),
+        "minimum": lambda a, b: xe.Min(a, b),
+        "and": lambda a, b: xe.And(a, b),
+        "or": lambda a, b: xe.Or(a, b),
+        "xor": lambda a, b: xe.Xor(a, b),
+        "second": lambda a, b: b,
+        "first": lambda a, b: a,
+        # not commutative: the order of colliding updates shows in the result
+        "update_after_half": lambda a, b: xe.Add(xe.Mul(a, xe.ConstantR0(a.builder, np.float32(0.5))), b),
+        "update_minus": lambda a, b: xe.Sub(b, a),
+    }[name]
+
+
+#: the combiners each element type is tested with
+SCATTER_CASES = [("f32", c) for c in ("add", "multiply", "maximum", "minimum", "second", "first",
+                                      "update_after_half")] + \
+    [("s32", c) for c in ("add", "multiply", "maximum", "minimum", "and", "or", "xor", "update_minus")] + \
+    [("bf16", c) for c in ("add", "maximum", "second")] + [("pred", c) for c in ("add", "and", "xor", "second")]
+
+
+def _scatter(t, combiner):
+    def f(x, i, u, **dims):
+        return xe.Scatter(x, i, u, _region(combiner), **dims)
+    return f
+
+
+@SETTINGS
+@given(indexing_configs("scatter", INDEX_DTYPES), st.sampled_from(SCATTER_CASES))
+def test_scatter(config, case):
+    operand, indices, dims, updates = config
+    t, combiner = case
+    x = values(operand.shape, t) if t != "f32" else operand * 0.25 - 1
+    u = values(updates.shape, t, seed=3) if t != "f32" else updates
+    check(lambda p, i, v: xe.Scatter(p, i, v, _region(combiner), **dims), x, indices, u)
+
+
+def test_scatter_float_max_min_nan_and_signed_zero():
+    x = np.array([0.0, -0.0, 1.0, np.nan, 5.0, -0.0], np.float32)
+    i = np.array([[0], [1], [2], [3], [4], [5], [0], [2]], np.int32)
+    u = np.array([-0.0, 0.0, np.nan, 1.0, -np.inf, -0.0, 0.0, 2.0], np.float32)
+    for name in ("maximum", "minimum"):
+        dims = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                    index_vector_dim=1)
+        comp = build(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **dims), x, i, u)
+        got, want = comp.run(x, i, u, backend="numba"), comp.run(x, i, u)
+        assert (np.isnan(got) == np.isnan(want)).all()
+        ok = ~np.isnan(want)
+        assert (got[ok] == want[ok]).all() and (np.signbit(got[ok]) == np.signbit(want[ok])).all()
+
+
+def test_variadic_scatter_keeps_value_and_index_of_the_minimum():
+    # a region with compare and select over two operands: compiled from its instructions
+    def keep_min(v, j, nv, nj):
+        take = xe.Lt(nv, v)
+        return xe.Tuple(xe.Select(take, nv, v), xe.Select(take, nj, j))
+
+    rng = np.random.default_rng(0)
+    x = np.full(7, np.inf, np.float32)
+    k = np.full(7, -1, np.int32)
+    i = rng.integers(-1, 8, (40, 1)).astype(np.int32)
+    u = rng.integers(0, 5, 40).astype(np.float32)  # ties: the first one seen wins
+    w = np.arange(40, dtype=np.int32)
+    dims = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    check(lambda a, b, c, d, e: xe.Scatter([a, b], c, [d, e], keep_min, **dims), x, k, i, u, w)
+
+
+def test_scatter_region_without_emitters_runs_through_the_reference(monkeypatch):
+    from xla_explorer.executors import emit
+    monkeypatch.delitem(emit.EMITTERS, "subtract")
+    x = np.arange(6, dtype=np.int32)
+    i = np.array([[1], [1], [9], [4]], np.int32)
+    u = np.array([5, 7, 1, 2], np.int32)
+    dims = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    got = check(lambda p, q, v: xe.Scatter(p, q, v, lambda a, b: xe.Sub(b, a), **dims), x, i, u)
+    np.testing.assert_array_equal(got, [0, 7 - (5 - 1), 2, 3, 2 - 4, 5])
+
+
+def test_scatter_huge_indices_are_skipped_and_windows_fit_whole():
+    x = values((4, 5), "f32")
+    u = values((3, 2, 3), "f32", seed=2)
+    i = np.array([[0, 2], [2, 3], [np.iinfo(np.int64).max, 0]], np.int64)
+    dims = dict(update_window_dims=[1, 2], inserted_window_dims=[], scatter_dims_to_operand_dims=[0, 1],
+                index_vector_dim=1)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **dims), x, i, u)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **dims), x, i.astype(np.uint64) + np.uint64(2 ** 63), u)
+
+
+def test_scatter_empty_updates_and_operands():
+    dims = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **dims), values((3, 2), "f32"),
+          np.zeros((0, 1), np.int32), values((0, 2), "f32"))
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **dims), values((0, 2), "f32"),
+          np.zeros((2, 1), np.int32), values((2, 2), "f32"))
+
+
+# =========================================================================================
+# the parallel variants (large arrays), once each
+# =========================================================================================
+
+def test_parallel_copies_transpose_reverse_slice_concatenate_pad():
+    x = values((96, 130, 5), "f32")
+    check(lambda p: xe.Transpose(p, [1, 2, 0]), x)            # tiles
+    check(lambda p: xe.Transpose(p, [2, 0, 1]), x)
+    check(lambda p: xe.Rev(p, [0, 2]), x)                     # rows, reversed
+    check(lambda p: xe.Slice(p, [1, 3, 0], [96, 130, 5], [2, 1, 2]), x)
+    check(lambda p: xe.Concatenate(p, p, dimension=1), x)
+    check(lambda p: xe.Reshape(xe.Rev(p, [0]), [96 * 130 * 5]), x)
+    long_row = values((70001,), "s64")
+    check(lambda p: xe.Rev(p, [0]), long_row)                 # one long row, cut in chunks
+    check(lambda p, v: xe.Pad(p, v, [(-3, 5, 1), (4, -2, 2), (0, 1, 0)]), x, np.float32(-1))
+    check(lambda p, v: xe.Pad(p, v, [(-3, 5, 0), (4, -2, 0), (1, 1, 0)]), x, np.float32(-1))
+
+
+def test_parallel_gather_rows_elements_and_windows():
+    rng = np.random.default_rng(0)
+    x = values((300, 200), "f32")
+    rows = rng.integers(-5, 310, (400, 1)).astype(np.int32)
+    check(lambda p, i: xe.Gather(p, i, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
+                                 index_vector_dim=1, slice_sizes=[1, 200]), x, rows)
+    flat = rng.integers(-5, 60010, (50000,)).astype(np.int64)
+    check(lambda p, i: xe.Gather(p, i, offset_dims=[], collapsed_slice_dims=[0], start_index_map=[0],
+                                 index_vector_dim=1, slice_sizes=[1]), x.reshape(-1), flat)
+    windows = rng.integers(-5, 300, (2, 40, 2)).astype(np.int32)
+    check(lambda p, i: xe.Gather(p, i, offset_dims=[0, 2], collapsed_slice_dims=[], start_index_map=[1, 0],
+                                 index_vector_dim=2, slice_sizes=[30, 20]), x, windows)
+
+
+def test_parallel_scatter_is_deterministic_in_the_reference_order():
+    rng = np.random.default_rng(1)
+    x = values((64, 300), "f32")
+    i = rng.integers(-2, 66, (400, 1)).astype(np.int32)       # many duplicates, some skipped
+    u = values((400, 300), "f32", seed=5)
+    u[~np.isfinite(u)] = 1.0
+    x[~np.isfinite(x)] = 0.0
+    dims = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    for name in ("add", "second", "update_after_half"):
+        check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **dims), x, i, u)
+    # the window dims before the scatter dims, and index vectors along dimension 0
+    dims = dict(update_window_dims=[0], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=0)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region("update_after_half"), **dims), x, i.T.copy(), u.T.copy())
+
+
+def test_kernels_are_registered_with_notes():
+    layer = registry.LAYERS["cpu"]
+    for op in ("transpose", "reverse", "concatenate", "copy", "reshape", "bitcast", "dynamic-reshape", "slice",
+               "dynamic-slice", "dynamic-update-slice", "pad", "gather", "scatter"):
+        assert op in layer, op
+    assert layer["copy"].status_note == "memcpy"
+    # the standard combiners of one type share one compiled kernel (chosen at run time)
+    x, i, u = np.zeros(4, np.float32), np.array([[1], [1]], np.int32), np.ones(2, np.float32)
+    dims = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    for name in ("add", "maximum"):
+        check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **dims), x, i, u)
+    kernels = cpu_indexing._generated[("standard", "f32")]
+    assert kernels is not None and len([k for k in cpu_indexing._generated if k[1] == "f32"]) == 1
+
+
+def test_bf16_keeps_bits():
+    x = np.array([[1.5, -0.0], [np.nan, 3.0]], ml_dtypes.bfloat16)
+    check(lambda p: xe.Transpose(p, [1, 0]), x)

@@ -1,0 +1,123 @@
+"""Classroom exercises, generated from a seed and a level and checked by the executable spec.
+
+>>> import xla_explorer as xe
+>>> ex = xe.exercises.make("gather", seed=3, level=1, kind="shape")
+>>> print(ex.prompt)          # the operands and attributes as the spec writes them
+>>> ex.check("s32[2,4]")      # Feedback: correct?, and the rule with the values
+>>> ex.hint(); ex.solution()
+
+Five kinds of exercise (not every op has all five; ``available()`` lists them):
+
+- ``"shape"``: predict the result shape (from level 2 the call may be illegal: then the
+  answer is "illegal", better with the argument at fault);
+- ``"legal"``: is this call legal?  If not, which argument breaks a rule?
+- ``"values"``: predict the values of a small result;
+- ``"read"``: which operand element does ``result[i, j]`` read (or, for Scatter, where
+  does ``updates[i]`` go)?
+- ``"attribute"``: find the attribute (``slice_sizes``, ``padding_config``, ...) that
+  produces a target.
+
+Levels: 1 is small and rank 1-2; 2 adds strides, interior padding, clamped starts, more
+dimensions; 3 adds batching dimensions, negative padding, dilations, out-of-bounds
+starts and skipped updates.
+
+Every answer is judged by the library's own shape rules, NumPy references and index maps
+(see ``core``), so an exercise's answer is the spec's.  ``quiz`` assembles a sheet.  The
+only optional dependency, ipywidgets, is imported by ``Exercise.widget()`` alone.
+"""
+import numpy as np
+
+from ..ops import registry
+from . import control, elementwise, indexing, linalg, movement, reduction  # noqa: F401  (register the bank)
+from .core import GENERATORS, KIND_TITLES, LEVELS, Exercise, Feedback, Solution, parse_literal
+
+
+def _opcode(op):
+    if op in GENERATORS:
+        return op
+    if op in registry.NAMES and registry.NAMES[op] in GENERATORS:
+        return registry.NAMES[op]
+    low = str(op).lower()
+    for name, opcode in registry.NAMES.items():
+        if name.lower() == low and opcode in GENERATORS:
+            return opcode
+    for opcode in GENERATORS:
+        if opcode.replace("-", "") == low.replace("-", "").replace("_", ""):
+            return opcode
+    raise KeyError(f"no exercises for {op!r}; the bank has: {', '.join(sorted(GENERATORS))}")
+
+
+def available():
+    """{opcode: kinds} of the exercise bank."""
+    return {opcode: tuple(g.kinds) for opcode, g in sorted(GENERATORS.items())}
+
+
+def make(op, seed=0, level=1, kind=None):
+    """One exercise about ``op`` (an HLO opcode such as ``"gather"`` or an API name such as
+    ``"DotGeneral"``), the same for the same seed, level and kind.  ``kind`` is one of
+    "shape", "legal", "values", "read", "attribute" (default: chosen by the seed)."""
+    return GENERATORS[_opcode(op)](seed=seed, level=level, kind=kind)
+
+
+class Quiz:
+    """A numbered exercise sheet: displays itself, ``check(answers)``, ``answer_key()``."""
+
+    def __init__(self, exercises, seed=0):
+        self.exercises = list(exercises)
+        self.seed = seed
+
+    def __len__(self):
+        return len(self.exercises)
+
+    def __iter__(self):
+        return iter(self.exercises)
+
+    def __getitem__(self, i):
+        return self.exercises[i]
+
+    def check(self, answers, reveal=True):
+        """Feedback for each answer (None: not answered)."""
+        out = []
+        for ex, a in zip(self.exercises, answers):
+            out.append(Feedback(False, "not answered") if a is None else ex.check(a, reveal=reveal))
+        return out
+
+    def score(self, answers):
+        return sum(f.correct for f in self.check(answers, reveal=False))
+
+    def answer_key(self):
+        return "\n\n".join(f"{i + 1}. {ex.title}\n{ex.solution()}" for i, ex in enumerate(self.exercises))
+
+    def __str__(self):
+        return "\n\n".join(f"Exercise {i + 1}. {ex.prompt}" for i, ex in enumerate(self.exercises))
+
+    def __repr__(self):
+        return f"<Quiz of {len(self)} exercises, seed={self.seed}>"
+
+    def _repr_markdown_(self):
+        return "\n\n---\n\n".join(f"### Exercise {i + 1}\n\n{ex._repr_markdown_()}"
+                                  for i, ex in enumerate(self.exercises))
+
+    def _repr_html_(self):
+        return "<hr>".join(f"<h3>Exercise {i + 1}</h3>{ex._repr_html_()}" for i, ex in enumerate(self.exercises))
+
+
+def quiz(ops=None, n=5, seed=0, level=1, kinds=None):
+    """A sheet of ``n`` exercises on ``ops`` (default: the whole bank), cycling through the
+    ops in a seeded order; ``kinds`` restricts the kinds (each op uses those it has)."""
+    opcodes = [_opcode(o) for o in ops] if ops else sorted(GENERATORS)
+    rng = np.random.default_rng([int(seed), 7])
+    order = [opcodes[i] for i in rng.permutation(len(opcodes))]
+    exercises = []
+    for i in range(int(n)):
+        gen = GENERATORS[order[i % len(order)]]
+        allowed = [k for k in gen.kinds if kinds is None or k in kinds]
+        if not allowed:
+            raise ValueError(f"{gen.opcode} has none of the kinds {list(kinds)}; it has {', '.join(gen.kinds)}")
+        kind = allowed[int(rng.integers(len(allowed)))]
+        exercises.append(gen(seed=int(rng.integers(1 << 30)), level=level, kind=kind))
+    return Quiz(exercises, seed)
+
+
+__all__ = ["make", "quiz", "available", "Quiz", "Exercise", "Feedback", "Solution", "parse_literal",
+           "KIND_TITLES", "LEVELS", "GENERATORS"]
