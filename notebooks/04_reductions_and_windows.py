@@ -120,8 +120,8 @@ print(xe.ReduceWindow(v, np.float32(np.inf), mn, [3], [2], [(1, 1)]))   # the sa
 # The newer spec adds two dilations. `window_dilations` spreads the window's cells apart (a
 # window of 2 with dilation 2 reads elements 0 and 2: an "atrous" window);
 # `base_dilations` spreads the *operand* apart, putting `d - 1` holes between elements
-# (holes, like padding, take no part). Base dilation is what the gradient of a strided pool
-# uses.
+# (holes, like padding, take no part). Base dilation is what the gradient of a strided sum
+# (or average) pool uses.
 
 # %%
 s = lambda a, c: xe.Add(a, c)  # noqa: E731

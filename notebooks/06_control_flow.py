@@ -243,8 +243,9 @@ except xe.ShapeError as e:
 # %% [markdown]
 # ## 7. What JAX emits
 #
-# `jax.lax.fori_loop` becomes a `while` over a tuple (counter, bound and carried values), and
-# `jax.lax.switch` a `conditional` with an index (JAX clamps the index itself first):
+# `jax.lax.fori_loop` becomes a `while` over a tuple that carries the loop counter along
+# with the values (the body is a `call` of the function you gave), and `jax.lax.switch` a
+# `conditional` with an index, which JAX `clamp`s into range itself first:
 
 # %%
 from xla_explorer.jax_bridge import load_jax

@@ -158,6 +158,16 @@ def test_region_without_emitter_runs_the_reference(monkeypatch):
     assert "subtract" in kred._FALLBACKS["reduce"]
 
 
+def test_generated_code_that_does_not_compile_runs_the_reference(monkeypatch):
+    from xla_explorer.executors import emit
+    monkeypatch.setitem(emit.EMITTERS, "subtract", lambda inst, a, b: f"no_such_helper({a}, {b})")
+    b = xe.XlaBuilder("broken")
+    comp = b.build(xe.Reduce(param(b, 0, S32, (2, 5)), np.int32(0), lambda a, c: xe.Sub(a, c), [1]))
+    x = np.arange(10, dtype=np.int32).reshape(2, 5)
+    assert_same(comp.run(x), comp.run(x, backend="numba"))
+    assert "did not compile" in kred._FALLBACKS["reduce"]
+
+
 def test_region_source_reads_like_the_region():
     b = xe.XlaBuilder("f")
     comp = b.build(xe.Reduce(param(b, 0, F32, (3,)), np.float32(0),

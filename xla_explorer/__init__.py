@@ -46,6 +46,14 @@ def animate(comp_or_opcode, instruction=None, *args, **kw):
     return _animate(comp_or_opcode, instruction, *args, **kw)
 
 
+def __getattr__(name):
+    # xe.exercises: the classroom exercise bank, imported on first use
+    if name == "exercises":
+        import importlib
+        return importlib.import_module(__name__ + ".exercises")
+    raise AttributeError(f"module 'xla_explorer' has no attribute {name!r}")
+
+
 def status_table(file=None):
     """Print (and return) the op x layer table, generated from the registries."""
     from .status import status_table as _status_table

@@ -50,14 +50,46 @@ def index_map(target, instruction=None, *args, **attrs):
         else:
             operands = [o.attrs["literal"] if o.opcode == "constant" else _zeros(o.shape) for o in inst.operands]
         return op.index_map(*operands, shape=inst.shape, **bind_attrs(_plain(inst.attrs), ExecutionContext()))
-    op = registry.get(target) if target in registry.all_ops() else registry.by_name(target)
+    op = op_by_name(target)
     if op.index_map is None:
         raise NotImplementedError(f"{op.name} ({op.opcode}) has no index map")
     operands = [np.asarray(v) for v in ((instruction,) if instruction is not None else ()) + args]
-    from .builder import infer_shape
+    shape, attrs = instance(op, operands, attrs)
+    return op.index_map(*operands, shape=shape, **bind_attrs(attrs, ExecutionContext()))
+
+
+def op_by_name(target):
+    """The OpDef of an HLO opcode (``"reduce-window"``) or an API name (``"ReduceWindow"``)."""
+    ops = registry.all_ops()
+    if target in ops:
+        return ops[target]
+    if target in registry.NAMES:
+        return registry.by_name(target)
+    raise NotImplementedError(f"unknown op {target!r}: give an HLO opcode ('gather') or an API name ('Gather')")
+
+
+def instance(op, operands, attrs):
+    """(result shape, attributes) of ``op`` on values shaped like ``operands``, the attributes
+    as the op's public function records them: ``"SAME"`` padding made explicit, callables
+    traced, defaults filled in.  Arguments the public function does not take positionally
+    (a list of start indices, say) fall back to the raw attributes and the shape rule."""
+    from . import builder as bld
     from .shapes import Shape
-    shape = infer_shape(op, [Shape.of(v) for v in operands], attrs)
-    return op.index_map(*operands, shape=shape, **attrs)
+    fn = getattr(__import__("xla_explorer"), op.name, None)
+    if fn is not None:
+        b = bld.XlaBuilder(f"{op.name}_instance")
+        params = [bld.Parameter(b, i, Shape.of(v), f"operand{i}") for i, v in enumerate(operands)]
+        try:
+            fn(*params, **attrs)
+        except TypeError:
+            pass
+        else:
+            inst = next(i for i in reversed(b.instructions) if i.opcode == op.opcode)
+            if [o.attrs.get("parameter_number") for o in inst.operands] == list(range(len(operands))):
+                return inst.shape, _plain(inst.attrs)
+    shapes = [Shape.of(v) for v in operands]
+    traced = bld._trace_computations(op, shapes, attrs, None)
+    return bld.infer_shape(op, shapes, traced), traced
 
 
 def _plain(attrs):

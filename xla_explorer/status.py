@@ -9,7 +9,7 @@ LAYERS = ("shape rule", "reference", "index map", "cpu", "cuda", "jax", "graph",
 
 #: the modules whose import registers each layer's table (optional dependencies: numba,
 #: numba-cuda, ipywidgets; a layer whose module cannot be imported shows as "-")
-_LAYER_MODULES = (".render", ".animate", ".executors.jax_lowering", ".widgets")
+_LAYER_MODULES = (".render", ".animate", ".executors.jax_lowering", ".widgets", ".exercises")
 
 
 class StatusTable:

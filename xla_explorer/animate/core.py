@@ -1152,21 +1152,16 @@ def context(target, instruction=None, *args, **attrs):
         return OpContext(inst.opcode, op, operands, bound, inst.shape, result, imap, inst.name)
     if not isinstance(target, str):
         raise TypeError(f"animate: expected an XlaComputation or an opcode / op name, got {type(target).__name__}")
-    ops = registry.all_ops()
-    if target in ops:
-        op = ops[target]
-    elif target in registry.NAMES:
-        op = registry.by_name(target)
-    else:
-        raise NotImplementedError(f"animate: unknown op {target!r}; animated ops: {', '.join(animated())}")
+    from ..inspect import instance, op_by_name
+    try:
+        op = op_by_name(target)
+    except NotImplementedError:
+        raise NotImplementedError(f"animate: unknown op {target!r}; animated ops: {', '.join(animated())}") from None
     _check(op)
-    from ..builder import _eager_value, _trace_computations, infer_shape
-    from ..shapes import Shape
+    from ..builder import _eager_value
     values = ((instruction,) if instruction is not None else ()) + args
     operands = [_eager_value(v) for v in values]
-    shapes = [Shape.of(v) for v in operands]
-    traced = _trace_computations(op, shapes, attrs, None)
-    shape = infer_shape(op, shapes, traced)
+    shape, traced = instance(op, operands, attrs)
     ectx = ExecutionContext()
     bound = bind_attrs(traced, ectx)
     result = _reference(op, operands, shape, bound, ectx)

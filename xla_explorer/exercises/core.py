@@ -144,7 +144,8 @@ class Computation:
 class Call:
     """One op call: ``operands`` as ``(name, value)`` pairs in HLO order, ``attrs`` as the
     op's attribute keywords, ``display``: how the call is written, a list of
-    ``("operand", name)``, ``("list", [names])``, ``("attr", kw)`` and ``("shown", kw, value)``
+    ``("operand", name)``, ``("kwoperand", name)``, ``("list", [names])``, ``("attr", kw)`` and
+    ``("shown", kw, value)``
     (an argument of the API form that is not an HLO attribute, e.g. Broadcast's sizes)."""
 
     def __init__(self, opcode, operands, attrs, display, api=None, args=None, note=""):
@@ -230,6 +231,8 @@ class Call:
         for entry in self.display:
             if entry[0] == "operand":
                 out.append(entry[1])
+            elif entry[0] == "kwoperand":  # an operand passed by keyword: While(..., init=init)
+                out.append(f"{entry[1]}={entry[1]}")
             elif entry[0] == "list":
                 out.append(("[" if python else "{") + ", ".join(entry[1]) + ("]" if python else "}"))
             else:
@@ -335,10 +338,11 @@ _TOKEN = re.compile(r"""\s*(?:
 def parse_literal(text):
     """Answers typed as text: Python literals, or the spec's ``{{1, 2}, {3, 4}}``, ``true``,
     ``NaN``, ``-inf``; bare words become strings (``padding``, ``skipped``)."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        pass
+    if "{" not in text:  # braces are the spec's arrays (or dicts), never Python sets
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
     tokens, pos = [], 0
     text = text.strip()
     while pos < len(text):
@@ -524,7 +528,7 @@ class Exercise:
     # -- the public interface ------------------------------------------------------------------
     @property
     def title(self):
-        return f"{self.call.api} — {KIND_TITLES[self.kind]}"
+        return f"{self.call.api} — {self.generator.titles.get(self.kind, KIND_TITLES[self.kind])}"
 
     @property
     def prompt(self):
@@ -611,7 +615,6 @@ class Exercise:
         check.on_click(on_check)
         hint.on_click(on_hint)
         solve.on_click(on_solve)
-        box.on_submit(on_check)
         ui = w.VBox([prompt, w.HBox([box, check, hint, solve]), out])
         ui.exercise = self
         ui.answer_box, ui.buttons, ui.output = box, (check, hint, solve), out
@@ -864,8 +867,9 @@ class ValuesExercise(Exercise):
     def question(self):
         t = Shape.of(self.expected)
         if isinstance(self.expected, tuple):
-            return ("What is the result? It is a tuple " + str(t) + "; answer a tuple of values, e.g. "
-                    "([1, 2], [3, 4]), or the spec's ({1, 2}, {3, 4}).")
+            example = "(1, 2)" if all(np.ndim(e) == 0 for e in self.expected) else \
+                "([1, 2], [3, 4]), or the spec's ({1, 2}, {3, 4})"
+            return f"What is the result? It is a tuple {t}; answer a tuple of values, e.g. {example}."
         return (f"What is the result ({t})? Answer with its values, e.g. a nested list [[1, 2], [3, 4]] "
                 "or the spec's {{1, 2}, {3, 4}}.")
 
@@ -879,6 +883,8 @@ class ValuesExercise(Exercise):
         return self.generator.values_steps(self.call, self.expected)
 
     def judge(self, answer, reveal):
+        if isinstance(answer, str):
+            answer = parse_literal(answer)
         expected = self.expected
         if isinstance(expected, tuple):
             if not isinstance(answer, (tuple, list)) or len(answer) != len(expected):
@@ -933,9 +939,20 @@ def _same_values(expected, a):
     if a.dtype.kind not in "iufb":
         return np.zeros(e.shape, bool)
     ef, af = e.astype(np.float64), a.astype(np.float64)
-    close = np.isclose(ef, af, rtol=1e-3, atol=1e-6, equal_nan=True)
-    # -0.0 and 0.0 are equal here; infinities only equal themselves
-    return close | ((ef == af) & np.isinf(ef))
+    # the value itself, or the shortest decimal that prints it in its type (0.1 is the f16
+    # 0.0999755859375; 2049 is not the f16 2048); f32 and wider: 7 significant digits do
+    same = (af == ef) | (np.isnan(af) & np.isnan(ef))
+    same |= af == np.array([_shortest(x) for x in e.reshape(-1)], np.float64).reshape(e.shape)
+    if e.dtype.itemsize >= 4:
+        same |= np.isclose(ef, af, rtol=1e-6, atol=0)
+    return same
+
+
+def _shortest(x):
+    try:
+        return float(np.format_float_positional(x, unique=True)) if np.isfinite(x) else float(x)
+    except (TypeError, ValueError):
+        return float(x)
 
 
 class ReadExercise(Exercise):
@@ -979,7 +996,7 @@ class ReadExercise(Exercise):
         return e
 
     def reasoning(self):
-        return self.generator.access_steps(self.call, self.access)
+        return [line for line in self.generator.access_steps(self.call, self.access) if line]
 
     def judge(self, answer, reveal):
         got = self._normalize(answer)
@@ -1193,6 +1210,8 @@ class Generator:
     type_rule = "the result has the operand's element type"
     #: keys of Access.detail not worth showing
     detail_skip = ()
+    #: kind -> title, where the op asks something else than KIND_TITLES says
+    titles = {}
 
     def __init__(self):
         self._crc = zlib.crc32(self.opcode.encode())
@@ -1262,8 +1281,9 @@ class Generator:
     def read_question(self, call, index):
         name = call.operands[0][0]
         if self.read_mode == "set":
+            example = "[1, 2]" if np.ndim(call.values[0]) == 1 else "[(0, 1), (0, 2)]"
             return (f"Which elements of {name} are combined into result{index_text(index)}?\n"
-                    "Answer a list of indices, e.g. [(0, 1), (0, 2)] ([] if none).")
+                    f"Answer a list of indices, e.g. {example} ([] if none).")
         if self.read_mode == "pairs":
             lhs, rhs = call.operands[0][0], call.operands[1][0]
             return (f"Which products {lhs}[...] * {rhs}[...] are summed into result{index_text(index)}?\n"
@@ -1294,16 +1314,24 @@ class Generator:
         if imap.domain != "result":
             return self._scatter_value_steps(call, imap, index, value)
         access = imap[index]
+        if not access.reads and self.read_mode == "pairs":
+            return [f"result{index_text(index)} = {scalar_text(value)}: the window covers only padding "
+                    "(or holes of the dilation), so no products are summed"]
+        if not access.reads and self.read_mode == "set":
+            return [f"result{index_text(index)} = {scalar_text(value)}: no operand element is combined, only the "
+                    "init value"]
         if not access.reads:
-            pad = call.values[1] if len(call.values) > 1 else None
+            pad = call.values[1] if self.opcode == "pad" else None
             return [f"result{index_text(index)} = {scalar_text(value)}: it is padding"
                     + (f" (padding_value = {scalar_text(pad)})" if pad is not None else "")] + \
                 [f"{k2} = {plain(v)}" for k2, v in access.detail.items() if k2 == "padding"]
         if self.read_mode == "copy":
             kk, idx = access.reads[0]
             name = call.operands[kk][0]
+            steps = [line for line in self.access_steps(call, access)[:-1]
+                     if line and line not in (self.formula, self.read_formula)]
             return [f"result{index_text(index)} = {name}{index_text(idx)} = {scalar_text(value)}"] + \
-                [f"  {line}" for line in self.access_steps(call, access)[:-1]]
+                [f"  {line}" for line in steps]
         if self.read_mode == "pairs":
             lhs, rhs = call.values[0], call.values[1]
             terms = [f"{scalar_text(lhs[access.reads[i][1]])}*{scalar_text(rhs[access.reads[i + 1][1]])}"

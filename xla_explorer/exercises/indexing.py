@@ -3,7 +3,7 @@ batching dimensions; the index maps' ``Access.detail`` explains every step."""
 import numpy as np
 
 from ..shapes import Shape
-from .core import Call, Generator, computation, distinct, index_text, ints, register, spec_attr
+from .core import Call, Generator, computation, distinct, index_text, ints, register, spec_attr, spec_literal
 
 _GATHER_ATTRS = ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
                  "start_indices_batching_dims", "index_vector_dim", "slice_sizes")
@@ -176,6 +176,7 @@ class ScatterExercises(Generator):
     kinds = ("shape", "values", "read", "legal")
     shape_operand = "updates"
     read_mode = "scatter"
+    titles = {"read": "where does an update go?", "shape": "which updates shape is legal?"}
     detail_skip = ("update_scatter_dims", "update_window_dims", "schedule_position")
     type_rule = "Scatter returns the operand's shape"
     rule = ("Scatter combines each element of updates into the result (a copy of operand) through "
@@ -283,6 +284,19 @@ class ScatterExercises(Generator):
             f"sizes at most {spec_attr([odims[d] for d in window_operand])}.",
             f"The exercise's updates is {Shape.of(call.value('updates'))}.",
         ]
+
+    def values_steps(self, call, result, k=None):
+        imap = call.index_map()
+        accesses = list(imap)
+        targets = sorted({tuple(a.writes[0][1]) for a in accesses if a.writes})
+        lines = [self.formula, "The result starts as a copy of operand; then, in XLA's order:"]
+        for t in targets[:6]:
+            lines += self._scatter_value_steps(call, imap, t, result[t])
+        skipped = [a.index for a in accesses if a.skipped]
+        if skipped:
+            lines.append("skipped (their windows do not fit in the operand): "
+                         + ", ".join(f"updates{index_text(u)}" for u in skipped[:6]) + (" ..." if len(skipped) > 6 else ""))
+        return lines + [f"result = {spec_literal(result, 9)}"]
 
     def read_question(self, call, index):
         return (f"Into which element of the result is updates{index_text(index)} combined?\n"

@@ -3,7 +3,7 @@ DynamicUpdateSlice, Pad, Transpose, BroadcastInDim, Concatenate, Reshape, Rev.""
 import numpy as np
 
 from ..shapes import Shape
-from .core import Call, Generator, distinct, index_text, ints, register, spec_attr
+from .core import Call, Generator, distinct, index_text, ints, register, scalar_text, spec_attr
 
 
 def _pick(rng, seq):
@@ -241,6 +241,29 @@ class PadExercises(Generator):
     def read_question(self, call, index):
         return (f"Which element of operand does result{index_text(index)} copy?\n"
                 "Answer with its index, e.g. (1, 0), or \"padding\" if it is padding.")
+
+    def access_steps(self, call, access):
+        lines = [self.read_formula]
+        operand = call.value("operand")
+        for d, (i, (lo, hi, interior)) in enumerate(zip(access.index, call.attrs["padding_config"])):
+            q, r = divmod(i - lo, interior + 1)
+            head = f"dimension {d}: ({i} - {lo}) / ({interior} + 1) = {i - lo}/{interior + 1}"
+            if i < lo:
+                lines.append(f"{head}: before the first element, low edge padding")
+            elif r:
+                lines.append(f"{head}: not a whole number, interior padding")
+            elif q >= operand.shape[d]:
+                lines.append(f"{head} = {q}: past the last element, high edge padding")
+            else:
+                lines.append(f"{head} = {q}")
+        if access.reads:
+            idx = access.reads[0][1]
+            lines.append(f"result{index_text(access.index)} = operand{index_text(idx)} = "
+                         f"{scalar_text(operand[tuple(idx)])}")
+        else:
+            lines.append(f"result{index_text(access.index)} is padding: padding_value = "
+                         f"{scalar_text(call.value('padding_value'))}")
+        return lines
 
     def attribute_steps(self, call, hidden):
         lines = [f"padding_config = {spec_attr(call.attrs['padding_config'])} (one (low, high, interior) "

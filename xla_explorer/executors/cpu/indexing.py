@@ -120,7 +120,7 @@ def _gather_plan(odims, idims, rdims, offset_dims, collapsed_slice_dims, start_i
     return plan
 
 
-@njit(inline="always", **_opts)
+@njit(**_opts)
 def _gather_item(w, out, src, idx, K, inner, imap, bmap, S, dmap, sl, nrows):
     """Work item w: row ``row`` of the slice of position ``p``."""
     if nrows == 1:

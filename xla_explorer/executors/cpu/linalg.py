@@ -344,7 +344,181 @@ def _conv_tables(in_sizes, out_sizes, k_sizes, strides, pads_low, ld, rd):
     return table, toff
 
 
-@kernel("convolution", note="im2col (Numba) + BLAS (np.matmul)")
+# Winograd F(2x2, 3x3) (Lavin & Gray 2015): a 3x3 stride-1 convolution computes each 2x2
+# output tile from a 4x4 input tile with 16 multiplications per (in, out) feature pair
+# instead of 36: V = B^T d B (input), U = G g G^T (kernel), M = V . U summed over the in
+# features (16 matrix products), Y = A^T M A (output).  The sums are the same up to
+# rounding (the transforms add and halve), within the accumulation tolerance.
+
+@njit(**_opts)
+def _wino_input(x, pad_h, pad_w, th, tw, t0, t1, V):
+    """V[k, q - t0, c] = (B^T d B)[k] for the 4x4 input tiles d of tiles q in [t0, t1)
+    (x is [batch, H, W, C]; reads outside it are zeros).  Every index below is a
+    constant or a range variable of a view, so Numba drops its wrap-around tests and the
+    loops over the features vectorise."""
+    H, W, C = x.shape[1], x.shape[2], x.shape[3]
+    d = np.zeros((16, C), x.dtype)
+    for q in range(t0, t1):
+        b = q // (th * tw)
+        i = (q // tw) % th
+        j = q % tw
+        r0 = 2 * i - pad_h
+        s0 = 2 * j - pad_w
+        for r in range(4):
+            for s in range(4):
+                dst = d[4 * r + s]
+                if 0 <= r0 + r < H and 0 <= s0 + s < W:
+                    src = x[b, r0 + r, s0 + s]
+                    for c in range(C):
+                        dst[c] = src[c]
+                else:
+                    for c in range(C):
+                        dst[c] = 0
+        _wino_tile(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14],
+                   d[15], V[:, q - t0])
+
+
+@njit(**_opts)
+def _wino_tile(d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12, d13, d14, d15, v):
+    """v[k] = (B^T d B)[k] for one tile, every row a vector over the features."""
+    t = np.empty((4, d0.shape[0]), d0.dtype)
+    for r in range(4):
+        # row r of t = B^T d, then V's row r = t_r B
+        if r == 0:
+            a0, a1, a2, a3 = d0, d1, d2, d3
+            b0, b1, b2, b3 = d8, d9, d10, d11
+        elif r == 1:
+            a0, a1, a2, a3 = d4, d5, d6, d7
+            b0, b1, b2, b3 = d8, d9, d10, d11
+        elif r == 2:
+            a0, a1, a2, a3 = d8, d9, d10, d11
+            b0, b1, b2, b3 = d4, d5, d6, d7
+        else:
+            a0, a1, a2, a3 = d4, d5, d6, d7
+            b0, b1, b2, b3 = d12, d13, d14, d15
+        sign = -1.0 if r != 1 else 1.0
+        t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
+        for c in range(d0.shape[0]):
+            t0[c] = a0[c] + sign * b0[c]
+            t1[c] = a1[c] + sign * b1[c]
+            t2[c] = a2[c] + sign * b2[c]
+            t3[c] = a3[c] + sign * b3[c]
+        v0, v1, v2, v3 = v[4 * r], v[4 * r + 1], v[4 * r + 2], v[4 * r + 3]
+        for c in range(d0.shape[0]):
+            v0[c] = t0[c] - t2[c]
+            v1[c] = t1[c] + t2[c]
+            v2[c] = t2[c] - t1[c]
+            v3[c] = t1[c] - t3[c]
+
+
+@njit(**_opts)
+def _wino_output(M, th, tw, t0, t1, out):
+    """out[b, 2i:2i+2, 2j:2j+2, :] = A^T m A for the tiles q in [t0, t1) (M is
+    [16, tiles, O]); the parts of edge tiles beyond the output are dropped."""
+    OH, OW, O = out.shape[1], out.shape[2], out.shape[3]
+    for q in range(t0, t1):
+        b = q // (th * tw)
+        i = (q // tw) % th
+        j = q % tw
+        o = q - t0
+        for f in range(O):
+            m0, m1, m2, m3 = M[0, o, f], M[1, o, f], M[2, o, f], M[3, o, f]
+            m4, m5, m6, m7 = M[4, o, f], M[5, o, f], M[6, o, f], M[7, o, f]
+            m8, m9, m10, m11 = M[8, o, f], M[9, o, f], M[10, o, f], M[11, o, f]
+            m12, m13, m14, m15 = M[12, o, f], M[13, o, f], M[14, o, f], M[15, o, f]
+            # u = A^T m (rows), then y = u A (columns)
+            u00, u01, u02, u03 = m0 + m4 + m8, m1 + m5 + m9, m2 + m6 + m10, m3 + m7 + m11
+            u10, u11, u12, u13 = m4 - m8 - m12, m5 - m9 - m13, m6 - m10 - m14, m7 - m11 - m15
+            y00, y01 = u00 + u01 + u02, u01 - u02 - u03
+            y10, y11 = u10 + u11 + u12, u11 - u12 - u13
+            r, s = 2 * i, 2 * j
+            out[b, r, s, f] = y00
+            if s + 1 < OW:
+                out[b, r, s + 1, f] = y01
+            if r + 1 < OH:
+                out[b, r + 1, s, f] = y10
+                if s + 1 < OW:
+                    out[b, r + 1, s + 1, f] = y11
+
+
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+
+#: tiles per block of the Winograd convolution (each block's transforms stay in cache)
+_WINO_BLOCK = 128
+
+
+def _winograd(x, w, pads, out_sp, ct):
+    """The 3x3 stride-1 convolution of x [batch, H, W, C] with w [O, C, 3, 3] (already
+    reversed where asked), padding (low, high) per spatial dimension: [batch, OH, OW, O]."""
+    B, C = x.shape[0], x.shape[-1]
+    O = w.shape[0]
+    OH, OW = out_sp
+    th, tw = -(-OH // 2), -(-OW // 2)
+    # U[k, c, o] = (G g G^T)[k] in float64, then the compute type
+    U = np.einsum("ij,ocjk,lk->ilco", _G, w.astype(np.float64), _G).reshape(16, C, O).astype(ct)
+    out = np.empty((B, OH, OW, O), ct)
+    tiles = B * th * tw
+    block = _WINO_BLOCK
+
+    def work(t0, scratch):
+        V, M = scratch
+        t1 = min(tiles, t0 + block)
+        n = t1 - t0
+        _wino_input(x, pads[0][0], pads[1][0], th, tw, t0, t1, V)
+        np.matmul(V[:, :n], U, out=M[:, :n])
+        _wino_output(M, th, tw, t0, t1, out)
+
+    in_blocks(work, list(range(0, tiles, block)),
+              lambda: (np.empty((16, block, C), ct), np.empty((16, block, O), ct)), tiles * 16 * C * O)
+    return out
+
+
+def _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O):
+    return (n == 2 and k_sizes == (3, 3) and tuple(strides) == (1, 1) and tuple(ld) == (1, 1)
+            and tuple(rd) == (1, 1) and groups == 1 and is_float and ct in (np.float32, np.float64)
+            and rows * C * O >= _WINO_MIN)
+
+
+#: from this much work (output rows x in features x out features) on, Winograd
+_WINO_MIN = 1 << 20
+
+
+def _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols, strides, pads,
+                 ld, rd, is_float, ct):
+    """The convolution as im2col + matrix products: result [G, rows, Og]."""
+    n = len(out_sp)
+    result = np.zeros((groups, rows, Og), ct if is_float else np.int64)
+    if not (rows and kcols and Og and x.size):
+        return result
+    in_sizes = tuple(x.shape[1:-1])
+    table, toff = _conv_tables(in_sizes, out_sp, k_sizes, tuple(strides), tuple(p[0] for p in pads),
+                               tuple(ld), tuple(rd))
+    istr = np.ones(n, np.int64) * C
+    for d in range(n - 2, -1, -1):
+        istr[d] = istr[d + 1] * in_sizes[d + 1]
+    bstride = int(np.prod(in_sizes, dtype=np.int64)) * C
+    odims, kdims = np.array(out_sp, np.int64), np.array(k_sizes, np.int64)
+    ncell = int(np.prod(k_sizes, dtype=np.int64))
+    xf = x.reshape(-1)
+    block = max(1, min(rows, _PATCH_BLOCK // max(kcols * groups, 1)))
+    geometry = (xf, rows, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride)
+
+    def work(start, patches):
+        stop = min(rows, start + block)
+        part = patches[:, :stop - start]
+        im2col(*geometry, part, start)  # serial Numba, without the GIL
+        if is_float:
+            for g in range(groups):
+                np.matmul(part[g], wmat[g], out=result[g, start:stop])
+        else:
+            result[:, start:stop] = _int_product(part, wmat, np.int64)
+
+    in_blocks(work, list(range(0, rows, block)), lambda: np.empty((groups, block, kcols), xf.dtype),
+              rows * kcols * Og * groups)
+    return result
+
+
+@kernel("convolution", note="im2col or Winograd F(2x2,3x3) (Numba) + BLAS (np.matmul)")
 def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
                 window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
                 precision_config=None, preferred_element_type=None):
@@ -383,33 +557,12 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     # w as [G, window..., I, Og] -> [G, kcols, Og]
     wmat = np.moveaxis(w.reshape((groups, Og, I) + k_sizes), (1, 2), (-1, -2)).reshape(groups, kcols, Og)
     wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
-    result = np.zeros((groups, rows, Og), ct if is_float else np.int64)
-    if rows and kcols and Og and x.size:
-        in_sizes = tuple(x.shape[1:-1])
-        table, toff = _conv_tables(in_sizes, out_sp, k_sizes, tuple(strides), tuple(p[0] for p in pads),
-                                   tuple(ld), tuple(rd))
-        istr = np.ones(n, np.int64) * C
-        for d in range(n - 2, -1, -1):
-            istr[d] = istr[d + 1] * in_sizes[d + 1]
-        bstride = int(np.prod(in_sizes, dtype=np.int64)) * C
-        odims, kdims = np.array(out_sp, np.int64), np.array(k_sizes, np.int64)
-        ncell = int(np.prod(k_sizes, dtype=np.int64))
-        xf = x.reshape(-1)
-        block = max(1, min(rows, _PATCH_BLOCK // max(kcols * groups, 1)))
-        geometry = (xf, rows, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride)
-
-        def work(start, patches):
-            stop = min(rows, start + block)
-            part = patches[:, :stop - start]
-            im2col(*geometry, part, start)  # serial Numba, without the GIL
-            if is_float:
-                for g in range(groups):
-                    np.matmul(part[g], wmat[g], out=result[g, start:stop])
-            else:
-                result[:, start:stop] = _int_product(part, wmat, np.int64)
-
-        in_blocks(work, list(range(0, rows, block)), lambda: np.empty((groups, block, kcols), xf.dtype),
-                  rows * kcols * Og * groups)
+    if _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O) and x.size:
+        result = _winograd(x, np.ascontiguousarray(w.astype(ct, copy=False)), pads, out_sp, ct)[None]
+        result = result.reshape((1, rows, O))
+    else:
+        result = _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols,
+                              strides, pads, ld, rd, is_float, ct)
     # [G, batch, spatial..., Og] -> [batch, spatial..., G * Og] -> the output layout
     result = np.moveaxis(result.reshape((groups, out_b) + out_sp + (Og,)), 0, -2).reshape((out_b,) + out_sp + (O,))
     canon = {dn.output_batch_dimension: 0, dn.output_feature_dimension: n + 1}

@@ -696,6 +696,17 @@ def _generate(kind, regions, kernel_source):
     return module
 
 
+_NumbaError = nb.core.errors.NumbaError
+
+
+def _uncompilable(region, error):
+    """Remember that the code generated for ``region`` did not compile (the reference runs
+    it from now on); returns the reason."""
+    why = f"generated code did not compile: {type(error).__name__}: {str(error).splitlines()[0]}"
+    region.computation._cpu_scalar = (False, why)
+    return why
+
+
 def _region_compiled(region):
     """(True, None) when the region compiles, else (False, reason) (cached on the region)."""
     comp = region.computation
@@ -842,7 +853,11 @@ def reduce_kernel(*values, shape, computation, dimensions):
     rank = len(dims)
     kept = [d for d in range(rank) if d not in reduced]
     geometry = _reduce_geometry(dims, reduced)
-    outs = _generated_fold(computation, types, operands, inits, geometry, types)
+    try:
+        outs = _generated_fold(computation, types, operands, inits, geometry, types)
+    except _NumbaError as e:
+        return _reference_fallback("reduce", values, shape, {"computation": computation, "dimensions": dimensions},
+                                   _uncompilable(computation, e))
     res = [_from_carrier(o.reshape([dims[d] for d in kept]), t) for o, t in zip(outs, types)]
     return tuple(res) if shape.is_tuple else res[0]
 
@@ -897,8 +912,13 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
     nout, C, odims, wdims, ncell, table, toff, istr = _rw_plan(in_dims, out_dims, wd, ws, pad, bd, wdl, False)
     if any(np.size(v) == 0 for v in operands):
         ncell = 0
-    outs = _generated_fold(computation, types, operands, inits, (nout, odims, wdims, ncell, table, toff, istr),
-                           types)
+    try:
+        outs = _generated_fold(computation, types, operands, inits, (nout, odims, wdims, ncell, table, toff, istr),
+                               types)
+    except _NumbaError as e:
+        return _reference_fallback("reduce-window", values, shape, dict(
+            computation=computation, window_dimensions=wd, window_strides=ws, padding=pad, base_dilations=bd,
+            window_dilations=wdl), _uncompilable(computation, e))
     res = [_from_carrier(o.reshape(out_dims), t) for o, t in zip(outs, types)]
     return tuple(res) if shape.is_tuple else res[0]
 
@@ -1118,9 +1138,15 @@ def select_and_scatter_kernel(operand, source, init_value, *, shape, select, sca
         fn(nsrc, nchunks, sel_code, x, odims, wdims, ncell, table, toff, istr, sel)
         (scatter_float if _kind(t) == "float" else scatter_int)(scatter_code, sel, src, out)
     else:
-        fn = generated.select_par if parallel else generated.select_ser
-        fn(nsrc, nchunks, x, odims, wdims, ncell, table, toff, istr, sel)
-        generated.scatter_pass(sel, src, out)
+        try:
+            fn = generated.select_par if parallel else generated.select_ser
+            fn(nsrc, nchunks, x, odims, wdims, ncell, table, toff, istr, sel)
+            generated.scatter_pass(sel, src, out)
+        except _NumbaError as e:
+            _uncompilable(select, e)
+            return _reference_fallback("select-and-scatter", [operand, source, init_value], shape, dict(
+                select=select, scatter=scatter, window_dimensions=wd, window_strides=ws, padding=pad),
+                _uncompilable(scatter, e))
     return _from_carrier(out.reshape(in_dims), t)
 
 
@@ -1561,7 +1587,11 @@ def sort_kernel(*operands, shape, comparator, dimension, is_stable=False):
             return _reference_fallback("sort", operands, shape, dict(
                 comparator=comparator, dimension=dimension, is_stable=is_stable),
                 why or "an IEEE comparison of NaN keys is no strict weak order")
-        perm = _generated_sort(comparator, columns, types, rows, m)
+        try:
+            perm = _generated_sort(comparator, columns, types, rows, m)
+        except _NumbaError as e:
+            return _reference_fallback("sort", operands, shape, dict(
+                comparator=comparator, dimension=dimension, is_stable=is_stable), _uncompilable(comparator, e))
     sorted_columns = _apply_order(columns, perm, rows, m)
     res = [np.moveaxis(c.reshape(moved[0].shape), -1, dimension) for c in sorted_columns]
     res = [np.ascontiguousarray(r) for r in res]
