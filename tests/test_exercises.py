@@ -2,6 +2,8 @@
 fail with a message that names the rule or the values, prompts show the attributes,
 exercises are deterministic per seed, and the module needs no optional dependency."""
 import copy
+import io
+import os
 import subprocess
 import sys
 
@@ -105,7 +107,7 @@ def test_the_bank_covers_the_required_ops():
 
 
 def test_status_table_exercise_column_is_filled():
-    table = xe.status_table(file=open("/dev/null", "w"))  # noqa: SIM115
+    table = xe.status_table(file=io.StringIO())
     empty = [op for op in REQUIRED if table.cell(op, "exercise") == "-"]
     assert not empty
     assert all(op in registry.LAYERS["exercise"] for op in REQUIRED)
@@ -345,6 +347,7 @@ def test_quiz_sheet():
     assert "1." in q.answer_key()
     only = E.quiz(n=4, seed=0, kinds=["values"])
     assert all(ex.kind == "values" for ex in only)
+    assert all(ex.kind == "shape" for ex in E.quiz(n=6, seed=3, kinds=["shape"]))  # ops without shape kinds skipped
 
 
 def test_parse_literal():
@@ -375,7 +378,8 @@ def test_level_three_reaches_the_hard_cases():
         return any(pred(E.make(op, seed=s, level=3, kind=kind)) for s in range(n))
     assert some("gather", "values", lambda e: e.call.attrs["operand_batching_dims"])
     assert some("pad", "values", lambda e: any(lo < 0 or hi < 0 for lo, hi, _ in e.call.attrs["padding_config"]))
-    assert some("reduce-window", "values", lambda e: max(e.call.attrs["window_dilations"] + e.call.attrs["base_dilations"]) > 1)
+    assert some("reduce-window", "values",
+                lambda e: max(e.call.attrs["window_dilations"] + e.call.attrs["base_dilations"]) > 1)
     assert some("scatter", "read", lambda e: e.access.skipped)
     assert some("dynamic-slice", "read", lambda e: e.access.clamped)
     assert some("convolution", "values", lambda e: max(e.call.attrs["lhs_dilation"] + e.call.attrs["rhs_dilation"]) > 1)
@@ -395,9 +399,13 @@ def test_widget_front_end():
     assert "Answer" in ui.output.value
 
 
-def test_the_module_imports_no_optional_dependency():
-    code = ("import sys, xla_explorer.exercises as E; E.make('gather', seed=1, level=3, kind='read').solution(); "
-            "heavy = [m for m in ('numba', 'matplotlib', 'ipywidgets', 'jax', 'graphviz', 'scipy') if m in sys.modules]; "
-            "print(heavy); sys.exit(1 if heavy else 0)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+def test_the_module_imports_no_optional_dependency_and_is_deterministic_across_processes():
+    code = ("import sys, xla_explorer.exercises as E; ex = E.make('gather', seed=1, level=3, kind='read'); "
+            "ex.solution(); "
+            "heavy = [m for m in ('numba', 'matplotlib', 'ipywidgets', 'jax', 'graphviz', 'scipy') "
+            "if m in sys.modules]; "
+            "print(heavy); print(ex.prompt); sys.exit(1 if heavy else 0)")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert E.make("gather", seed=1, level=3, kind="read").prompt in out.stdout

@@ -425,3 +425,9 @@ def test_large_results_reuse_buffers_only_when_nothing_refers_to_them():
 def test_bf16_keeps_bits():
     x = np.array([[1.5, -0.0], [np.nan, 3.0]], ml_dtypes.bfloat16)
     check(lambda p: xe.Transpose(p, [1, 0]), x)
+
+
+def test_pad_of_one_long_row_runs_in_pieces():
+    x = values((50001,), "bf16")
+    for config in ([(-7, 9, 2)], [(3, -4, 0)], [(-100001, 5, 1)], [(6, -100000, 1)]):
+        check(lambda p, v: xe.Pad(p, v, config), x, values((), "bf16", seed=3))

@@ -476,7 +476,7 @@ _rsqrt.accepts = _not_complex
 
 @emitter("real")
 def _real(inst, a):
-    return f"{a}.real" if _is_complex(_ot(inst)) else a
+    return f"{a}.real" if _is_complex(_ot(inst)) else Exact(a)
 
 
 @emitter("imag")

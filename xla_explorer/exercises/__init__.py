@@ -103,9 +103,11 @@ class Quiz:
 
 
 def quiz(ops=None, n=5, seed=0, level=1, kinds=None):
-    """A sheet of ``n`` exercises on ``ops`` (default: the whole bank), cycling through the
-    ops in a seeded order; ``kinds`` restricts the kinds (each op uses those it has)."""
-    opcodes = [_opcode(o) for o in ops] if ops else sorted(GENERATORS)
+    """A sheet of ``n`` exercises on ``ops`` (default: the whole bank, or the ops that have
+    one of ``kinds``), cycling through the ops in a seeded order; ``kinds`` restricts the
+    kinds (each op uses those it has)."""
+    opcodes = [_opcode(o) for o in ops] if ops else \
+        [o for o in sorted(GENERATORS) if kinds is None or set(kinds) & set(GENERATORS[o].kinds)]
     rng = np.random.default_rng([int(seed), 7])
     order = [opcodes[i] for i in rng.permutation(len(opcodes))]
     exercises = []

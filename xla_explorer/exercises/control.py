@@ -40,12 +40,14 @@ class WhileExercises(Generator):
             i0 = 0 if level == 2 else n + ints(rng, 0, 1)  # level 3: the condition is false at once
             a0 = ints(rng, 1, 3)
             if rng.random() < 0.5:
-                body = Computation("body", lambda s: (ops.Add(_gte(s, 0), np.int32(1)), ops.Mul(_gte(s, 1), np.int32(2))),
+                body = Computation("body",
+                                   lambda s: (ops.Add(_gte(s, 0), np.int32(1)), ops.Mul(_gte(s, 1), np.int32(2))),
                                    "body((i, acc)) = (i + 1, acc * 2)",
                                    "lambda s: (xe.Add(xe.GetTupleElement(s, 0), np.int32(1)), "
                                    "xe.Mul(xe.GetTupleElement(s, 1), np.int32(2)))")
             else:
-                body = Computation("body", lambda s: (ops.Add(_gte(s, 0), np.int32(1)), ops.Add(_gte(s, 1), _gte(s, 0))),
+                body = Computation("body",
+                                   lambda s: (ops.Add(_gte(s, 0), np.int32(1)), ops.Add(_gte(s, 1), _gte(s, 0))),
                                    "body((i, acc)) = (i + 1, acc + i)",
                                    "lambda s: (xe.Add(xe.GetTupleElement(s, 0), np.int32(1)), "
                                    "xe.Add(xe.GetTupleElement(s, 1), xe.GetTupleElement(s, 0)))")
@@ -79,7 +81,8 @@ class WhileExercises(Generator):
                                    "lambda s: xe.Sub(np.int32(10), xe.GetTupleElement(s, 0))")
         else:
             bad_body = Computation("body", lambda x: ops.ConvertElementType(ops.Add(x, np.int32(1)), "f32"),
-                                   "body(x) = f32(x + 1)", "lambda x: xe.ConvertElementType(xe.Add(x, np.int32(1)), 'f32')")
+                                   "body(x) = f32(x + 1)",
+                                   "lambda x: xe.ConvertElementType(xe.Add(x, np.int32(1)), 'f32')")
             bad_cond = Computation("cond", lambda x: ops.Sub(np.int32(10), x), "cond(x) = 10 - x",
                                    "lambda x: xe.Sub(np.int32(10), x)")
         return [("body", lambda c, rng: c.with_attrs(body=bad_body)),

@@ -634,11 +634,13 @@ def _mutate(generator, call, rng):
 
 
 def _culprits(call, error):
-    """The arguments of ``call`` the shape rule's message names, and the one mutated."""
+    """The arguments of ``call`` the shape rule's message names, and the one mutated; an
+    operand counts under its own name and under the spec's ("start0" is a start_indices)."""
     text = str(error)
     found = {n for n in call.argument_names() if re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", text)}
     if call.broken:
         found.add(call.broken)
+    found |= {name for name, arg in call.args.items() if arg in found}
     return found
 
 
@@ -721,7 +723,8 @@ class ShapeExercise(Exercise):
         if self.error:
             if claim == "illegal":
                 if dims and dims not in _culprits(self.call, self.error):
-                    return Feedback(False, f"Illegal, yes, but not because of {dims}: {self.error}", self.answer_value())
+                    return Feedback(False, f"Illegal, yes, but not because of {dims}: {self.error}",
+                                    self.answer_value())
                 return Feedback(True, f"The call is illegal: {self.error}", self.answer_value())
             return Feedback(False, "This call is illegal, so it has no result shape. "
                             + (str(self.error) if reveal else "Check every rule of the op against the arguments."),
@@ -923,6 +926,22 @@ class ValuesExercise(Exercise):
         return Feedback(False, msg + ".\n" + "\n".join(steps), self.expected if reveal else None)
 
 
+_FIELDS = {"padding_config": ("low", "high", "interior"), "padding": ("low", "high")}
+
+
+def _form(kw, value):
+    """What an attribute's answer looks like, without its value: ``[a, b]``,
+    ``[(low, high, interior), (low, high, interior)]``, ``an integer``."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return "an integer"
+    if isinstance(value, tuple) and value and isinstance(value[0], tuple):
+        fields = _FIELDS.get(kw, tuple("abcdefgh"[:len(value[0])]))
+        return "[" + ", ".join("(" + ", ".join(fields) + ")" for _ in value) + "]"
+    if isinstance(value, tuple):
+        return "[" + ", ".join("abcdefgh"[i] for i in range(len(value))) + "]"
+    return "a value"
+
+
 def _same_values(expected, a):
     e = np.asarray(expected)
     if e.dtype == np.bool_:
@@ -1007,9 +1026,22 @@ class ReadExercise(Exercise):
         if self.mode == "copy" and want != "padding" and got != "padding" and got[1] == want[1] \
                 and not self.generator.read_names_operand:
             return Feedback(True, why, self.answer_value())
-        return Feedback(False, self._difference(got, want) + ("\n" + why if reveal else
-                        ("\n" + self.generator.read_formula if self.generator.read_formula else "")),
-                        self.answer_value() if reveal else None)
+        if not reveal:
+            return Feedback(False, self._hidden_difference(got, want) + (
+                "\n" + self.generator.read_formula if self.generator.read_formula else ""))
+        return Feedback(False, self._difference(got, want) + "\n" + why, self.answer_value())
+
+    def _hidden_difference(self, got, want):
+        """What is wrong, without the right answer."""
+        where = f"updates{index_text(self.index)}" if self.mode == "scatter" else f"result{index_text(self.index)}"
+        if isinstance(want, frozenset):
+            return (f"Not the elements combined into {where}: {len(want - got)} missing, "
+                    f"{len(got - want)} that do not belong.")
+        if got in ("padding", "skipped"):
+            return f"{where} is not {got}."
+        if self.mode == "scatter":
+            return f"{where} is not combined into result{index_text(got)}."
+        return f"{where} does not copy {self.call.operands[got[0]][0]}{index_text(got[1])}."
 
     def _difference(self, got, want):
         name = self.call.operands[0][0]
@@ -1028,7 +1060,8 @@ class ReadExercise(Exercise):
         if self.mode == "pairs":
             missing, extra = want - got, got - want
             return (f"result{index_text(self.index)} sums {len(want)} products; "
-                    f"{len(missing)} of them are missing from your answer and {len(extra)} of yours are not among them.")
+                    f"{len(missing)} of them are missing from your answer and {len(extra)} of yours are not "
+                    "among them.")
         missing, extra = sorted(want - got), sorted(got - want)
         parts = []
         if missing:
@@ -1056,9 +1089,10 @@ class ReadExercise(Exercise):
         if self.mode == "copy":
             if isinstance(answer, str) and answer in ("padding", "padding_value", "none", "nothing"):
                 return "padding"
-            if isinstance(answer, (tuple, list)) and len(answer) == 2 and isinstance(answer[0], (str, int, np.integer)) \
-                    and as_index(answer[1]) is not None and (isinstance(answer[0], str) or
-                                                            self.generator.read_names_operand):
+            named = isinstance(answer, (tuple, list)) and len(answer) == 2 and as_index(answer[1]) is not None \
+                and (isinstance(answer[0], str) or (isinstance(answer[0], (int, np.integer))
+                                                    and self.generator.read_names_operand))
+            if named:
                 k = self._operand_number(answer[0])
                 return (k, as_index(answer[1]))
             idx = as_index(answer)
@@ -1110,14 +1144,16 @@ class AttributeExercise(Exercise):
 
     def body(self):
         head = "let target = "
-        return (self.call.declarations() + ["", "result = " + self.call.call_text(self.hidden), "",
-                                            f"{head}{spec_literal(self.target, len(head))};  // {type_text(self.target)}"])
+        target = f"{head}{spec_literal(self.target, len(head))};  // {type_text(self.target)}"
+        return self.call.declarations() + ["", "result = " + self.call.call_text(self.hidden), "", target]
 
     def question(self):
         names = " and ".join(self.hidden)
-        example = "; answer a dict {" + ", ".join(f"\"{h}\": ..." for h in self.hidden) + "} or a tuple in this " \
-            "order" if len(self.hidden) > 1 else f"; answer its value, e.g. {py_attr(self.call.attrs[self.hidden[0]])}"
-        return f"Which {names} make the result equal to target?\nFill in the ?{example}."
+        forms = ", ".join(f"\"{h}\": {_form(h, self.call.attrs[h])}" for h in self.hidden)
+        example = f"; answer a dict {{{forms}}} or a tuple in this order" if len(self.hidden) > 1 else \
+            f"; answer its value, of the form {_form(self.hidden[0], self.call.attrs[self.hidden[0]])}"
+        verb = "makes" if len(self.hidden) == 1 else "make"
+        return f"Which {names} {verb} the result equal to target?\nFill in the ?{example}."
 
     def kind_hint(self):
         return "Compare the target with the operand: its size and which elements it keeps tell the attribute."
@@ -1261,7 +1297,8 @@ class Generator:
         if self.read_mode == "copy":
             k, idx = access.reads[0]
             name, value = call.operands[k]
-            return f"result{index_text(access.index)} = {name}{index_text(idx)} = {scalar_text(np.asarray(value)[tuple(idx)])}"
+            element = scalar_text(np.asarray(value)[tuple(idx)])
+            return f"result{index_text(access.index)} = {name}{index_text(idx)} = {element}"
         return ""
 
     def attribute_steps(self, call, hidden):

@@ -122,7 +122,8 @@ _INT_RULES = {
                    "result[i] = lhs[i] << rhs[i] in the type's bits, 0 when rhs[i] (as unsigned) >= bit width"),
     "shift-right-logical": ("A logical right shift fills with zeros, so a negative number becomes a large "
                             "positive one; an amount >= the bit width (read as unsigned) gives 0.",
-                            "result[i] = the bits of lhs[i] moved right by rhs[i], zeros in; 0 when rhs[i] >= bit width"),
+                            "result[i] = the bits of lhs[i] moved right by rhs[i], zeros in; 0 when rhs[i] >= "
+                            "bit width"),
     "shift-right-arithmetic": ("An arithmetic right shift copies the top bit into the vacated bits (on unsigned "
                                "types too); an amount >= the bit width gives all copies of the top bit (0 or -1).",
                                "result[i] = lhs[i] >> rhs[i] with the top bit copied in; the sign fill when rhs[i] "

@@ -120,11 +120,13 @@ class GatherExercises(Generator):
         muts = [
             ("index_vector_dim", lambda c, rng: c.with_attrs(index_vector_dim=indices.ndim + 1)),
             ("start_indices", lambda c, rng: c.with_operand("start_indices", indices.astype(np.float32))),
-            ("start_index_map", lambda c, rng: c.with_attrs(start_index_map=a["start_index_map"] + a["start_index_map"][:1])),
+            ("start_index_map", lambda c, rng: c.with_attrs(
+                start_index_map=a["start_index_map"] + a["start_index_map"][:1])),
         ]
         if offset_operand:
             d = offset_operand[-1]
-            muts.append(("slice_sizes", lambda c, rng: c.with_attrs(slice_sizes=_replace(a["slice_sizes"], d, odims[d] + 1))))
+            muts.append(("slice_sizes", lambda c, rng: c.with_attrs(
+                slice_sizes=_replace(a["slice_sizes"], d, odims[d] + 1))))
         collapsible = [d for d in a["collapsed_slice_dims"] if odims[d] > 1]
         if collapsible:
             d = collapsible[0]
@@ -145,7 +147,8 @@ class GatherExercises(Generator):
                           and d not in a["operand_batching_dims"]]
         vector = (f"dimension index_vector_dim={ivd} of start_indices {indices} holds the index vectors"
                   if ivd < indices.rank else
-                  f"index_vector_dim={ivd} = rank(start_indices): each element of {indices} is a 1-element index vector")
+                  f"index_vector_dim={ivd} = rank(start_indices): each element of {indices} is a 1-element "
+                  "index vector")
         return [
             vector + ".",
             f"batch dimensions: the result dimensions not in offset_dims={spec_attr(a['offset_dims'])}: "
@@ -250,11 +253,12 @@ class ScatterExercises(Generator):
         muts = [
             ("updates", lambda c, rng: c.with_operand("updates", np.zeros(bigger, updates.dtype))),
             ("scatter_dims_to_operand_dims", lambda c, rng: c.with_attrs(
-                scatter_dims_to_operand_dims=a["scatter_dims_to_operand_dims"] + a["scatter_dims_to_operand_dims"][:1])),
+                scatter_dims_to_operand_dims=a["scatter_dims_to_operand_dims"] * 2)),
             ("index_vector_dim", lambda c, rng: c.with_attrs(index_vector_dim=indices.ndim + 1)),
         ]
         if len(a["update_window_dims"]) > 1:
-            muts.append(("update_window_dims", lambda c, rng: c.with_attrs(update_window_dims=a["update_window_dims"][::-1])))
+            muts.append(("update_window_dims", lambda c, rng: c.with_attrs(
+                update_window_dims=a["update_window_dims"][::-1])))
         if a["update_window_dims"]:
             d = a["update_window_dims"][-1]
             window_operand = [x for x in range(len(odims)) if x not in a["inserted_window_dims"]
@@ -295,7 +299,8 @@ class ScatterExercises(Generator):
         skipped = [a.index for a in accesses if a.skipped]
         if skipped:
             lines.append("skipped (their windows do not fit in the operand): "
-                         + ", ".join(f"updates{index_text(u)}" for u in skipped[:6]) + (" ..." if len(skipped) > 6 else ""))
+                         + ", ".join(f"updates{index_text(u)}" for u in skipped[:6])
+                         + (" ..." if len(skipped) > 6 else ""))
         return lines + [f"result = {spec_literal(result, 9)}"]
 
     def read_question(self, call, index):

@@ -63,7 +63,8 @@ class DotExercises(Generator):
         lhs, rhs = call.value("lhs"), call.value("rhs")
         lc, rc = a["lhs_contracting_dimensions"], a["rhs_contracting_dimensions"]
         muts = [("rhs_contracting_dimensions", lambda c, rng: c.with_attrs(rhs_contracting_dimensions=())),
-                ("lhs_contracting_dimensions", lambda c, rng: c.with_attrs(lhs_contracting_dimensions=lc + (lhs.ndim,)))]
+                ("lhs_contracting_dimensions",
+                 lambda c, rng: c.with_attrs(lhs_contracting_dimensions=lc + (lhs.ndim,)))]
         other = [d for d in range(lhs.ndim) if d not in lc + a["lhs_batch_dimensions"]
                  and lhs.shape[d] != rhs.shape[rc[0]]]
         if other:

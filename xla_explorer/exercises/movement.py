@@ -63,6 +63,15 @@ class SliceExercises(Generator):
     def hidden_attrs(self, call, level):
         return ("start_indices", "limit_indices") if level == 1 else ("start_indices", "limit_indices", "strides")
 
+    def access_steps(self, call, access):
+        a = call.attrs
+        idx = access.reads[0][1]
+        terms = " ".join(f"{s} + {i}*{st} = {o};" for s, i, st, o in
+                         zip(a["start_indices"], access.index, a["strides"], idx))
+        return [self.read_formula, f"per dimension, start + result_index * stride: {terms}",
+                f"result{index_text(access.index)} = operand{index_text(idx)} = "
+                f"{scalar_text(call.value('operand')[tuple(idx)])}"]
+
     def shape_steps(self, call, shape):
         a = call.attrs
         lines = []
@@ -148,7 +157,8 @@ class DynamicUpdateSliceExercises(Generator):
         update = distinct(rng, sizes, 2) + (100 if level == 1 else 0)
         if level > 1:
             update = -update  # negative: never mistaken for an operand element
-        return Call("dynamic-update-slice", [("operand", distinct(rng, dims, level)), ("update", update.astype(np.int32))]
+        return Call("dynamic-update-slice",
+                    [("operand", distinct(rng, dims, level)), ("update", update.astype(np.int32))]
                     + [(n, np.int32(s)) for n, s in zip(names, starts)], {},
                     [("operand", "operand"), ("operand", "update"), ("list", names)],
                     args={n: "start_indices" for n in names})
@@ -303,6 +313,13 @@ class TransposeExercises(Generator):
             ("permutation", lambda c, rng: c.with_attrs(permutation=_replace(p, 0, len(p)))),
             ("permutation", lambda c, rng: c.with_attrs(permutation=p[:-1])),
         ]
+
+    def access_steps(self, call, access):
+        p, idx = call.attrs["permutation"], access.reads[0][1]
+        return [self.read_formula] + [
+            f"operand_index[permutation[{i}]] = operand_index[{p[i]}] = result_index[{i}] = {access.index[i]}"
+            for i in range(len(p))] + [f"result{index_text(access.index)} = operand{index_text(idx)} = "
+                                       f"{scalar_text(call.value('operand')[tuple(idx)])}"]
 
     def shape_steps(self, call, shape):
         dims, p = _dims(call), call.attrs["permutation"]
@@ -517,6 +534,17 @@ class RevExercises(Generator):
         rank = len(_dims(call))
         return [("dimensions", lambda c, rng: c.with_attrs(dimensions=d + (d[0],))),
                 ("dimensions", lambda c, rng: c.with_attrs(dimensions=d + (rank,)))]
+
+    def access_steps(self, call, access):
+        dims, idx = _dims(call), access.reads[0][1]
+        lines = [self.read_formula]
+        for d, i in enumerate(access.index):
+            if d in call.attrs["dimensions"]:
+                lines.append(f"dimension {d} is reversed: {dims[d]} - 1 - {i} = {idx[d]}")
+            else:
+                lines.append(f"dimension {d} is not reversed: {i}")
+        return lines + [f"result{index_text(access.index)} = operand{index_text(idx)} = "
+                        f"{scalar_text(call.value('operand')[tuple(idx)])}"]
 
     def shape_steps(self, call, shape):
         return [f"Rev keeps the operand's shape: {shape}; dimensions {spec_attr(call.attrs['dimensions'])} must be "

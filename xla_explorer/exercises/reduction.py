@@ -117,12 +117,14 @@ class ReduceWindowExercises(Generator):
 
     def mutations(self, call):
         a = call.attrs
-        muts = [("window_dimensions", lambda c, rng: c.with_attrs(window_dimensions=_replace(a["window_dimensions"], 0, 0))),
+        muts = [("window_dimensions", lambda c, rng: c.with_attrs(
+                    window_dimensions=_replace(a["window_dimensions"], 0, 0))),
                 ("window_strides", lambda c, rng: c.with_attrs(window_strides=_replace(a["window_strides"], 0, 0))),
                 ("window_dimensions", lambda c, rng: c.with_attrs(window_dimensions=a["window_dimensions"] + (1,))),
                 ("padding", lambda c, rng: c.with_attrs(padding=a["padding"] + ((0, 0),)))]
         if any(b > 1 for b in a["base_dilations"]) or any(w > 1 for w in a["window_dilations"]):
-            muts.append(("base_dilations", lambda c, rng: c.with_attrs(base_dilations=_replace(a["base_dilations"], 0, 0))))
+            muts.append(("base_dilations", lambda c, rng: c.with_attrs(
+                base_dilations=_replace(a["base_dilations"], 0, 0))))
         return muts
 
     def shape_steps(self, call, shape):
@@ -130,7 +132,8 @@ class ReduceWindowExercises(Generator):
         lines = []
         for d, n in enumerate(np.shape(call.value("operand"))):
             lo, hi = a["padding"][d]
-            b, w, wd, s = a["base_dilations"][d], a["window_dimensions"][d], a["window_dilations"][d], a["window_strides"][d]
+            b, w = a["base_dilations"][d], a["window_dimensions"][d]
+            wd, s = a["window_dilations"][d], a["window_strides"][d]
             dilated = (n - 1) * b + 1
             padded = lo + dilated + hi
             win = (w - 1) * wd + 1

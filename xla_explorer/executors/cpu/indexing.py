@@ -280,19 +280,27 @@ def apply(lo, hi, code, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, 
     L = wl[0, r - 1]
     ds = wl[1, r - 1]
     us = wl[2, r - 1]
+    single = nrows == 1 and L == 1  # windows of one element
     for p in range(nsc):
-        q = p // inner
-        rr = p - q * inner
         base = 0
-        fits = True
-        for k in range(K):
-            v = np.int64(idx[np.uint64((q * K + k) * inner + rr)])
-            if v < 0 or v > imap[1, k]:  # the window does not fit whole: skipped
-                fits = False
-                break
-            base += v * imap[0, k]
-        if not fits:
-            continue
+        if K == 1:
+            # one start index per position: position p's is idx[p]
+            v = np.int64(idx[np.uint64(p)])
+            if v < 0 or v > imap[1, 0]:  # the window does not fit whole: skipped
+                continue
+            base = v * imap[0, 0]
+        else:
+            q = p // inner
+            rr = p - q * inner
+            fits = True
+            for k in range(K):
+                v = np.int64(idx[np.uint64((q * K + k) * inner + rr)])
+                if v < 0 or v > imap[1, k]:
+                    fits = False
+                    break
+                base += v * imap[0, k]
+            if not fits:
+                continue
         for i in range(bmap.shape[1]):
             base += ((p // bmap[1, i]) % bmap[2, i]) * bmap[0, i]
         if base >= hi or base + span < lo:
@@ -303,6 +311,11 @@ def apply(lo, hi, code, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, 
             ub = 0
             for j in range(umap.shape[1]):
                 ub += ((p // umap[1, j]) % umap[2, j]) * umap[0, j]
+        if single:
+            t = np.uint64(base)
+            u = np.uint64(ub)
+{combine_single}
+            continue
         for row in range(nrows):
             to = base
             uo = ub
@@ -495,7 +508,8 @@ def _scatter_kernels(region, types):
             source = _HEADER + f"\n# scatter: {what}\n" + \
                 _SCATTER_SOURCE.format(outs=", ".join(f"out{j}" for j in range(n)),
                                        upds=", ".join(f"upd{j}" for j in range(n)),
-                                       combine="\n".join(" " * 20 + line for line in lines))
+                                       combine="\n".join(" " * 20 + line for line in lines),
+                                       combine_single="\n".join(" " * 12 + line for line in lines))
             module = load_source("scatter", source)
             cache[key] = (module.scatter_par, module.scatter_ser, how == "second")
     if cache[key] is None:
@@ -550,7 +564,10 @@ def scatter(*values, shape, update_computation, update_window_dims, inserted_win
                          tuple(update_window_dims), tuple(inserted_window_dims), tuple(scatter_dims_to_operand_dims),
                          int(index_vector_dim), tuple(input_batching_dims), tuple(scatter_indices_batching_dims))
     nthreads = threads()
-    parallel = nthreads > 1 and nupdates >= PARALLEL_THRESHOLD and total >= 2 * nthreads
+    # every thread reads every scatter index: that pays when the windows are large enough
+    # for the combining to outweigh the reading
+    parallel = (nthreads > 1 and nupdates >= PARALLEL_THRESHOLD and total >= 2 * nthreads
+                and nupdates >= 16 * plan.nsc)
     try:
         (par if parallel else ser)(nthreads, total, code, *outs, _indices(scatter_indices), *upds, plan.K,
                                    plan.inner, plan.imap, plan.bmap, plan.W, plan.umap, plan.wl, plan.span, plan.nsc)

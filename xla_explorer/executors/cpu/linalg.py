@@ -7,9 +7,13 @@ kernels call NumPy's: a float DotGeneral becomes one batched matrix product
 dimensions are grouped), run by BLAS through ``np.matmul``; a convolution becomes an
 im2col (a Numba kernel gathering every window into a row, padding and dilation holes as
 zeros) and a BLAS product with the kernel as a ``[window * in_features, out_features]``
-matrix, group by group.  Integer dots and convolutions (s8 x s8 -> s32) run a Numba loop
-that accumulates in 64-bit integers, which wraps to the same bits as accumulating in the
-result type, exactly as the reference.
+matrix, group by group, block of rows by block of rows (each block still in cache when
+multiplied).  The 3x3 stride-1 convolutions of CNNs take Winograd's F(2x2, 3x3) instead
+(2.25x fewer multiplications).  Integer dots and convolutions (s8 x s8 -> s32) run a Numba
+loop that accumulates in 64-bit integers, which wraps to the same bits as accumulating in
+the result type, exactly as the reference.  FFT is ``numpy.fft``; Cholesky and
+TriangularSolve are Numba loops (Cholesky-Crout, substitution) as the references write
+them; the batch norms are Numba passes over ``[rows, features, columns]`` in float64.
 
 Floats: BLAS accumulates f32 products in f32 (the reference in f64, rounding once), so
 results differ in the last bits, within the corpus' accumulation tolerance; bf16 and f16
@@ -374,37 +378,36 @@ def _wino_input(x, pad_h, pad_w, th, tw, t0, t1, V):
                 else:
                     for c in range(C):
                         dst[c] = 0
-        _wino_tile(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14],
-                   d[15], V[:, q - t0])
+        _wino_tile(d, V, q - t0)
 
 
 @njit(**_opts)
-def _wino_tile(d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12, d13, d14, d15, v):
-    """v[k] = (B^T d B)[k] for one tile, every row a vector over the features."""
-    t = np.empty((4, d0.shape[0]), d0.dtype)
+def _wino_tile(d, V, o):
+    """V[k, o] = (B^T d B)[k] for one tile d[16, C], every row a vector over the features
+    (views of C-contiguous arrays: the loops vectorise)."""
+    C = d.shape[1]
+    t = np.empty((4, C), d.dtype)
+    t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
     for r in range(4):
-        # row r of t = B^T d, then V's row r = t_r B
+        # row r of t = B^T d: d0 - d2, d1 + d2, d2 - d1, d1 - d3 (rows of d)
         if r == 0:
-            a0, a1, a2, a3 = d0, d1, d2, d3
-            b0, b1, b2, b3 = d8, d9, d10, d11
+            a, b, sign = 0, 8, -1.0
         elif r == 1:
-            a0, a1, a2, a3 = d4, d5, d6, d7
-            b0, b1, b2, b3 = d8, d9, d10, d11
+            a, b, sign = 4, 8, 1.0
         elif r == 2:
-            a0, a1, a2, a3 = d8, d9, d10, d11
-            b0, b1, b2, b3 = d4, d5, d6, d7
+            a, b, sign = 8, 4, -1.0
         else:
-            a0, a1, a2, a3 = d4, d5, d6, d7
-            b0, b1, b2, b3 = d12, d13, d14, d15
-        sign = -1.0 if r != 1 else 1.0
-        t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
-        for c in range(d0.shape[0]):
+            a, b, sign = 4, 12, -1.0
+        a0, a1, a2, a3 = d[a], d[a + 1], d[a + 2], d[a + 3]
+        b0, b1, b2, b3 = d[b], d[b + 1], d[b + 2], d[b + 3]
+        for c in range(C):
             t0[c] = a0[c] + sign * b0[c]
             t1[c] = a1[c] + sign * b1[c]
             t2[c] = a2[c] + sign * b2[c]
             t3[c] = a3[c] + sign * b3[c]
-        v0, v1, v2, v3 = v[4 * r], v[4 * r + 1], v[4 * r + 2], v[4 * r + 3]
-        for c in range(d0.shape[0]):
+        # V's row r = t_r B: t0 - t2, t1 + t2, t2 - t1, t1 - t3
+        v0, v1, v2, v3 = V[4 * r, o], V[4 * r + 1, o], V[4 * r + 2, o], V[4 * r + 3, o]
+        for c in range(C):
             v0[c] = t0[c] - t2[c]
             v1[c] = t1[c] + t2[c]
             v2[c] = t2[c] - t1[c]
@@ -416,29 +419,31 @@ def _wino_output(M, th, tw, t0, t1, out):
     """out[b, 2i:2i+2, 2j:2j+2, :] = A^T m A for the tiles q in [t0, t1) (M is
     [16, tiles, O]); the parts of edge tiles beyond the output are dropped."""
     OH, OW, O = out.shape[1], out.shape[2], out.shape[3]
+    u = np.empty((2, 4, O), M.dtype)
     for q in range(t0, t1):
         b = q // (th * tw)
         i = (q // tw) % th
         j = q % tw
         o = q - t0
-        for f in range(O):
-            m0, m1, m2, m3 = M[0, o, f], M[1, o, f], M[2, o, f], M[3, o, f]
-            m4, m5, m6, m7 = M[4, o, f], M[5, o, f], M[6, o, f], M[7, o, f]
-            m8, m9, m10, m11 = M[8, o, f], M[9, o, f], M[10, o, f], M[11, o, f]
-            m12, m13, m14, m15 = M[12, o, f], M[13, o, f], M[14, o, f], M[15, o, f]
-            # u = A^T m (rows), then y = u A (columns)
-            u00, u01, u02, u03 = m0 + m4 + m8, m1 + m5 + m9, m2 + m6 + m10, m3 + m7 + m11
-            u10, u11, u12, u13 = m4 - m8 - m12, m5 - m9 - m13, m6 - m10 - m14, m7 - m11 - m15
-            y00, y01 = u00 + u01 + u02, u01 - u02 - u03
-            y10, y11 = u10 + u11 + u12, u11 - u12 - u13
-            r, s = 2 * i, 2 * j
-            out[b, r, s, f] = y00
-            if s + 1 < OW:
-                out[b, r, s + 1, f] = y01
-            if r + 1 < OH:
-                out[b, r + 1, s, f] = y10
-                if s + 1 < OW:
-                    out[b, r + 1, s + 1, f] = y11
+        # u = A^T m: rows m0 + m1 + m2 and m1 - m2 - m3 (rows of the 4x4 m)
+        for s in range(4):
+            m0, m1, m2, m3 = M[s, o], M[4 + s, o], M[8 + s, o], M[12 + s, o]
+            ua, ub = u[0, s], u[1, s]
+            for f in range(O):
+                ua[f] = m0[f] + m1[f] + m2[f]
+                ub[f] = m1[f] - m2[f] - m3[f]
+        # y = u A: columns u0 + u1 + u2 and u1 - u2 - u3
+        for r in range(2):
+            if 2 * i + r >= OH:
+                continue
+            u0, u1, u2, u3 = u[r, 0], u[r, 1], u[r, 2], u[r, 3]
+            y0 = out[b, 2 * i + r, 2 * j]
+            for f in range(O):
+                y0[f] = u0[f] + u1[f] + u2[f]
+            if 2 * j + 1 < OW:
+                y1 = out[b, 2 * i + r, 2 * j + 1]
+                for f in range(O):
+                    y1[f] = u1[f] - u2[f] - u3[f]
 
 
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])

@@ -24,9 +24,14 @@ or -1 for padding and base-dilation holes.
 Sort recognises the comparators JAX and ``Sort``'s default emit (a ``LT``/``GT`` on one key,
 possibly through JAX's NaN / -0.0 canonicalisation and ``TOTALORDER``, several keys
 compared lexicographically): their keys become integers ordered like the comparator and a
-stable Numba merge sort orders them.  Any other comparator gets a generated merge sort
-calling it.  A region that cannot be compiled (an op without a scalar emitter) runs the
-NumPy reference: slow, but right.
+stable Numba sort orders them (an LSD radix sort for rows of 512 and more, a merge sort
+below; several keys: one stable pass per key, the least significant first).  Any other
+comparator gets a generated merge sort calling it (the reference's answer whenever the
+comparator is a strict weak order).  TopK keeps the k best of each row in a small sorted
+buffer (k <= 64) or sorts the row.
+
+A region that cannot be compiled (an op without a scalar emitter, generated code Numba
+rejects) runs the NumPy reference: slow, but right (``_FALLBACKS`` says why).
 """
 import functools
 import math
@@ -746,7 +751,7 @@ def fold_{par}(nout, nchunks, odims, wdims, ncell, table, toff, istr, {ins}, {in
         wc = np.empty(m, np.int64)
         sl = np.empty(64, np.int64)
         sv = np.empty(64, np.bool_)
-""" + "".join(f"        s{k} = np.empty(64, {carrier(t)})\n" for k, t in enumerate(types)) + f"""
+""" + "".join(f"        s{k} = np.empty(64, {carrier(t)})\n" for k, t in enumerate(types)) + """
         for o in range(ch * per, min(nout, (ch + 1) * per)):
             r = o
             for d in range(m - 1, -1, -1):
@@ -770,10 +775,10 @@ def fold_{par}(nout, nchunks, odims, wdims, ncell, table, toff, istr, {ins}, {in
                         if valid:
                             {tup(vs)} = region({ss}, {vs})
                         else:
-""" + "".join(f"                            v{k} = s{k}[sp]\n" for k in range(n)) + f"""
+""" + "".join(f"                            v{k} = s{k}[sp]\n" for k in range(n)) + """
                             valid = True
                     lvl += 1
-""" + "".join(f"                s{k}[sp] = v{k}\n" for k in range(n)) + f"""
+""" + "".join(f"                s{k}[sp] = v{k}\n" for k in range(n)) + """
                 sl[sp] = lvl
                 sv[sp] = valid
                 sp += 1
@@ -784,7 +789,7 @@ def fold_{par}(nout, nchunks, odims, wdims, ncell, table, toff, istr, {ins}, {in
                         break
                     wc[d] = 0
                     d -= 1
-""" + "".join(f"            v{k} = init{k}\n" for k in range(n)) + f"""
+""" + "".join(f"            v{k} = init{k}\n" for k in range(n)) + """
             valid = False
             if sp > 0:
                 sp -= 1
@@ -822,6 +827,61 @@ def _generated_fold(region, types, values, inits, geometry, out_types):
     return outs
 
 
+def _fold_rows_source(types):
+    """Reduce's fold when the reduced dimensions are one block: x viewed as [A, R, B],
+    result t = (a, b) folds x[a, :, b] (every cell real), in the reference's tree order."""
+    from ..emit import carrier
+    n = len(types)
+    ins = ", ".join(f"in{k}" for k in range(n))
+    inits = ", ".join(f"init{k}" for k in range(n))
+    outs = ", ".join(f"out{k}" for k in range(n))
+    vs = ", ".join(f"v{k}" for k in range(n))
+    ss = ", ".join(f"s{k}[sp]" for k in range(n))
+    text = ""
+    for par, loop in (("par", "prange"), ("ser", "range")):
+        text += f"""
+@njit(cache=True, nogil=True, error_model='numpy', parallel={par == 'par'})
+def rows_{par}(A, R, B, nchunks, {ins}, {inits}, {outs}):
+    total = A * B
+    per = (total + nchunks - 1) // nchunks
+    for ch in {loop}(nchunks):
+        sl = np.empty(64, np.int64)
+""" + "".join(f"        s{k} = np.empty(64, {carrier(t)})\n" for k, t in enumerate(types)) + f"""
+        for t in range(ch * per, min(total, (ch + 1) * per)):
+            a = t // B
+            base = a * R * B + (t - a * B)
+            sp = 0
+            for r in range(R):
+""" + "".join(f"                v{k} = in{k}[base + r * B]\n" for k in range(n)) + f"""
+                lvl = 0
+                while sp > 0 and sl[sp - 1] == lvl:
+                    sp -= 1
+                    {vs} = region({ss}, {vs})
+                    lvl += 1
+""" + "".join(f"                s{k}[sp] = v{k}\n" for k in range(n)) + f"""
+                sl[sp] = lvl
+                sp += 1
+            sp -= 1
+""" + "".join(f"            v{k} = s{k}[sp]\n" for k in range(n)) + f"""
+            while sp > 0:
+                sp -= 1
+                {vs} = region({ss}, {vs})
+            {vs} = region({inits}, {vs})
+""" + "".join(f"            out{k}[t] = v{k}\n" for k in range(n))
+    return text
+
+
+def _generated_rows(region, types, values, inits, A, R, B):
+    """Run the generated [A, R, B] fold (R >= 1); flat results in carrier types."""
+    module = _generate("rows", [("region", region.computation)], _fold_rows_source(types))
+    outs = [np.empty(A * B, _carrier(t)) for t in types]
+    parallel = A * R * B >= PARALLEL_THRESHOLD and A * B > 1
+    ins = [_to_carrier(v, t).reshape(-1) for v, t in zip(values, types)]
+    cinit = [_carrier(t).type(_to_carrier(i, t)[()]) for i, t in zip(inits, types)]
+    (module.rows_par if parallel else module.rows_ser)(A, R, B, _chunks(A * B, parallel), *ins, *cinit, *outs)
+    return outs
+
+
 # ---------------------------------------------------------------------------------------
 # Reduce
 
@@ -852,9 +912,16 @@ def reduce_kernel(*values, shape, computation, dimensions):
     # Reduce is the window fold whose window spans the reduced dimensions
     rank = len(dims)
     kept = [d for d in range(rank) if d not in reduced]
-    geometry = _reduce_geometry(dims, reduced)
+    groups = _reduce_groups(dims, frozenset(reduced))
+    block = [k for k, (_, r) in enumerate(groups) if r]
     try:
-        outs = _generated_fold(computation, types, operands, inits, geometry, types)
+        if len(block) == 1:  # the reduced dimensions are one block: x as [A, R, B]
+            i = block[0]
+            A = int(np.prod([g for g, _ in groups[:i]], dtype=np.int64))
+            B = int(np.prod([g for g, _ in groups[i + 1:]], dtype=np.int64))
+            outs = _generated_rows(computation, types, operands, inits, A, groups[i][0], B)
+        else:
+            outs = _generated_fold(computation, types, operands, inits, _reduce_geometry(dims, reduced), types)
     except _NumbaError as e:
         return _reference_fallback("reduce", values, shape, {"computation": computation, "dimensions": dimensions},
                                    _uncompilable(computation, e))

@@ -156,7 +156,7 @@ class CopyPlan:
     with the way to walk it: rows of the last dimension (``chunk`` elements per work item)
     or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
 
-    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "span")
+    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk")
 
     def __repr__(self):
         return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
@@ -204,7 +204,6 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
     if rows < 4 * nthreads and mdims[-1] >= 8192:
         # few long rows: cut them so that every thread gets work
         plan.chunk = max(4096, -(-mdims[-1] // (4 * nthreads)))
-    plan.span = sum((n - 1) * s for n, s in zip(mdims, dstr))
     return plan
 
 

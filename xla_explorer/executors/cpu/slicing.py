@@ -10,7 +10,7 @@ Pad writes each row of the result (its last dimension) once: a row that lies in 
 interior padding of an outer dimension is all ``padding_value``; any other row is
 filled and then receives its operand row at ``edge_padding_low + j * (interior + 1)``
 (negative edge padding crops: only the operand elements that land inside are copied).
-The rows are independent, so they run in parallel.
+The rows (and pieces of long rows) are independent, so they run in parallel.
 """
 import functools
 
@@ -20,7 +20,8 @@ from numba import njit, prange, uint64
 from ...ops.slicing import _adjusted_start_indices
 from ..numba_setup import PARALLEL_THRESHOLD
 from . import kernel
-from .shape import as_result, copy_words, gathered_copy, new_words, product, row_major_strides, strided_copy, words
+from .shape import (as_result, copy_words, gathered_copy, new_words, product, row_major_strides, strided_copy,
+                    threads, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -72,11 +73,16 @@ def _pad_plan(operand_dims, result_dims, padding_config):
 
 
 @njit(**_opts)
-def _pad_row(row, out, src, pad, low, step, size, rdims, j0, j1):
+def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
+    """Result positions [k0, k1) of one row (``chunk`` of them: long rows are cut)."""
     r = rdims.shape[0]
     width = rdims[r - 1]
+    row = w // nch
+    k0 = (w - row * nch) * chunk
+    k1 = min(width, k0 + chunk)
     o = row * width
-    # which operand row lands in result row `row` (none: the row is padding)
+    # which operand row lands in result row `row`: per outer dimension invert
+    # result_index = edge_padding_low + operand_index * (interior_padding + 1)
     rem = row
     s = 0
     sstride = size[r - 1]
@@ -86,49 +92,68 @@ def _pad_row(row, out, src, pad, low, step, size, rdims, j0, j1):
         rem //= rdims[d]
         t = i - low[d]
         if t < 0 or t % step[d] != 0 or t // step[d] >= size[d]:
-            padding = True
+            padding = True  # edge or interior padding of an outer dimension
             break
         s += (t // step[d]) * sstride
         sstride *= size[d]
     lo = low[r - 1]
     st = step[r - 1]
-    if padding or j1 <= j0:
-        for k in range(width):
+    # the operand elements j of this row that land in [k0, k1): lo + j * st in it
+    jl = max(j0, -((lo - k0) // st))
+    jh = min(j1, -((lo - k1) // st))
+    if padding or jh <= jl:
+        for k in range(k0, k1):
             out[uint64(o + k)] = pad
     elif st == 1:
         # edge padding, the operand row, edge padding
-        p0 = lo + j0
-        p1 = lo + j1
-        for k in range(p0):
+        for k in range(k0, lo + jl):
             out[uint64(o + k)] = pad
-        for j in range(j0, j1):
+        for j in range(jl, jh):
             out[uint64(o + lo + j)] = src[uint64(s + j)]
-        for k in range(p1, width):
+        for k in range(lo + jh, k1):
+            out[uint64(o + k)] = pad
+    elif st == 2:
+        # one interior element between neighbours, written in one pass (LLVM
+        # vectorises the pairs); a common case: the gradient of a stride-2 convolution
+        for k in range(k0, lo + 2 * jl):
+            out[uint64(o + k)] = pad
+        for j in range(jl, jh - 1):
+            out[uint64(o + lo + 2 * j)] = src[uint64(s + j)]
+            out[uint64(o + lo + 2 * j + 1)] = pad
+        last = lo + 2 * (jh - 1)
+        out[uint64(o + last)] = src[uint64(s + jh - 1)]
+        for k in range(last + 1, k1):
             out[uint64(o + k)] = pad
     else:
-        for k in range(width):
+        # padding everywhere, then the operand elements in their places (in cache)
+        for k in range(k0, k1):
             out[uint64(o + k)] = pad
-        for j in range(j0, j1):
+        for j in range(jl, jh):
             out[uint64(o + lo + j * st)] = src[uint64(s + j)]
 
 
 @njit(parallel=True, **_opts)
-def pad_par(out, src, pad, low, step, size, rdims, j0, j1):
-    """Every row of the result (parallel over rows): padding, or an operand row spread out."""
-    rows = 1
-    for d in range(rdims.shape[0] - 1):
-        rows *= rdims[d]
-    for row in prange(rows):
-        _pad_row(row, out, src, pad, low, step, size, rdims, j0, j1)
+def pad_par(out, src, pad, low, step, size, rdims, j0, j1, chunk):
+    """Every row of the result (parallel over rows and pieces of long rows): padding, or
+    an operand row spread out."""
+    r = rdims.shape[0]
+    nch = (rdims[r - 1] + chunk - 1) // chunk
+    items = nch
+    for d in range(r - 1):
+        items *= rdims[d]
+    for w in prange(items):
+        _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch)
 
 
 @njit(**_opts)
-def pad_ser(out, src, pad, low, step, size, rdims, j0, j1):
-    rows = 1
-    for d in range(rdims.shape[0] - 1):
-        rows *= rdims[d]
-    for row in range(rows):
-        _pad_row(row, out, src, pad, low, step, size, rdims, j0, j1)
+def pad_ser(out, src, pad, low, step, size, rdims, j0, j1, chunk):
+    r = rdims.shape[0]
+    nch = (rdims[r - 1] + chunk - 1) // chunk
+    items = nch
+    for d in range(r - 1):
+        items *= rdims[d]
+    for w in range(items):
+        _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch)
 
 
 @kernel("pad")
@@ -141,6 +166,10 @@ def pad(operand, padding_value, *, shape, padding_config):
                                                    tuple(tuple(c) for c in padding_config))
         if operand.size == 0:
             j0 = j1 = 0
+        width = shape.dims[-1] if shape.dims else 1
+        chunk = width
+        if n // width < 4 * threads() and width >= 8192:  # few long rows: cut them
+            chunk = max(4096, -(-width // (4 * threads())))
         (pad_par if n >= PARALLEL_THRESHOLD else pad_ser)(out, words(operand), pad_word, low, step, size,
-                                                          rdims, j0, j1)
+                                                          rdims, j0, j1, chunk)
     return as_result(out, shape)
