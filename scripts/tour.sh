@@ -19,4 +19,6 @@ fi
 echo "warming the kernel cache (runs the tour once, headless)..."
 .venv/bin/jupyter nbconvert --to notebook --execute notebooks/tour.ipynb --output-dir "$(mktemp -d)" \
   >/dev/null 2>&1 || echo "note: the warm-up run of the tour failed; JupyterLab starts anyway"
-exec .venv/bin/jupyter lab notebooks/tour.ipynb "$@"
+extra=()
+[ "$(id -u)" = 0 ] && extra+=(--allow-root)  # Jupyter refuses root unless told
+exec .venv/bin/jupyter lab notebooks/tour.ipynb "${extra[@]}" "$@"
