@@ -11,7 +11,6 @@ within the corpus tolerances.
 """
 import math
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -20,7 +19,6 @@ import xla_explorer as xe
 pytest.importorskip("numba")
 
 inf, nan = np.inf, np.nan
-bf16 = ml_dtypes.bfloat16
 
 # -- the harness ---------------------------------------------------------------------------------
 
@@ -67,8 +65,7 @@ def _exact(got, want, names=None):
     """Bit-for-bit equality except that NaNs compare equal (payloads differ between
     libraries); the sign of zero counts."""
     got, want = np.asarray(got), np.asarray(want)
-    if got.dtype.kind in "fcV" or got.dtype.itemsize and got.dtype.name in ("bfloat16",) or \
-            xe.dtypes.from_numpy(got.dtype) in xe.dtypes.FLOATING | xe.dtypes.COMPLEX:
+    if xe.dtypes.from_numpy(got.dtype) in xe.dtypes.FLOATING | xe.dtypes.COMPLEX:
         g, w = got.astype(np.complex128), want.astype(np.complex128)
         ok = np.ones(got.shape, bool)
         for a, c in ((g.real, w.real), (g.imag, w.imag)):
@@ -177,7 +174,9 @@ def _float_values(t):
     with np.errstate(over="ignore"):
         v = np.array(_SPECIAL, np.float64).astype(xe.dtypes.to_numpy(t))
     nan_neg = np.array([-nan]).astype(xe.dtypes.to_numpy(t))  # a NaN with its sign bit set
-    return np.concatenate([v, nan_neg])
+    payloads = {"f32": np.uint32([0x7F800001, 0x7FC12345, 0xFF800002, 0xFFFFFFFF]).view(np.float32),
+                "f64": np.uint64([0x7FF0000000000001, 0xFFF8000000000123]).view(np.float64)}
+    return np.concatenate([v, nan_neg, payloads.get(t, v[:0])])  # TOTALORDER orders NaN payloads
 
 
 def _float_ops(t):
@@ -267,7 +266,8 @@ def _complex_ops(t):
     return ops
 
 
-_CTOL = {"c64": {"ew": (3e-7, 1e-30), "transc": (1e-5, 1e-6)}, "c128": {"ew": (1e-15, 1e-300), "transc": (1e-12, 1e-15)}}
+_CTOL = {"c64": {"ew": (3e-7, 1e-30), "transc": (1e-5, 1e-6)},
+         "c128": {"ew": (1e-15, 1e-300), "transc": (1e-12, 1e-15)}}
 
 
 @pytest.mark.parametrize("t", ["c64", "c128"])
@@ -484,3 +484,31 @@ def test_corpus_case_numba(case):
         pytest.skip(f"corpus case {case} not found")
     res = runner.run_one(xe, str(corpus / case), "numba", "global")
     assert res["status"] == "pass", f"{case}: {res['reason']}\n{res.get('traceback', '')}"
+
+
+# -- the same scalar code in Python: the CUDA simulator --------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy scalars warn where compiled code wraps
+@pytest.mark.parametrize("t", ["s8", "u64", "f32", "bf16", "f64", "c64"])
+def test_emitted_code_runs_in_the_cuda_simulator(t):
+    """Under NUMBA_ENABLE_CUDASIM the fused loop's statements and the scalar_lib helpers run
+    as Python on NumPy scalars (``.py_func``): no Python exception where compiled code gives
+    Inf or NaN, the same wrap-around and rounding."""
+    import os
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("needs numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, set by conftest)")
+    if t in INTS:
+        ops, v = {k: (f, "exact") for k, f in _int_ops(t).items()}, _int_values(t)
+    elif t[0] == "c":
+        ops, v = _complex_ops(t), _complex_values(t, [0.0, -1.0, inf, nan])
+    else:
+        ops, v = _float_ops(t), _float_values(t)
+    names = list(ops)
+    x, y = v, v[::-1].copy()
+    comp = _rows(t, [f for f, _ in ops.values()], x, y)
+    got, want = comp.run(x, y, backend="cuda"), comp.run(x, y)
+    exact = [k for k, (_, c) in enumerate(ops.values()) if c == "exact"]
+    _exact(got[exact], want[exact], [names[k] for k in exact])
+    rest = [k for k, (_, c) in enumerate(ops.values()) if c != "exact"]
+    if rest:
+        _close(got[rest], want[rest], 2e-2 if t == "bf16" else 1e-5, 1e-6, names=[names[k] for k in rest])

@@ -262,7 +262,7 @@ def _pow(inst, a, b):
     if _is_complex(t):  # XLA computes it in the operands' precision
         f = "np.float32" if t == "c64" else "np.float64"
         return f"cpow({a}, {b}, {f}(0.5), {f}(1.0))"
-    return f"np.power({a}, {b})"
+    return f"fpow({a}, {b}, {'np.float32' if _f32ish(t) else 'np.float64'}(1.0))"
 
 
 @emitter("atan2")

@@ -259,6 +259,15 @@ def total_order_key64(x):
     return s ^ np.int64(0x7FFFFFFFFFFFFFFF) if s < 0 else s
 
 
+@njit(**_opts)
+def fpow(a, b, one):
+    """a^b (C's pow); pow(1, y) = pow(x, 0) = 1 even for a signaling NaN (Numba's power
+    gives NaN there, the C library 1).  ``one`` is 1 in the operands' type."""
+    r = np.power(a, b)
+    r = one if a == one else r
+    return one if b == 0 else r
+
+
 # -- narrow floats: round an f32 to a format, in f32 ------------------------------------------------
 
 def _format(mantissa_bits, emin, max_value, overflow, no_negative_zero=False):
@@ -552,7 +561,8 @@ def logistic_f64(x):
 def cdiv(x, y):
     """XLA's complex division: Smith's algorithm, with C99's recovery of infinities and zeros
     (as the reference's ``_complex_divide``)."""
-    a, b, c, d = x.real, x.imag, y.real, y.imag
+    a, b = np.float64(x.real), np.float64(x.imag)   # (NumPy floats in Python: x / 0 is Inf)
+    c, d = np.float64(y.real), np.float64(y.imag)
     if abs(c) >= abs(d):
         r = d / c
         t = c + d * r

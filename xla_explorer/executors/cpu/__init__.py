@@ -29,13 +29,7 @@ _loaded = False
 def load():
     """Import every family module of the CPU layer (registering its kernels)."""
     global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import importlib
-    for fam in FAMILIES:
-        try:
-            importlib.import_module(f"{__name__}.{fam}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{fam}":
-                raise
+    if not _loaded:
+        _loaded = True
+        from .. import import_families
+        import_families(__name__, FAMILIES)

@@ -8,9 +8,10 @@ instruction out of every loop:
   dimension appears or disappears): a view of the operand's buffer, no computation;
 - the few cases an emitter refuses (``accepts``): complex ``tan``, ``tanh``, ``rsqrt`` and
   ``atan2`` (NumPy's C99 rules for infinities are long to port), ``reduce-precision`` and
-  TOTALORDER ``compare`` on the fnuz f8 types (their bits are not ordered as f32's), and any op on a type without a loop carrier (``f8e8m0fnu``,
-  ``f4e2m1fn``); and ``select`` of whole tuples.  These call the reference's NumPy function on
-  the whole array (vectorised), which the status table notes as "numpy".
+  TOTALORDER ``compare`` on the fnuz f8 types (their bits are not ordered as f32's); any op
+  on a type without a loop carrier (``f8e8m0fnu``, ``f4e2m1fn``); ``select`` of whole
+  tuples.  These call the reference's NumPy function on the whole array (vectorised),
+  which the status table notes as "numpy".
 """
 import numpy as np
 

@@ -21,6 +21,7 @@ operands are widened to f32 first (their products are exact there) and the resul
 rounded once, as XLA:CPU does.
 """
 import functools
+import threading
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from ...ops import linalg as spec
 from ...shapes import Shape
 from ..numba_setup import PARALLEL_THRESHOLD, numba
 from . import kernel
-from .reduction import _window_tables
+from .reduction import _axis_codes, _first_coords, _window_geometry
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -77,15 +78,48 @@ def _openblas_threads():
     return _blas or None
 
 
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_before = None
+
+
+def _blas_enter():
+    """OpenBLAS to one thread while any kernel of ours multiplies (threads of an SPMD
+    simulation may be in several at once: the first sets, the last restores)."""
+    global _blas_users, _blas_before
+    blas = _openblas_threads()
+    if blas is None:
+        return
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_before = blas[1]()
+            blas[0](1)
+        _blas_users += 1
+
+
+def _blas_leave():
+    global _blas_users
+    blas = _openblas_threads()
+    if blas is None:
+        return
+    with _blas_lock:
+        _blas_users -= 1
+        if _blas_users == 0:
+            blas[0](_blas_before)
+
+
 _pool = None
 
 
 def _workers():
+    """How many worker threads a big product is split over (numba's thread count)."""
     global _pool
     n = _threads()
     if n > 1 and _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _pool = ThreadPoolExecutor(n, thread_name_prefix="xla_explorer_blas")
+        with _blas_lock:
+            if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+                _pool = ThreadPoolExecutor(n, thread_name_prefix="xla_explorer_blas")
     return n
 
 
@@ -96,11 +130,7 @@ _SPLIT_WORK = 1 << 22
 def in_blocks(work, starts, scratch, size):
     """``work(start, buffer)`` for every start, spread over our worker threads (each with
     its own scratch buffer), BLAS single-threaded meanwhile."""
-    blas = _openblas_threads()
-    before = None
-    if blas is not None:
-        before = blas[1]()
-        blas[0](1)
+    _blas_enter()
     try:
         n = min(_workers() if size >= _SPLIT_WORK else 1, len(starts))
         if n <= 1:
@@ -117,8 +147,7 @@ def in_blocks(work, starts, scratch, size):
         for p in parts:
             p.result()
     finally:
-        if blas is not None:
-            blas[0](before)
+        _blas_leave()
 
 
 def matmul(a, w, out):
@@ -126,11 +155,7 @@ def matmul(a, w, out):
     each of our worker threads."""
     B, M, K = a.shape
     N = w.shape[-1]
-    blas = _openblas_threads()
-    before = None
-    if blas is not None:
-        before = blas[1]()
-        blas[0](1)
+    _blas_enter()
     try:
         n = _workers() if B * M * K * N >= _SPLIT_WORK else 1
         if n <= 1:
@@ -149,8 +174,7 @@ def matmul(a, w, out):
             p.result()
         return out
     finally:
-        if blas is not None:
-            blas[0](before)
+        _blas_leave()
 
 
 def _float_compute(*types):
@@ -281,71 +305,55 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
 # Convolution: im2col + matrix product
 
 @njit(**_opts)
-def im2col(x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride,
-           patches, start):
+def im2col(x, rows_per_group, Bg, batch_groups, I, odims, geo, maxwin, ncell, bstride, patches, start):
     """patches[g, r, cell * I + i] = the input element window cell ``cell`` of output row
     ``start + r`` (batch, spatial position) of group g reads at in-feature i, or 0 for
-    padding and lhs-dilation holes.  x is [batch, spatial..., features], flat."""
+    padding and lhs-dilation holes.  x is [batch, spatial..., features], flat; ``geo``
+    from ``window_geometry`` (lhs dilation as the base dilation)."""
     m = odims.shape[0]
-    ic = np.empty(m, np.int64)
-    kc = np.empty(m, np.int64)
-    G = patches.shape[0]
-    n = patches.shape[1]
-    for g in range(G):
-        _im2col_block(g, 0, n, start, x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table,
-                      toff, istr, bstride, patches, ic, kc)
-
-
-@njit(**_opts)
-def _im2col_block(g, lo, hi, start, x, rows_per_group, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff,
-                  istr, bstride, patches, ic, kc):
-    m = odims.shape[0]
+    oc = np.empty(m, np.int64)
+    wc = np.empty(m, np.int64)
+    ct = np.empty((m, maxwin), np.int64)
     nsp = rows_per_group // Bg
-    for r in range(lo, hi):
-        rr = start + r
-        bout = rr // nsp
-        rest = rr - bout * nsp
-        for d in range(m - 1, -1, -1):
-            ic[d] = rest % odims[d]
-            rest //= odims[d]
-            kc[d] = 0
-        b_in = g * Bg + bout if batch_groups else bout
-        c0 = 0 if batch_groups else g * I
-        row = patches[g, r]
-        for cell in range(ncell):
-            off = b_in * bstride + c0
-            ok = True
+    for g in range(patches.shape[0]):
+        for r in range(patches.shape[1]):
+            rr = start + r
+            bout = rr // nsp
+            _first_coords(rr - bout * nsp, odims, oc)
             for d in range(m):
-                t = table[toff[d] + ic[d] * kdims[d] + kc[d]]
-                if t < 0:
-                    ok = False
-                off += t * istr[d]
-            dst = row[cell * I:(cell + 1) * I]
-            if ok:
-                src = x[off:off + I]
-                for i in range(I):
-                    dst[i] = src[i]
-            else:
-                for i in range(I):
-                    dst[i] = 0
-            d = m - 1
-            while d >= 0:
-                kc[d] += 1
-                if kc[d] < kdims[d]:
-                    break
-                kc[d] = 0
-                d -= 1
+                _axis_codes(oc[d], geo[d], ct[d])
+                wc[d] = 0
+            b_in = g * Bg + bout if batch_groups else bout
+            c0 = 0 if batch_groups else g * I
+            row = patches[g, r]
+            for cell in range(ncell):
+                off = b_in * bstride + c0
+                ok = True
+                for d in range(m):
+                    t = ct[d, wc[d]]
+                    if t < 0:
+                        ok = False
+                    off += t * geo[d, 6]
+                dst = row[cell * I:(cell + 1) * I]
+                if ok:
+                    src = x[off:off + I]
+                    for i in range(I):
+                        dst[i] = src[i]
+                else:
+                    for i in range(I):
+                        dst[i] = 0
+                d = m - 1
+                while d >= 0:
+                    wc[d] += 1
+                    if wc[d] < geo[d, 5]:
+                        break
+                    wc[d] = 0
+                    d -= 1
 
 
 #: elements of one block of im2col patches: each worker thread gathers a block of rows
 #: and multiplies it while it is still in its core's cache
 _PATCH_BLOCK = 1 << 18
-
-
-@functools.lru_cache(maxsize=256)
-def _conv_tables(in_sizes, out_sizes, k_sizes, strides, pads_low, ld, rd):
-    table, toff = _window_tables(in_sizes, out_sizes, k_sizes, strides, pads_low, ld, rd)
-    return table, toff
 
 
 # Winograd F(2x2, 3x3) (Lavin & Gray 2015): a 3x3 stride-1 convolution computes each 2x2
@@ -491,22 +499,19 @@ _WINO_MIN = 1 << 20
 def _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols, strides, pads,
                  ld, rd, is_float, ct):
     """The convolution as im2col + matrix products: result [G, rows, Og]."""
-    n = len(out_sp)
     result = np.zeros((groups, rows, Og), ct if is_float else np.int64)
     if not (rows and kcols and Og and x.size):
         return result
     in_sizes = tuple(x.shape[1:-1])
-    table, toff = _conv_tables(in_sizes, out_sp, k_sizes, tuple(strides), tuple(p[0] for p in pads),
-                               tuple(ld), tuple(rd))
-    istr = np.ones(n, np.int64) * C
-    for d in range(n - 2, -1, -1):
-        istr[d] = istr[d + 1] * in_sizes[d + 1]
+    geometry = _window_geometry(in_sizes, tuple(out_sp), tuple(k_sizes), tuple(strides), tuple(pads), tuple(ld),
+                                tuple(rd))
+    _, _, odims, geo, maxwin, ncell = geometry
+    geo = geo.copy()
+    geo[:, 6] *= C  # strides in elements of x[batch, spatial..., C]
     bstride = int(np.prod(in_sizes, dtype=np.int64)) * C
-    odims, kdims = np.array(out_sp, np.int64), np.array(k_sizes, np.int64)
-    ncell = int(np.prod(k_sizes, dtype=np.int64))
     xf = x.reshape(-1)
     block = max(1, min(rows, _PATCH_BLOCK // max(kcols * groups, 1)))
-    geometry = (xf, rows, Bg, batch_groups, I, C, odims, kdims, ncell, table, toff, istr, bstride)
+    geometry = (xf, rows, Bg, batch_groups, I, odims, geo, maxwin, ncell, bstride)
 
     def work(start, patches):
         stop = min(rows, start + block)

@@ -17,9 +17,9 @@ Two kinds of kernels, as XLA:CPU has them:
   order, skipped cells not counted, then ``region(init, tree)``), so even a region that is
   not associative gives the reference's bits.
 
-Window geometry (strides, padding, dilations) arrives in every kernel as run-time tables:
-for each dimension and result coordinate, the operand index each window position reads,
-or -1 for padding and base-dilation holes.
+Window geometry (strides, padding, dilations) arrives in every kernel as a run-time
+array (``window_geometry``); per result coordinate a kernel lists the operand index each
+window position reads along each dimension, -1 for padding and base-dilation holes.
 
 Sort recognises the comparators JAX and ``Sort``'s default emit (a ``LT``/``GT`` on one key,
 possibly through JAX's NaN / -0.0 canonicalisation and ``TOTALORDER``, several keys
@@ -134,21 +134,124 @@ def _reference_fallback(opcode, values, shape, attrs, why):
 _FALLBACKS = {}
 
 
-def _window_tables(in_dims, out_dims, win, strides, pad_low, base_dil, win_dil):
-    """Per dimension d and result coordinate o, the operand index window position w reads
-    (``table[toff[d] + o * win[d] + w]``), or -1 for padding and base-dilation holes."""
-    parts, offsets, at = [], [], 0
-    for n, o, w, s, lo, bd, wd in zip(in_dims, out_dims, win, strides, pad_low, base_dil, win_dil):
-        r = np.arange(o, dtype=np.int64)[:, None]
-        k = np.arange(w, dtype=np.int64)[None, :]
-        q = r * s + k * wd - lo
-        dilated = (n - 1) * bd + 1 if n > 0 else 0
-        inside = (q >= 0) & (q < dilated) & (q % bd == 0)
-        parts.append(np.where(inside, q // bd, -1).reshape(-1))
-        offsets.append(at)
-        at += o * w
-    table = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    return np.ascontiguousarray(table, np.int64), np.array(offsets, np.int64)
+def window_geometry(in_dims, out_dims, wd, ws, pad, bd, wdl, block_trailing=False):
+    """A window as the kernels read it: (nout, C, odims, geo, maxwin, ncell).
+
+    ``geo[d]`` = (operand size, stride, low padding, base dilation, window dilation, window
+    size, operand stride) of dimension d; with ``block_trailing`` the trailing dimensions
+    the window does not move along (size 1, stride 1, no padding or dilation) are left out
+    and form contiguous blocks of C elements (the channels of NHWC pooling), else C = 1.
+    Each kernel derives, per result coordinate, the operand index every window position
+    reads (``_axis_codes``), so nothing here grows with the window times the result."""
+    rank = len(in_dims)
+    k = rank
+    if block_trailing:
+        while k > 0 and wd[k - 1] == 1 and ws[k - 1] == 1 and tuple(pad[k - 1]) == (0, 0) and bd[k - 1] == 1 \
+                and in_dims[k - 1] == out_dims[k - 1]:
+            k -= 1
+    C = int(np.prod(in_dims[k:], dtype=np.int64))
+    istr = _strides(in_dims[:k]) * C
+    geo = np.array([[in_dims[d], ws[d], pad[d][0], bd[d], wdl[d], wd[d], istr[d]] for d in range(k)],
+                   np.int64).reshape(k, 7)
+    odims = np.array(out_dims[:k], np.int64)
+    nout = int(np.prod(out_dims[:k], dtype=np.int64))
+    ncell = int(np.prod(wd[:k], dtype=np.int64))
+    maxwin = max([int(w) for w in wd[:k]] + [1])
+    return nout, C, odims, geo, maxwin, ncell
+
+
+_window_geometry = functools.lru_cache(maxsize=256)(window_geometry)
+
+
+@njit(**_opts)
+def _axis_codes(o, g, codes):
+    """codes[w] = the operand index window position w of result coordinate o reads along
+    one dimension (g = geo[d]), or -1 for padding and base-dilation holes: the cell sits at
+    p = o * stride + w * window_dilation in the padded, dilated operand; q = p - low
+    padding is a real element q / base_dilation when inside and divisible."""
+    size, stride, low, bdil, wdil, win = g[0], g[1], g[2], g[3], g[4], g[5]
+    dilated = (size - 1) * bdil + 1 if size > 0 else 0
+    q = o * stride - low
+    for w in range(win):
+        if q < 0 or q >= dilated:
+            codes[w] = -1
+        elif bdil == 1:
+            codes[w] = q
+        else:
+            codes[w] = q // bdil if q % bdil == 0 else -1
+        q += wdil
+
+
+@njit(**_opts)
+def _axis_real(o, g, offs):
+    """offs[:n] = the operand offsets (index times stride) of the real cells of result
+    coordinate o along one dimension, in window order; returns n."""
+    size, stride, low, bdil, wdil, win, step = g[0], g[1], g[2], g[3], g[4], g[5], g[6]
+    dilated = (size - 1) * bdil + 1 if size > 0 else 0
+    q = o * stride - low
+    n = 0
+    for w in range(win):
+        if 0 <= q < dilated and (bdil == 1 or q % bdil == 0):
+            offs[n] = (q // bdil) * step
+            n += 1
+        q += wdil
+    return n
+
+
+@njit(**_opts)
+def _first_coords(lo, odims, oc):
+    r = lo
+    for d in range(odims.shape[0] - 1, -1, -1):
+        oc[d] = r % odims[d]
+        r //= odims[d]
+
+
+@njit(**_opts)
+def _next_coords(odims, oc):
+    """Advance the result coordinates in row-major order; returns the first dimension
+    that changed (those after it changed too)."""
+    d = odims.shape[0] - 1
+    while d >= 0:
+        oc[d] += 1
+        if oc[d] < odims[d]:
+            return d
+        oc[d] = 0
+        d -= 1
+    return 0
+
+
+@njit(**_opts)
+def _window_offsets(vt, vn, wc, offs):
+    """The operand offsets of the real cells of one window, in row-major window order,
+    into offs; returns their count.  vt[d, :vn[d]] lists dimension d's real cells."""
+    m = vn.shape[0]
+    if m == 0:
+        offs[0] = 0
+        return 1
+    for d in range(m):
+        if vn[d] == 0:
+            return 0
+        wc[d] = 0
+    last = m - 1
+    lastrow = vt[last]
+    nl = vn[last]
+    nv = 0
+    while True:
+        off = 0
+        for d in range(last):
+            off += vt[d, wc[d]]
+        for j in range(nl):
+            offs[nv] = off + lastrow[j]
+            nv += 1
+        d = last - 1
+        while d >= 0:
+            wc[d] += 1
+            if wc[d] < vn[d]:
+                break
+            wc[d] = 0
+            d -= 1
+        if d < 0:
+            return nv
 
 
 def _strides(dims):
@@ -435,167 +538,78 @@ def _reduce_standard(x, dims, reduced, code, kind, init):
 # along form a contiguous block of C elements, combined as vectors
 
 @njit(**_opts)
-def _window_offsets(oc, wc, vtab, vcnt, toff, coff, wdims, offs):
-    """The operand offsets of the real cells (row-major) of the window at result
-    coordinates ``oc`` into ``offs``; returns their count.
-
-    ``vtab[toff[d] + o * wdims[d] + j]`` is the offset (index times stride) of the j-th
-    real cell of coordinate o along dimension d, ``vcnt[coff[d] + o]`` how many there are."""
-    m = oc.shape[0]
-    if m == 0:
-        offs[0] = 0
-        return 1
-    for d in range(m):
-        if vcnt[coff[d] + oc[d]] == 0:
-            return 0
-        wc[d] = 0
-    last = m - 1
-    lb = toff[last] + oc[last] * wdims[last]
-    nl = vcnt[coff[last] + oc[last]]
-    nv = 0
-    while True:
-        off = 0
-        for d in range(last):
-            off += vtab[toff[d] + oc[d] * wdims[d] + wc[d]]
-        for j in range(nl):
-            offs[nv] = off + vtab[lb + j]
-            nv += 1
-        d = last - 1
-        while d >= 0:
-            wc[d] += 1
-            if wc[d] < vcnt[coff[d] + oc[d]]:
-                break
-            wc[d] = 0
-            d -= 1
-        if d < 0:
-            return nv
-
-
-@njit(**_opts)
-def _first_coords(lo, odims, oc):
-    r = lo
-    for d in range(odims.shape[0] - 1, -1, -1):
-        oc[d] = r % odims[d]
-        r //= odims[d]
-
-
-@njit(**_opts)
-def _next_coords(odims, oc):
-    d = odims.shape[0] - 1
-    while d >= 0:
-        oc[d] += 1
-        if oc[d] < odims[d]:
-            return
-        oc[d] = 0
-        d -= 1
-
-
-@njit(**_opts)
-def _rw_chunk_float(lo, hi, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+def _rw_chunk_float(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
     m = odims.shape[0]
     oc = np.empty(m, np.int64)
     wc = np.empty(m, np.int64)
+    vt = np.empty((m, maxwin), np.int64)
+    vn = np.empty(m, np.int64)
     offs = np.empty(max(ncell, 1), np.int64)
     _first_coords(lo, odims, oc)
+    changed = 0
     for o in range(lo, hi):
-        nv = _window_offsets(oc, wc, vtab, vcnt, toff, coff, wdims, offs)
+        for d in range(changed, m):
+            vn[d] = _axis_real(oc[d], geo[d], vt[d])
+        nv = _window_offsets(vt, vn, wc, offs)
         ob = o * C
         for c in range(C):
             out[ob + c] = init
         for v in range(nv):
             _rows_float(code, x, offs[v], out, ob, C)
-        _next_coords(odims, oc)
+        changed = _next_coords(odims, oc)
 
 
 @njit(**_opts)
-def _rw_chunk_int(lo, hi, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+def _rw_chunk_int(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
     m = odims.shape[0]
     oc = np.empty(m, np.int64)
     wc = np.empty(m, np.int64)
+    vt = np.empty((m, maxwin), np.int64)
+    vn = np.empty(m, np.int64)
     offs = np.empty(max(ncell, 1), np.int64)
     _first_coords(lo, odims, oc)
+    changed = 0
     for o in range(lo, hi):
-        nv = _window_offsets(oc, wc, vtab, vcnt, toff, coff, wdims, offs)
+        for d in range(changed, m):
+            vn[d] = _axis_real(oc[d], geo[d], vt[d])
+        nv = _window_offsets(vt, vn, wc, offs)
         ob = o * C
         for c in range(C):
             out[ob + c] = init
         for v in range(nv):
             _rows_int(code, x, offs[v], out, ob, C)
-        _next_coords(odims, oc)
+        changed = _next_coords(odims, oc)
 
 
 @njit(**_opts)
-def reduce_window_float(nout, nchunks, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+def reduce_window_float(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
     """ReduceWindow, floats: result position o (of nout, each a block of C contiguous
     elements) folds the real cells of its window, in row-major order."""
-    _rw_chunk_float(0, nout, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out)
+    _rw_chunk_float(0, nout, code, x, C, odims, geo, maxwin, ncell, init, out)
 
 
 @njit(parallel=True, **_opts)
-def reduce_window_float_par(nout, nchunks, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+def reduce_window_float_par(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
     per = (nout + nchunks - 1) // nchunks
     for k in prange(nchunks):
-        _rw_chunk_float(k * per, min(nout, (k + 1) * per), code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell,
-                        init, out)
+        _rw_chunk_float(k * per, min(nout, (k + 1) * per), code, x, C, odims, geo, maxwin, ncell, init, out)
 
 
 @njit(**_opts)
-def reduce_window_int(nout, nchunks, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+def reduce_window_int(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
     """ReduceWindow, integers and pred."""
-    _rw_chunk_int(0, nout, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out)
+    _rw_chunk_int(0, nout, code, x, C, odims, geo, maxwin, ncell, init, out)
 
 
 @njit(parallel=True, **_opts)
-def reduce_window_int_par(nout, nchunks, code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell, init, out):
+def reduce_window_int_par(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
     per = (nout + nchunks - 1) // nchunks
     for k in prange(nchunks):
-        _rw_chunk_int(k * per, min(nout, (k + 1) * per), code, x, C, odims, vtab, vcnt, toff, coff, wdims, ncell,
-                      init, out)
+        _rw_chunk_int(k * per, min(nout, (k + 1) * per), code, x, C, odims, geo, maxwin, ncell, init, out)
 
 
 _RW = {("float", False): reduce_window_float, ("float", True): reduce_window_float_par,
        ("int", False): reduce_window_int, ("int", True): reduce_window_int_par}
-
-
-@functools.lru_cache(maxsize=256)
-def _rw_plan(in_dims, out_dims, wd, ws, pad, bd, wdl, block_trailing=True):
-    """The tables of a window, with the trailing dimensions the window does not move along
-    (size 1, stride 1, no padding or dilation) collapsed into a block of C elements."""
-    rank = len(in_dims)
-    k = rank
-    if block_trailing:
-        while k > 0 and wd[k - 1] == 1 and ws[k - 1] == 1 and pad[k - 1] == (0, 0) and bd[k - 1] == 1 \
-                and in_dims[k - 1] == out_dims[k - 1]:
-            k -= 1
-    C = int(np.prod(in_dims[k:], dtype=np.int64))
-    table, toff = _window_tables(in_dims[:k], out_dims[:k], wd[:k], ws[:k], [p[0] for p in pad[:k]],
-                                 bd[:k], wdl[:k])
-    istr = _strides(in_dims[:k]) * C
-    odims = np.array(out_dims[:k], np.int64)
-    wdims = np.array(wd[:k], np.int64)
-    ncell = int(np.prod(wd[:k], dtype=np.int64))
-    nout = int(np.prod(out_dims[:k], dtype=np.int64))
-    return nout, C, odims, wdims, ncell, table, toff, istr
-
-
-@functools.lru_cache(maxsize=256)
-def _rw_compact_plan(in_dims, out_dims, wd, ws, pad, bd, wdl):
-    """``_rw_plan`` with the real cells of each coordinate listed first, as offsets:
-    (nout, C, odims, vtab, vcnt, toff, coff, wdims, ncell)."""
-    nout, C, odims, wdims, ncell, table, toff, istr = _rw_plan(in_dims, out_dims, wd, ws, pad, bd, wdl)
-    vtab = np.zeros_like(table)
-    counts, coff, at = [], [], 0
-    for d in range(len(odims)):
-        t = table[toff[d]:toff[d] + odims[d] * wdims[d]].reshape(odims[d], wdims[d])
-        real = t >= 0
-        order = np.argsort(~real, axis=1, kind="stable")  # real cells first, in window order
-        compact = np.take_along_axis(np.where(real, t * istr[d], 0), order, axis=1)
-        vtab[toff[d]:toff[d] + t.size] = compact.reshape(-1)
-        counts.append(real.sum(axis=1))
-        coff.append(at)
-        at += odims[d]
-    vcnt = np.concatenate(counts).astype(np.int64) if counts else np.zeros(0, np.int64)
-    return nout, C, odims, vtab, vcnt, toff, np.array(coff, np.int64), wdims, ncell
 
 
 # ---------------------------------------------------------------------------------------
@@ -743,30 +757,32 @@ def _fold_kernel_source(types):
     for par, loop in (("par", "prange"), ("ser", "range")):
         lines.append(f"""
 @njit(cache=True, nogil=True, error_model='numpy', parallel={par == 'par'})
-def fold_{par}(nout, nchunks, odims, wdims, ncell, table, toff, istr, {ins}, {inits}, {outs}):
+def fold_{par}(nout, nchunks, odims, geo, maxwin, ncell, {ins}, {inits}, {outs}):
     m = odims.shape[0]
     per = (nout + nchunks - 1) // nchunks
     for ch in {loop}(nchunks):
         oc = np.empty(m, np.int64)
         wc = np.empty(m, np.int64)
+        ct = np.empty((m, maxwin), np.int64)
         sl = np.empty(64, np.int64)
         sv = np.empty(64, np.bool_)
 """ + "".join(f"        s{k} = np.empty(64, {carrier(t)})\n" for k, t in enumerate(types)) + """
+        _first_coords(ch * per, odims, oc)
+        changed = 0
         for o in range(ch * per, min(nout, (ch + 1) * per)):
-            r = o
-            for d in range(m - 1, -1, -1):
-                oc[d] = r % odims[d]
-                r //= odims[d]
+            for d in range(changed, m):
+                _axis_codes(oc[d], geo[d], ct[d])
+            for d in range(m):
                 wc[d] = 0
             sp = 0
             for cell in range(ncell):
                 off = 0
                 valid = True
                 for d in range(m):
-                    t = table[toff[d] + oc[d] * wdims[d] + wc[d]]
+                    t = ct[d, wc[d]]
                     if t < 0:
                         valid = False
-                    off += t * istr[d]
+                    off += t * geo[d, 6]
 """ + "".join(f"                v{k} = in{k}[off] if valid else init{k}\n" for k in range(n)) + f"""
                 lvl = 0
                 while sp > 0 and sl[sp - 1] == lvl:
@@ -785,7 +801,7 @@ def fold_{par}(nout, nchunks, odims, wdims, ncell, table, toff, istr, {ins}, {in
                 d = m - 1
                 while d >= 0:
                     wc[d] += 1
-                    if wc[d] < wdims[d]:
+                    if wc[d] < geo[d, 5]:
                         break
                     wc[d] = 0
                     d -= 1
@@ -807,15 +823,19 @@ def fold_{par}(nout, nchunks, odims, wdims, ncell, table, toff, istr, {ins}, {in
                 {tup(vs)} = region({inits}, {vs})
             else:
 """ + "".join(f"                v{k} = init{k}\n" for k in range(n))
-            + "".join(f"            out{k}[o] = v{k}\n" for k in range(n)))
+            + "".join(f"            out{k}[o] = v{k}\n" for k in range(n))
+            + "            changed = _next_coords(odims, oc)\n")
     return "\n".join(lines)
 
 
+_GEOMETRY_IMPORT = "from xla_explorer.executors.cpu.reduction import _axis_codes, _first_coords, _next_coords\n"
+
+
 def _generated_fold(region, types, values, inits, geometry, out_types):
-    """Run the generated window fold; ``geometry`` = (nout, odims, wdims, ncell, table,
-    toff, istr) with C == 1.  Returns the flat results in carrier types."""
-    module = _generate("fold", [("region", region.computation)], _fold_kernel_source(types))
-    nout, odims, wdims, ncell, table, toff, istr = geometry
+    """Run the generated window fold; ``geometry`` from ``window_geometry`` (C == 1).
+    Returns the flat results in carrier types."""
+    module = _generate("fold", [("region", region.computation)], _GEOMETRY_IMPORT + _fold_kernel_source(types))
+    nout, _, odims, geo, maxwin, ncell = geometry
     outs = [np.empty(nout, _carrier(t)) for t in out_types]
     parallel = nout * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
     fn = module.fold_par if parallel else module.fold_ser
@@ -823,7 +843,7 @@ def _generated_fold(region, types, values, inits, geometry, out_types):
     cinit = [_carrier(t).type(_to_carrier(i, t)[()]) for i, t in zip(inits, types)]
     if any(v.size == 0 for v in ins):  # every cell is a skipped one: give the kernel a dummy
         ins = [np.zeros(1, v.dtype) for v in ins]
-    fn(nout, _chunks(nout, parallel), odims, wdims, ncell, table, toff, istr, *ins, *cinit, *outs)
+    fn(nout, _chunks(nout, parallel), odims, geo, maxwin, ncell, *ins, *cinit, *outs)
     return outs
 
 
@@ -846,7 +866,7 @@ def rows_{par}(A, R, B, nchunks, {ins}, {inits}, {outs}):
     per = (total + nchunks - 1) // nchunks
     for ch in {loop}(nchunks):
         sl = np.empty(64, np.int64)
-""" + "".join(f"        s{k} = np.empty(64, {carrier(t)})\n" for k, t in enumerate(types)) + f"""
+""" + "".join(f"        s{k} = np.empty(64, {carrier(t)})\n" for k, t in enumerate(types)) + """
         for t in range(ch * per, min(total, (ch + 1) * per)):
             a = t // B
             base = a * R * B + (t - a * B)
@@ -858,7 +878,7 @@ def rows_{par}(A, R, B, nchunks, {ins}, {inits}, {outs}):
                     sp -= 1
                     {vs} = region({ss}, {vs})
                     lvl += 1
-""" + "".join(f"                s{k}[sp] = v{k}\n" for k in range(n)) + f"""
+""" + "".join(f"                s{k}[sp] = v{k}\n" for k in range(n)) + """
                 sl[sp] = lvl
                 sp += 1
             sp -= 1
@@ -929,15 +949,12 @@ def reduce_kernel(*values, shape, computation, dimensions):
     return tuple(res) if shape.is_tuple else res[0]
 
 
-@functools.lru_cache(maxsize=256)
 def _reduce_geometry(dims, reduced):
+    """Reduce as a window spanning the reduced dimensions (one result per kept index)."""
+    rank = len(dims)
     out = tuple(1 if d in reduced else n for d, n in enumerate(dims))
     win = tuple(n if d in reduced else 1 for d, n in enumerate(dims))
-    rank = len(dims)
-    table, toff = _window_tables(dims, out, win, (1,) * rank, (0,) * rank, (1,) * rank, (1,) * rank)
-    nout = int(np.prod(out, dtype=np.int64))
-    return (nout, np.array(out, np.int64), np.array(win, np.int64), int(np.prod(win, dtype=np.int64)), table,
-            toff, _strides(dims))
+    return _window_geometry(tuple(dims), out, win, (1,) * rank, ((0, 0),) * rank, (1,) * rank, (1,) * rank)
 
 
 # ---------------------------------------------------------------------------------------
@@ -962,26 +979,23 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
         t = types[0]
         x = _to_carrier(operands[0], t).reshape(-1)
         init = x.dtype.type(_to_carrier(inits[0], t)[()])
-        nout, C, odims, vtab, vcnt, toff, coff, wdims, ncell = _rw_compact_plan(in_dims, out_dims, wd, ws, pad,
-                                                                                bd, wdl)
+        nout, C, odims, geo, maxwin, ncell = _window_geometry(in_dims, out_dims, wd, ws, pad, bd, wdl, True)
         if x.size == 0:  # every cell is padding: the result is the init value
             return _from_carrier(np.full(out_dims, init, x.dtype), t)
         out = np.empty(nout * C, x.dtype)
         parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
-        _RW[(_kind(t), parallel)](nout, _chunks(nout, parallel), code, x, C, odims, vtab, vcnt, toff, coff, wdims,
-                                  ncell, init, out)
+        _RW[(_kind(t), parallel)](nout, _chunks(nout, parallel), code, x, C, odims, geo, maxwin, ncell, init, out)
         return _from_carrier(out.reshape(out_dims), t)
     ok, why = _region_compiled(computation)
     if not ok:
         return _reference_fallback("reduce-window", values, shape, dict(
             computation=computation, window_dimensions=wd, window_strides=ws, padding=pad, base_dilations=bd,
             window_dilations=wdl), why)
-    nout, C, odims, wdims, ncell, table, toff, istr = _rw_plan(in_dims, out_dims, wd, ws, pad, bd, wdl, False)
+    geometry = _window_geometry(in_dims, out_dims, wd, ws, pad, bd, wdl)
     if any(np.size(v) == 0 for v in operands):
-        ncell = 0
+        geometry = geometry[:5] + (0,)  # every cell is padding
     try:
-        outs = _generated_fold(computation, types, operands, inits, (nout, odims, wdims, ncell, table, toff, istr),
-                               types)
+        outs = _generated_fold(computation, types, operands, inits, geometry, types)
     except _NumbaError as e:
         return _reference_fallback("reduce-window", values, shape, dict(
             computation=computation, window_dimensions=wd, window_strides=ws, padding=pad, base_dilations=bd,
@@ -1031,53 +1045,42 @@ def _compare(code, a, b):
 
 
 @njit(**_opts)
-def _select_chunk(lo, hi, code, x, odims, wdims, ncell, table, toff, istr, sel):
+def _select_chunk(lo, hi, code, x, odims, geo, maxwin, ncell, sel):
     m = odims.shape[0]
     oc = np.empty(m, np.int64)
     wc = np.empty(m, np.int64)
+    vt = np.empty((m, maxwin), np.int64)
+    vn = np.empty(m, np.int64)
+    offs = np.empty(max(ncell, 1), np.int64)
+    _first_coords(lo, odims, oc)
+    changed = 0
     for s in range(lo, hi):
-        r = s
-        for d in range(m - 1, -1, -1):
-            oc[d] = r % odims[d]
-            r //= odims[d]
-            wc[d] = 0
+        for d in range(changed, m):
+            vn[d] = _axis_real(oc[d], geo[d], vt[d])
+        nv = _window_offsets(vt, vn, wc, offs)
         best = -1
         cur = x[0]
-        for cell in range(ncell):
-            off = 0
-            ok = True
-            for d in range(m):
-                t = table[toff[d] + oc[d] * wdims[d] + wc[d]]
-                if t < 0:
-                    ok = False
-                off += t * istr[d]
-            if ok:
-                v = x[off]
-                # the first real cell is selected; a later b replaces a when select(a, b) is False
-                if best < 0 or not _compare(code, cur, v):
-                    best = off
-                    cur = v
-            d = m - 1
-            while d >= 0:
-                wc[d] += 1
-                if wc[d] < wdims[d]:
-                    break
-                wc[d] = 0
-                d -= 1
+        for k in range(nv):
+            v = x[offs[k]]
+            # the first real cell is selected; a later b replaces a when select(a, b) is False
+            if best < 0 or not _compare(code, cur, v):
+                best = offs[k]
+                cur = v
         sel[s] = best
+        changed = _next_coords(odims, oc)
 
 
 @njit(**_opts)
-def select_windows(n, nchunks, code, x, odims, wdims, ncell, table, toff, istr, sel):
+def select_windows(n, nchunks, code, x, odims, geo, maxwin, ncell, sel):
     """SelectAndScatter's pass 1: sel[s] = the flat operand index window s selects (-1: none)."""
-    _select_chunk(0, n, code, x, odims, wdims, ncell, table, toff, istr, sel)
+    _select_chunk(0, n, code, x, odims, geo, maxwin, ncell, sel)
 
 
 @njit(parallel=True, **_opts)
-def select_windows_par(n, nchunks, code, x, odims, wdims, ncell, table, toff, istr, sel):
+def select_windows_par(n, nchunks, code, x, odims, geo, maxwin, ncell, sel):
     per = (n + nchunks - 1) // nchunks
     for k in prange(nchunks):
-        _select_chunk(k * per, min(n, (k + 1) * per), code, x, odims, wdims, ncell, table, toff, istr, sel)
+        _select_chunk(k * per, min(n, (k + 1) * per), code, x, odims, geo, maxwin, ncell, sel)
 
 
 @njit(**_opts)
@@ -1122,41 +1125,30 @@ def scatter_int(code, sel, src, out):
 
 _SAS_SOURCE = """
 @njit(cache=True, nogil=True, error_model='numpy', parallel={par})
-def select_{name}(n, nchunks, x, odims, wdims, ncell, table, toff, istr, sel):
+def select_{name}(n, nchunks, x, odims, geo, maxwin, ncell, sel):
     m = odims.shape[0]
     per = (n + nchunks - 1) // nchunks
     for ch in {loop}(nchunks):
         oc = np.empty(m, np.int64)
         wc = np.empty(m, np.int64)
+        vt = np.empty((m, maxwin), np.int64)
+        vn = np.empty(m, np.int64)
+        offs = np.empty(max(ncell, 1), np.int64)
+        _first_coords(ch * per, odims, oc)
+        changed = 0
         for s in range(ch * per, min(n, (ch + 1) * per)):
-            r = s
-            for d in range(m - 1, -1, -1):
-                oc[d] = r % odims[d]
-                r //= odims[d]
-                wc[d] = 0
+            for d in range(changed, m):
+                vn[d] = _axis_real(oc[d], geo[d], vt[d])
+            nv = _window_offsets(vt, vn, wc, offs)
             best = -1
             cur = x[0]
-            for cell in range(ncell):
-                off = 0
-                ok = True
-                for d in range(m):
-                    t = table[toff[d] + oc[d] * wdims[d] + wc[d]]
-                    if t < 0:
-                        ok = False
-                    off += t * istr[d]
-                if ok:
-                    v = x[off]
-                    if best < 0 or not select(cur, v):
-                        best = off
-                        cur = v
-                d = m - 1
-                while d >= 0:
-                    wc[d] += 1
-                    if wc[d] < wdims[d]:
-                        break
-                    wc[d] = 0
-                    d -= 1
+            for k in range(nv):
+                v = x[offs[k]]
+                if best < 0 or not select(cur, v):
+                    best = offs[k]
+                    cur = v
             sel[s] = best
+            changed = _next_coords(odims, oc)
 """
 
 _SCATTER_SOURCE = """
@@ -1192,22 +1184,24 @@ def select_and_scatter_kernel(operand, source, init_value, *, shape, select, sca
             if not ok:
                 return _reference_fallback("select-and-scatter", [operand, source, init_value], shape, dict(
                     select=select, scatter=scatter, window_dimensions=wd, window_strides=ws, padding=pad), why)
-        source_text = "".join(_SAS_SOURCE.format(name=name, par=name == "par", loop=loop)
-                              for name, loop in (("par", "prange"), ("ser", "range"))) + _SCATTER_SOURCE
+        source_text = ("from xla_explorer.executors.cpu.reduction import _axis_real, _window_offsets, "
+                       "_first_coords, _next_coords\n"
+                       + "".join(_SAS_SOURCE.format(name=name, par=name == "par", loop=loop)
+                                 for name, loop in (("par", "prange"), ("ser", "range"))) + _SCATTER_SOURCE)
         generated = _generate("select_scatter", [("select", select.computation), ("scatter", scatter.computation)],
                               source_text)
-    nout, _, odims, wdims, ncell, table, toff, istr = _rw_plan(in_dims, src_dims, wd, ws, pad, bd, wdl, False)
+    nout, _, odims, geo, maxwin, ncell = _window_geometry(in_dims, src_dims, wd, ws, pad, bd, wdl)
     sel = np.empty(nsrc, np.int64)
     parallel = nsrc * ncell >= PARALLEL_THRESHOLD and nsrc > 1
     nchunks = _chunks(nsrc, parallel)
     if generated is None:
         fn = select_windows_par if parallel else select_windows
-        fn(nsrc, nchunks, sel_code, x, odims, wdims, ncell, table, toff, istr, sel)
+        fn(nsrc, nchunks, sel_code, x, odims, geo, maxwin, ncell, sel)
         (scatter_float if _kind(t) == "float" else scatter_int)(scatter_code, sel, src, out)
     else:
         try:
             fn = generated.select_par if parallel else generated.select_ser
-            fn(nsrc, nchunks, x, odims, wdims, ncell, table, toff, istr, sel)
+            fn(nsrc, nchunks, x, odims, geo, maxwin, ncell, sel)
             generated.scatter_pass(sel, src, out)
         except _NumbaError as e:
             _uncompilable(select, e)

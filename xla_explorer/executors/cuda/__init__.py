@@ -146,18 +146,8 @@ _loaded = False
 
 def _load():
     global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import importlib
-    for fam in FAMILIES:
-        try:
-            importlib.import_module(f"{__name__}.{fam}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{fam}":
-                raise
+    if not _loaded:
+        _loaded = True
+        from .. import import_families
+        import_families(__name__, FAMILIES)
 
-
-def host_fallback(opdef_name, note="reference on the host"):
-    """Not used for ops: every op needs a CUDA kernel (see the status table)."""
-    raise NotImplementedError(opdef_name)
