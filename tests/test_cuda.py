@@ -487,14 +487,8 @@ if (CORPUS.parent / "tools" / "run_corpus.py").exists():
     _spec.loader.exec_module(_runner)
 
 #: cases that fail for a reason outside the CUDA kernels
-_KNOWN = {"int_s32_shifts": "scalar_lib.shift_right_logical's Python function shifts a uint64 by an int64, "
-                            "which NumPy refuses (the simulator runs the Python functions)",
-          "int_u8_bitops": "same as int_s32_shifts"}
-
-
 @pytest.mark.skipif(_runner is None, reason="HLO corpus not found")
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=_KNOWN[c])) if c in _KNOWN else c
-                                  for c in corpus_cases()])
+@pytest.mark.parametrize("case", corpus_cases())
 def test_corpus_case_cuda(case):
     res = _runner.run_one(xe, str(CORPUS / case), "cuda", "global")
     assert res["status"] == "pass", f"{case}: {res['reason']}\n{res.get('traceback', '')}"
