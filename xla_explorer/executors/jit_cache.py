@@ -7,8 +7,9 @@ a fresh process (a new notebook kernel) loads the compiled code instead of compi
 
 Caveats of Numba's cache, handled here:
 - it does not notice changes in *other* files that a cached function calls (the scalar
-  library): the cache directory name includes a hash of those files' sources, so editing
-  them starts a new cache;
+  library): the cache directory name includes a hash of that file's source, so editing
+  it starts a new cache (kernels in ``cpu/*.py`` are cached by Numba beside their own
+  files; after editing ``scalar_lib.py``, delete their ``__pycache__`` too);
 - a cached function must not read globals that change (generated code reads none), and
   must not call ``numba.get_num_threads()`` (that silently disables caching): the thread
   count is passed in where needed.
@@ -25,10 +26,11 @@ _modules = {}
 
 
 def _dependency_hash():
+    # generated modules call only the scalar library (everything else they hold is in
+    # their own text, which names their file): its source and numba's version key the cache
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for path in sorted(here.glob("*.py")) + sorted((here / "cpu").glob("*.py")) + sorted((here / "cuda").glob("*.py")):
-        h.update(path.name.encode())
+    for path in (here / "scalar_lib.py",):
         h.update(path.read_bytes())
     import numba
     h.update(numba.__version__.encode())
