@@ -30,7 +30,7 @@ from ...ops import linalg as spec
 from ...shapes import Shape
 from ..numba_setup import PARALLEL_THRESHOLD, numba
 from . import kernel
-from .reduction import _axis_codes, _first_coords, _window_geometry
+from .reduction import _window_geometry
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -319,9 +319,22 @@ def im2col(x, rows_per_group, Bg, batch_groups, I, odims, geo, maxwin, ncell, bs
         for r in range(patches.shape[1]):
             rr = start + r
             bout = rr // nsp
-            _first_coords(rr - bout * nsp, odims, oc)
+            rest = rr - bout * nsp
+            for d in range(m - 1, -1, -1):
+                oc[d] = rest % odims[d]
+                rest //= odims[d]
             for d in range(m):
-                _axis_codes(oc[d], geo[d], ct[d])
+                # ct[d, k]: the input index kernel position k reads along dimension d
+                # (-1: padding or an lhs-dilation hole), as reduction._axis_codes
+                size, stride, low, ldil, rdil, win = geo[d, 0], geo[d, 1], geo[d, 2], geo[d, 3], geo[d, 4], geo[d, 5]
+                dilated = (size - 1) * ldil + 1 if size > 0 else 0
+                q = oc[d] * stride - low
+                for k in range(win):
+                    if q < 0 or q >= dilated or q % ldil != 0:
+                        ct[d, k] = -1
+                    else:
+                        ct[d, k] = q // ldil
+                    q += rdil
                 wc[d] = 0
             b_in = g * Bg + bout if batch_groups else bout
             c0 = 0 if batch_groups else g * I

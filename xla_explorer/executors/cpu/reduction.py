@@ -34,7 +34,9 @@ A region that cannot be compiled (an op without a scalar emitter, generated code
 rejects) runs the NumPy reference: slow, but right (``_FALLBACKS`` says why).
 """
 import functools
+import hashlib
 import math
+import pathlib
 
 import numpy as np
 
@@ -828,7 +830,11 @@ def fold_{par}(nout, nchunks, odims, geo, maxwin, ncell, {ins}, {inits}, {outs})
     return "\n".join(lines)
 
 
-_GEOMETRY_IMPORT = "from xla_explorer.executors.cpu.reduction import _axis_codes, _first_coords, _next_coords\n"
+#: generated kernels call this module's window helpers: Numba's cache does not notice a change
+#: in another file, so their text carries this file's hash (a new text is a new cache file)
+_SELF_HASH = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]
+_GEOMETRY_IMPORT = ("from xla_explorer.executors.cpu.reduction import _axis_codes, _first_coords, _next_coords"
+                    f"  # reduction.py {_SELF_HASH}\n")
 
 
 def _generated_fold(region, types, values, inits, geometry, out_types):
@@ -1185,7 +1191,7 @@ def select_and_scatter_kernel(operand, source, init_value, *, shape, select, sca
                 return _reference_fallback("select-and-scatter", [operand, source, init_value], shape, dict(
                     select=select, scatter=scatter, window_dimensions=wd, window_strides=ws, padding=pad), why)
         source_text = ("from xla_explorer.executors.cpu.reduction import _axis_real, _window_offsets, "
-                       "_first_coords, _next_coords\n"
+                       f"_first_coords, _next_coords  # reduction.py {_SELF_HASH}\n"
                        + "".join(_SAS_SOURCE.format(name=name, par=name == "par", loop=loop)
                                  for name, loop in (("par", "prange"), ("ser", "range"))) + _SCATTER_SOURCE)
         generated = _generate("select_scatter", [("select", select.computation), ("scatter", scatter.computation)],
