@@ -20,8 +20,8 @@ from numba import njit, prange, uint64
 from ...ops.slicing import _adjusted_start_indices
 from ..numba_setup import PARALLEL_THRESHOLD
 from . import kernel
-from .shape import (as_result, copy_words, gathered_copy, new_words, product, row_major_strides, strided_copy,
-                    threads, words)
+from .shape import (as_result, copy_words, gathered_copy, new_words, row_major_strides, strided_copy, threads,
+                    words)
 
 _opts = dict(cache=True, nogil=True)
 
