@@ -88,7 +88,7 @@ def test_intermediates_are_freed_after_their_last_use():
 
 def test_compiled_loops_are_cached_on_disk(tmp_path):
     """A fresh process finds the fused loop compiled by an earlier one (cache=True)."""
-    env = dict(os.environ, XLA_EXPLORER_CACHE=str(tmp_path))
+    env = dict(os.environ, XLA_EXPLORER_CACHE=str(tmp_path / "generated"), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
     code = ("import numpy as np, xla_explorer as xe, time\n"
             "b = xe.XlaBuilder('c'); x = xe.Parameter(b, 0, xe.Shape('f32', (8,)), 'x')\n"
             "comp = b.build(xe.Mul(xe.Add(x, x), x))\n"

@@ -85,6 +85,7 @@ class CpuBackend:
 
     def run_group(self, group, values):
         from .cpu.fused import compile_loop, run_loop
+        from .cpu.shape import empty
         prepared = getattr(group, "_cpu", None)
         if prepared is None:
             src, compiled = compile_loop(group)
@@ -93,7 +94,7 @@ class CpuBackend:
         shape = group.root.shape
         n = int(np.prod(shape.dims, dtype=np.int64))
         out_dtype = _carrier_dtype(shape.element_type)
-        out = np.empty(n, out_dtype)
+        out = empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
         inputs = [_as_carrier(v, inst) for v, inst in zip(values, src.inputs)]
         run_loop(compiled, n, out, inputs, params[0], params[1])
         out = out.reshape(shape.dims)
@@ -268,7 +269,7 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     from . import spmd
     from .reference import run_on_devices
     backend = _backend(device, fuse)
-    if ctx is None and spmd.is_partitioned(module):
+    if ctx is None and _partitioned(module):
         info = spmd.SpmdInfo(module)
 
         def work(c):
@@ -282,6 +283,17 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     ctx = ctx or ExecutionContext(channels=channels)
     out = evaluate(entry, args, ctx, backend, on_value)
     return conform(_host_tree(out, backend), entry.root.shape, module.name)
+
+
+def _partitioned(module):
+    """spmd.is_partitioned, remembered on the module (it reads every instruction: tens of
+    microseconds a call); recomputed when the entry changes."""
+    from . import spmd
+    key = (module.entry, len(module.entry.instructions))
+    cached = module.__dict__.get("_numba_partitioned")
+    if cached is None or cached[0] != key:
+        cached = module.__dict__["_numba_partitioned"] = (key, spmd.is_partitioned(module))
+    return cached[1]
 
 
 def run_numba(module, args, **options):

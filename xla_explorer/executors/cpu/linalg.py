@@ -31,6 +31,7 @@ from ...shapes import Shape
 from ..numba_setup import PARALLEL_THRESHOLD, numba
 from . import kernel
 from .reduction import _window_geometry
+from .shape import empty
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -264,7 +265,7 @@ def _product(a, w, shape, operand_types):
     t = shape.element_type
     if t in dtypes.FLOATING or t in dtypes.COMPLEX:
         ct = _float_compute(t, *operand_types)
-        out = np.empty((a.shape[0], a.shape[1], w.shape[2]), ct)
+        out = empty((a.shape[0], a.shape[1], w.shape[2]), ct)
         return matmul(a.astype(ct, copy=False), w.astype(ct, copy=False), out)
     if any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in operand_types):
         # floats to an integer / pred result: the reference sums in int64 after converting
@@ -482,7 +483,7 @@ def _winograd(x, w, pads, out_sp, ct):
     th, tw = -(-OH // 2), -(-OW // 2)
     # U[k, c, o] = (G g G^T)[k] in float64, then the compute type
     U = np.einsum("ij,ocjk,lk->ilco", _G, w.astype(np.float64), _G).reshape(16, C, O).astype(ct)
-    out = np.empty((B, OH, OW, O), ct)
+    out = empty((B, OH, OW, O), ct)
     tiles = B * th * tw
     block = _WINO_BLOCK
 

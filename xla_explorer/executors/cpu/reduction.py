@@ -48,6 +48,7 @@ from ..numba_setup import PARALLEL_THRESHOLD, numba
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
+from .shape import empty
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -988,7 +989,7 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
         nout, C, odims, geo, maxwin, ncell = _window_geometry(in_dims, out_dims, wd, ws, pad, bd, wdl, True)
         if x.size == 0:  # every cell is padding: the result is the init value
             return _from_carrier(np.full(out_dims, init, x.dtype), t)
-        out = np.empty(nout * C, x.dtype)
+        out = empty(nout * C, x.dtype)
         parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
         _RW[(_kind(t), parallel)](nout, _chunks(nout, parallel), code, x, C, odims, geo, maxwin, ncell, init, out)
         return _from_carrier(out.reshape(out_dims), t)

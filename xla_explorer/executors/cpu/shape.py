@@ -117,6 +117,17 @@ def new_words(shape, n=None):
     return POOL.take(n * dtype.itemsize).view(dtype)
 
 
+def empty(dims, dtype):
+    """An uninitialised array of ``dims`` and ``dtype`` for a kernel's result, from the
+    pool when it is large (so a computation run again writes into mapped pages)."""
+    dtype = np.dtype(dtype)
+    dims = (int(dims),) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    n = product(dims)
+    if n * dtype.itemsize < BufferPool.MIN_BYTES:
+        return np.empty(dims, dtype)
+    return POOL.take(n * dtype.itemsize).view(dtype).reshape(dims)
+
+
 def copy_words(array):
     """``words(array)`` copied into a new buffer (by both threads when it is large: twice
     NumPy's one-thread copy on this project's machines)."""
