@@ -200,15 +200,8 @@ class Lowered:
 
 
 def bind_attrs(attrs, ctx):
-    out = {}
-    for k, v in attrs.items():
-        if isinstance(v, HloComputation):
-            out[k] = Lowered(v, ctx)
-        elif isinstance(v, (list, tuple)) and v and all(isinstance(c, HloComputation) for c in v):
-            out[k] = [Lowered(c, ctx) for c in v]
-        else:
-            out[k] = v
-    return out
+    from .reference import bind_attrs as bind
+    return bind(attrs, ctx, lambda comp: Lowered(comp, ctx))
 
 
 def _leaves(value):

@@ -150,16 +150,10 @@ def _backend(device, fuse=True):
 
 
 def bind(attrs, ctx, backend):
-    out = {}
-    for k, v in attrs.items():
-        if k == "shape":
-            continue
-        if isinstance(v, HloComputation):
-            out[k] = CompiledRegion(v, ctx, backend)
-        elif isinstance(v, (list, tuple)) and v and all(isinstance(c, HloComputation) for c in v):
-            out[k] = [CompiledRegion(c, ctx, backend) for c in v]
-        else:
-            out[k] = v
+    """The kernel's keyword arguments: computations as CompiledRegions, no ``shape``."""
+    from .reference import bind_attrs
+    out = bind_attrs(attrs, ctx, lambda comp: CompiledRegion(comp, ctx, backend))
+    out.pop("shape", None)
     return out
 
 

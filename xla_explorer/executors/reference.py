@@ -186,14 +186,16 @@ class Region:
         return f"<Region {self.computation.name} {self.computation.signature()}>"
 
 
-def bind_attrs(attrs, ctx):
-    """Replace computation attributes by Region callables."""
+def bind_attrs(attrs, ctx, wrap=None):
+    """Replace computation attributes by callables: ``Region``s, or what ``wrap(computation)``
+    makes (the other executors' compiled or lowered regions)."""
+    wrap = wrap or (lambda comp: Region(comp, ctx))
     out = {}
     for k, v in attrs.items():
         if isinstance(v, HloComputation):
-            out[k] = Region(v, ctx)
+            out[k] = wrap(v)
         elif isinstance(v, (list, tuple)) and v and all(isinstance(c, HloComputation) for c in v):
-            out[k] = [Region(c, ctx) for c in v]
+            out[k] = [wrap(c) for c in v]
         else:
             out[k] = v
     return out
