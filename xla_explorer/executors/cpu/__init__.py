@@ -30,6 +30,8 @@ def load():
     """Import every family module of the CPU layer (registering its kernels)."""
     global _loaded
     if not _loaded:
+        from ..numba_setup import numba
+        numba()  # without numba: an ImportError saying how to install it, and no half-filled table
         _loaded = True
         from .. import import_families
         import_families(__name__, FAMILIES)

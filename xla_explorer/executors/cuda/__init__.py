@@ -25,7 +25,10 @@ THREADS = 256
 def cuda_module():
     from ..numba_setup import numba
     numba()
-    from numba import cuda
+    try:
+        from numba import cuda
+    except ImportError:
+        raise ImportError("backend='cuda' needs numba-cuda: pip install 'xla_explorer[cuda]'") from None
     return cuda
 
 
@@ -147,6 +150,7 @@ _loaded = False
 def _load():
     global _loaded
     if not _loaded:
+        cuda_module()  # numba and numba-cuda first: no half-filled table without them
         _loaded = True
         from .. import import_families
         import_families(__name__, FAMILIES)
