@@ -113,3 +113,27 @@ def test_missing_kernel_is_a_clear_error(monkeypatch):
     monkeypatch.delitem(registry.LAYERS["cpu"], "reverse", raising=False)
     with pytest.raises(NotImplementedError, match=r"Rev \(reverse\): no CPU kernel"):
         comp.run(np.ones(3, np.float32), backend="numba")
+
+
+def test_pooled_results_are_not_overwritten_while_held():
+    """Large results come from a buffer pool: a buffer is reused only when nothing refers
+    to it any more, so results kept by the caller stay as they were."""
+    n = 1 << 21  # 8 MB of f32: from the pool
+    b = xe.XlaBuilder("pooled")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (n,)), "x")
+    comp = b.build(xe.Exp(xe.Mul(x, xe.Constant(b, np.float32(0.5)))))
+    b = xe.XlaBuilder("pooled_rw")
+    y = xe.Parameter(b, 0, xe.Shape("f32", (1, 256, 256, 32)), "y")
+    rw = b.build(xe.ReduceWindow(y, xe.Constant(b, np.float32(0)), lambda a, c: xe.Add(a, c), [1, 3, 3, 1],
+                                 [1, 1, 1, 1], [(0, 0), (1, 1), (1, 1), (0, 0)]))
+    rng = np.random.default_rng(0)
+    for c, shape in ((comp, (n,)), (rw, (1, 256, 256, 32))):
+        a1, a2 = rng.normal(size=shape).astype(np.float32), rng.normal(size=shape).astype(np.float32)
+        r1 = c.run(a1, backend="numba")
+        keep = r1.copy()
+        r2 = c.run(a2, backend="numba")
+        c.run(a1 * 2, backend="numba")  # a result nobody keeps: its buffer is free again
+        r3 = c.run(a2, backend="numba")
+        np.testing.assert_array_equal(r1, keep)
+        np.testing.assert_array_equal(r2, r3)
+        assert not np.shares_memory(r1, r2) and not np.shares_memory(r2, r3)

@@ -232,6 +232,27 @@ def test_max_pool_nhwc_and_cumulative_sum():
     check(comp, values(rng, F32, (3, 300)), rtol=1e-4)
 
 
+def test_reduce_window_sliding_along_the_last_dimension():
+    """Windows inside the operand move their cells by one stride (the kernel's shortcut);
+    at the padded edges and with dilations the cells are recomputed."""
+    rng = np.random.default_rng(5)
+    cases = [((2, 20, 23, 5), [1, 3, 4, 1], [1, 2, 3, 1], [(0, 0), (2, 1), (3, 3), (0, 0)], [1, 1, 1, 1],
+              [1, 1, 2, 1]),
+             ((50,), [5], [1], [(2, 2)], [1], [1]),
+             ((9, 40), [2, 3], [1, 2], [(1, 0), (4, 2)], [1, 2], [2, 1]),
+             ((7, 31), [3, 2], [2, 1], [(0, 1), (0, 0)], [1, 1], [1, 3]),
+             # large enough for the threads (each takes a contiguous part of the result)
+             ((3, 70, 90, 8), [1, 3, 3, 1], [1, 2, 2, 1], [(0, 0), (1, 1), (1, 1), (0, 0)], [1, 1, 1, 1],
+              [1, 1, 1, 1])]
+    for dims, wd, ws, pad, bd, wdl in cases:
+        for t, name in ((S32, "add"), (F32, "add"), (F32, "max"), (S32, "min")):
+            b = xe.XlaBuilder("slide")
+            init = np.asarray(-1 if name != "min" else 3).astype(_dtype(t))
+            comp = b.build(xe.ReduceWindow(param(b, 0, t, dims), init, lambda a, c: COMBINERS[name](a, c), wd, ws,
+                                           pad, bd, wdl))
+            check(comp, values(rng, t, dims))
+
+
 # -- SelectAndScatter ------------------------------------------------------------------------
 
 @SETTINGS

@@ -140,9 +140,16 @@ def _static_params(src):
     return odims, params
 
 
+_cpu_backends = {}
+
+
 def _backend(device, fuse=True):
     if device == "cpu":
-        return CpuBackend(fuse)
+        # a CpuBackend holds nothing but ``fuse``: one per setting serves every run
+        backend = _cpu_backends.get(fuse)
+        if backend is None:
+            backend = _cpu_backends[fuse] = CpuBackend(fuse)
+        return backend
     if device == "cuda":
         from .cuda import CudaBackend
         return CudaBackend(fuse)
@@ -260,10 +267,10 @@ def evaluate(computation, args, ctx, backend, on_value=None):
 
 
 def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels=None):
-    from . import spmd
-    from .reference import run_on_devices
     backend = _backend(device, fuse)
     if ctx is None and _partitioned(module):
+        from . import spmd
+        from .reference import run_on_devices
         info = spmd.SpmdInfo(module)
 
         def work(c):

@@ -129,12 +129,23 @@ class ExecutionContext:
         self.rendezvous = rendezvous or Rendezvous(1)
         #: simulated host channels: {"infeed": [...], "outfeed": [...], channel_id: [...]}
         self.channels = channels if channels is not None else {}
-        self.rng = np.random.default_rng(rng_seed)
+        self._rng_seed, self._rng = rng_seed, None   # the generator is made when first used
         #: the partitioned module's meshes and shardings (``executors.spmd``), when it has any
         self.spmd = spmd
         #: the instruction being run (ops whose meaning depends on the module look at it)
         self.instruction = None
         self._counters = {}
+
+    @property
+    def rng(self):
+        """A seeded NumPy generator (made on first use: it costs 6 us, every run)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(self._rng_seed)
+        return self._rng
+
+    @rng.setter
+    def rng(self, value):
+        self._rng = value
 
     @property
     def device_id(self):

@@ -35,3 +35,16 @@ def load():
         _loaded = True
         from .. import import_families
         import_families(__name__, FAMILIES)
+        _prepare_numba()
+
+
+def _prepare_numba():
+    """Numba's once-per-process set-up, done with the imports rather than in the first
+    kernel call: loading the first compiled kernel (even from the disk cache) makes Numba
+    import and register its NumPy implementations (0.25 s, measured), which no later
+    kernel pays again."""
+    try:
+        from numba.core.registry import cpu_target
+        cpu_target.target_context.refresh()
+    except Exception:  # noqa: BLE001 - an optimisation only: the first call does it otherwise
+        pass

@@ -327,6 +327,10 @@ def apply(lo, hi, code, {outs}, idx, {upds}, K, inner, imap, bmap, W, umap, wl, 
                 uo += c * wl[2, d]
             if to >= hi or to + (L - 1) * ds < lo:
                 continue
+            if to >= lo and to + (L - 1) * ds < hi:
+                # the whole row is this thread's: no test per element (the loop vectorises)
+{combine_row}
+                continue
             for j in range(L):
                 tj = to + j * ds
                 if tj >= lo and tj < hi:
@@ -479,6 +483,25 @@ def _combine_lines(how, region, types):
     return loads + lines + stores
 
 
+def _row_lines(how, region, types, lines):
+    """The combiner applied to a whole row of L elements (``to``/``uo`` its first result
+    and update positions, ``ds``/``us`` their steps): for the standard combiners one loop
+    per ``code`` (the choice is made once per row, not per element), else a loop around
+    ``lines``."""
+    step = ["t = np.uint64(to + j * ds)", "u = np.uint64(uo + j * us)"]
+    if how != "standard":
+        return ["for j in range(L):"] + ["    " + line for line in step + lines]
+    t = types[0]
+    out = []
+    for code, name in enumerate(_CODES):
+        template = _COMBINERS[name].get(_class(t))
+        if template is not None:
+            out += [f"{'if' if not out else 'elif'} code == {code}:", "    for j in range(L):"]
+            out += ["        " + line for line in step]
+            out.append(f"        out0[t] = {finish(template.format(a='out0[t]', b='upd0[u]'), t)}")
+    return out
+
+
 #: compiled scatter kernels of the overwrite and the standard combiners; those of other
 #: regions are kept on their computation (``_cpu_scatter``)
 _generated = {}
@@ -509,6 +532,8 @@ def _scatter_kernels(region, types):
                 _SCATTER_SOURCE.format(outs=", ".join(f"out{j}" for j in range(n)),
                                        upds=", ".join(f"upd{j}" for j in range(n)),
                                        combine="\n".join(" " * 20 + line for line in lines),
+                                       combine_row="\n".join(" " * 16 + line
+                                                              for line in _row_lines(how, region, types, lines)),
                                        combine_single="\n".join(" " * 12 + line for line in lines))
             module = load_source("scatter", source)
             cache[key] = (module.scatter_par, module.scatter_ser, how == "second")

@@ -48,7 +48,7 @@ from ..numba_setup import PARALLEL_THRESHOLD, numba
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
-from .shape import empty
+from .shape import empty, in_threads, product
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -152,13 +152,13 @@ def window_geometry(in_dims, out_dims, wd, ws, pad, bd, wdl, block_trailing=Fals
         while k > 0 and wd[k - 1] == 1 and ws[k - 1] == 1 and tuple(pad[k - 1]) == (0, 0) and bd[k - 1] == 1 \
                 and in_dims[k - 1] == out_dims[k - 1]:
             k -= 1
-    C = int(np.prod(in_dims[k:], dtype=np.int64))
+    C = product(in_dims[k:])
     istr = _strides(in_dims[:k]) * C
     geo = np.array([[in_dims[d], ws[d], pad[d][0], bd[d], wdl[d], wd[d], istr[d]] for d in range(k)],
                    np.int64).reshape(k, 7)
     odims = np.array(out_dims[:k], np.int64)
-    nout = int(np.prod(out_dims[:k], dtype=np.int64))
-    ncell = int(np.prod(wd[:k], dtype=np.int64))
+    nout = product(out_dims[:k])
+    ncell = product(wd[:k])
     maxwin = max([int(w) for w in wd[:k]] + [1])
     return nout, C, odims, geo, maxwin, ncell
 
@@ -521,8 +521,8 @@ def _reduce_standard(x, dims, reduced, code, kind, init):
     while True:
         i = max(k for k, (_, r) in enumerate(groups) if r)
         last = sum(1 for _, r in groups if r) == 1
-        A = int(np.prod([s for s, _ in groups[:i]], dtype=np.int64))
-        B = int(np.prod([s for s, _ in groups[i + 1:]], dtype=np.int64))
+        A = product([s for s, _ in groups[:i]])
+        B = product([s for s, _ in groups[i + 1:]])
         x = _arb_pass(x, kind, A, groups[i][0], B, code, init, last)
         if last:
             return x
@@ -540,6 +540,16 @@ def _reduce_standard(x, dims, reduced, code, kind, init):
 # ReduceWindow with a standard combiner: the trailing dimensions the window does not move
 # along form a contiguous block of C elements, combined as vectors
 
+@njit(inline="always", **_opts)
+def _slides(o, g):
+    """Whether the window at result coordinate o (o >= 1) and at o - 1 lies wholly inside
+    the operand along one dimension (g = geo[d]), without base dilation: then its cells
+    are those at o - 1 moved by one stride."""
+    size, stride, low, bdil, wdil, win = g[0], g[1], g[2], g[3], g[4], g[5]
+    q = o * stride - low
+    return bdil == 1 and o >= 1 and q - stride >= 0 and q + (win - 1) * wdil < size
+
+
 @njit(**_opts)
 def _rw_chunk_float(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
     m = odims.shape[0]
@@ -548,17 +558,34 @@ def _rw_chunk_float(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
     vt = np.empty((m, maxwin), np.int64)
     vn = np.empty(m, np.int64)
     offs = np.empty(max(ncell, 1), np.int64)
+    acc = np.empty(C, out.dtype)  # the block is combined here (in cache), then stored once
     _first_coords(lo, odims, oc)
     changed = 0
+    nv = -1
     for o in range(lo, hi):
-        for d in range(changed, m):
-            vn[d] = _axis_real(oc[d], geo[d], vt[d])
-        nv = _window_offsets(vt, vn, wc, offs)
-        ob = o * C
+        if nv >= 0 and changed == m - 1 and _slides(oc[m - 1], geo[m - 1]):
+            # the window moved along the last dimension, inside the operand before and
+            # after: every cell's offset moves by the same step
+            step = geo[m - 1, 1] * geo[m - 1, 6]
+            for v in range(nv):
+                offs[v] += step
+        else:
+            for d in range(changed, m):
+                vn[d] = _axis_real(oc[d], geo[d], vt[d])
+            nv = _window_offsets(vt, vn, wc, offs)
         for c in range(C):
-            out[ob + c] = init
-        for v in range(nv):
-            _rows_float(code, x, offs[v], out, ob, C)
+            acc[c] = init
+        if code == ADD:  # the common case, without a branch per cell
+            for v in range(nv):
+                xs = x[offs[v]:offs[v] + C]
+                for c in range(C):
+                    acc[c] += xs[c]
+        else:
+            for v in range(nv):
+                _rows_float(code, x, offs[v], acc, 0, C)
+        os = out[o * C:(o + 1) * C]
+        for c in range(C):
+            os[c] = acc[c]
         changed = _next_coords(odims, oc)
 
 
@@ -570,49 +597,52 @@ def _rw_chunk_int(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
     vt = np.empty((m, maxwin), np.int64)
     vn = np.empty(m, np.int64)
     offs = np.empty(max(ncell, 1), np.int64)
+    acc = np.empty(C, out.dtype)  # the block is combined here (in cache), then stored once
     _first_coords(lo, odims, oc)
     changed = 0
+    nv = -1
     for o in range(lo, hi):
-        for d in range(changed, m):
-            vn[d] = _axis_real(oc[d], geo[d], vt[d])
-        nv = _window_offsets(vt, vn, wc, offs)
-        ob = o * C
+        if nv >= 0 and changed == m - 1 and _slides(oc[m - 1], geo[m - 1]):
+            # the window moved along the last dimension, inside the operand before and
+            # after: every cell's offset moves by the same step
+            step = geo[m - 1, 1] * geo[m - 1, 6]
+            for v in range(nv):
+                offs[v] += step
+        else:
+            for d in range(changed, m):
+                vn[d] = _axis_real(oc[d], geo[d], vt[d])
+            nv = _window_offsets(vt, vn, wc, offs)
         for c in range(C):
-            out[ob + c] = init
-        for v in range(nv):
-            _rows_int(code, x, offs[v], out, ob, C)
+            acc[c] = init
+        if code == ADD:  # the common case, without a branch per cell
+            for v in range(nv):
+                xs = x[offs[v]:offs[v] + C]
+                for c in range(C):
+                    acc[c] += xs[c]
+        else:
+            for v in range(nv):
+                _rows_int(code, x, offs[v], acc, 0, C)
+        os = out[o * C:(o + 1) * C]
+        for c in range(C):
+            os[c] = acc[c]
         changed = _next_coords(odims, oc)
 
 
-@njit(**_opts)
 def reduce_window_float(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
     """ReduceWindow, floats: result position o (of nout, each a block of C contiguous
-    elements) folds the real cells of its window, in row-major order."""
-    _rw_chunk_float(0, nout, code, x, C, odims, geo, maxwin, ncell, init, out)
+    elements) folds the real cells of its window, in row-major order.  With nchunks > 1
+    the positions are cut into one contiguous part per thread, run by Python threads
+    (``shape.in_threads``) on the one compiled (nogil) function: a ``prange`` wrapper
+    would cost a second compilation of over a second on a cold cache."""
+    in_threads(_rw_chunk_float, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out)
 
 
-@njit(parallel=True, **_opts)
-def reduce_window_float_par(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
-    per = (nout + nchunks - 1) // nchunks
-    for k in prange(nchunks):
-        _rw_chunk_float(k * per, min(nout, (k + 1) * per), code, x, C, odims, geo, maxwin, ncell, init, out)
-
-
-@njit(**_opts)
 def reduce_window_int(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
     """ReduceWindow, integers and pred."""
-    _rw_chunk_int(0, nout, code, x, C, odims, geo, maxwin, ncell, init, out)
+    in_threads(_rw_chunk_int, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out)
 
 
-@njit(parallel=True, **_opts)
-def reduce_window_int_par(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
-    per = (nout + nchunks - 1) // nchunks
-    for k in prange(nchunks):
-        _rw_chunk_int(k * per, min(nout, (k + 1) * per), code, x, C, odims, geo, maxwin, ncell, init, out)
-
-
-_RW = {("float", False): reduce_window_float, ("float", True): reduce_window_float_par,
-       ("int", False): reduce_window_int, ("int", True): reduce_window_int_par}
+_RW = {"float": reduce_window_float, "int": reduce_window_int}
 
 
 # ---------------------------------------------------------------------------------------
@@ -920,9 +950,9 @@ def reduce_kernel(*values, shape, computation, dimensions):
     types = [s.element_type for s in out_shapes]
     dims = tuple(np.shape(operands[0]))
     reduced = tuple(sorted(int(d) for d in dimensions))
-    count = int(np.prod([dims[d] for d in reduced], dtype=np.int64))
+    count = product([dims[d] for d in reduced])
     result_dims = out_shapes[0].dims
-    if count == 0 or int(np.prod(result_dims, dtype=np.int64)) == 0:
+    if count == 0 or product(result_dims) == 0:
         res = [np.full(s.dims, np.asarray(i), dtype=s.dtype) for s, i in zip(out_shapes, inits)]
         return tuple(res) if shape.is_tuple else res[0]
     code = _standard_code(computation, types[0]) if n == 1 else None
@@ -944,8 +974,8 @@ def reduce_kernel(*values, shape, computation, dimensions):
     try:
         if len(block) == 1:  # the reduced dimensions are one block: x as [A, R, B]
             i = block[0]
-            A = int(np.prod([g for g, _ in groups[:i]], dtype=np.int64))
-            B = int(np.prod([g for g, _ in groups[i + 1:]], dtype=np.int64))
+            A = product([g for g, _ in groups[:i]])
+            B = product([g for g, _ in groups[i + 1:]])
             outs = _generated_rows(computation, types, operands, inits, A, groups[i][0], B)
         else:
             outs = _generated_fold(computation, types, operands, inits, _reduce_geometry(dims, reduced), types)
@@ -978,7 +1008,7 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
     wd, ws, pad, bd, wdl = spec._window_attrs("ReduceWindow", in_dims, window_dimensions, window_strides,
                                               padding, base_dilations, window_dilations)
     out_dims = tuple(out_shapes[0].dims)
-    if int(np.prod(out_dims, dtype=np.int64)) == 0:
+    if product(out_dims) == 0:
         res = [np.empty(s.dims, s.dtype) for s in out_shapes]
         return tuple(res) if shape.is_tuple else res[0]
     code = _standard_code(computation, types[0]) if n == 1 else None
@@ -991,7 +1021,7 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
             return _from_carrier(np.full(out_dims, init, x.dtype), t)
         out = empty(nout * C, x.dtype)
         parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
-        _RW[(_kind(t), parallel)](nout, _chunks(nout, parallel), code, x, C, odims, geo, maxwin, ncell, init, out)
+        _RW[_kind(t)](nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
         return _from_carrier(out.reshape(out_dims), t)
     ok, why = _region_compiled(computation)
     if not ok:
@@ -1176,7 +1206,7 @@ def select_and_scatter_kernel(operand, source, init_value, *, shape, select, sca
     wd, ws, pad, bd, wdl = spec._window_attrs("SelectAndScatter", in_dims, window_dimensions, window_strides,
                                               padding)
     src_dims = tuple(np.shape(source))
-    nsrc = int(np.prod(src_dims, dtype=np.int64))
+    nsrc = product(src_dims)
     x = _to_carrier(operand, t).reshape(-1)
     src = _to_carrier(source, t).reshape(-1)
     out = np.full(x.size, _to_carrier(init_value, t)[()], x.dtype)
@@ -1632,7 +1662,7 @@ def sort_kernel(*operands, shape, comparator, dimension, is_stable=False):
     dims = np.shape(operands[0])
     moved = [np.moveaxis(np.asarray(op), dimension, -1) for op in operands]
     lead, m = moved[0].shape[:-1], moved[0].shape[-1]
-    rows = int(np.prod(lead, dtype=np.int64))
+    rows = product(lead)
     if m <= 1 or rows == 0:
         res = [np.array(op, copy=True) for op in operands]
         return tuple(res) if shape.is_tuple else res[0]
@@ -1718,7 +1748,7 @@ def topk_kernel(operand, *, shape, k, largest=True):
     x = np.asarray(operand)
     t = shape.tuple_shapes[0].element_type
     lead, m = x.shape[:-1], x.shape[-1]
-    rows = int(np.prod(lead, dtype=np.int64))
+    rows = product(lead)
     out_dims = shape.tuple_shapes[0].dims
     if rows == 0 or k == 0 or m == 0:
         return np.empty(out_dims, x.dtype), np.empty(out_dims, np.int32)

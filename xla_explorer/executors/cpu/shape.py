@@ -149,6 +149,36 @@ def threads():
     return numba().get_num_threads()
 
 
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def in_threads(fn, n, parallel, *args):
+    """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into one contiguous part
+    per Numba thread, the calling thread running the first part and a small pool of
+    Python threads the others (``fn`` is a ``nogil`` Numba function, so they run at
+    once).  This costs tens of microseconds more than a ``prange`` launch, so it is for
+    large work; it saves the compilation of a parallel wrapper (over a second each,
+    cold) and does not spin-wait when another process wants the core."""
+    global _pool
+    k = min(threads(), n) if parallel else 1
+    if k <= 1:
+        fn(0, n, *args)
+        return
+    if _pool is None or _pool._max_workers < k - 1:
+        with _pool_lock:
+            if _pool is None or _pool._max_workers < k - 1:
+                from concurrent.futures import ThreadPoolExecutor
+                _pool = ThreadPoolExecutor(k - 1, thread_name_prefix="xla_explorer_kernel")
+    per = -(-n // k)
+    parts = [_pool.submit(fn, i * per, min(n, (i + 1) * per), *args) for i in range(1, k) if i * per < n]
+    try:
+        fn(0, min(n, per), *args)
+    finally:
+        for p in parts:
+            p.result()
+
+
 def row_major_strides(dims):
     strides, s = [0] * len(dims), 1
     for d in range(len(dims) - 1, -1, -1):
