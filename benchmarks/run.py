@@ -44,6 +44,19 @@ def median_time(fn, min_reps=3, budget=1.5):
     return statistics.median(times)
 
 
+def blas_info():
+    """Which BLAS kernels NumPy runs (OPENBLAS_CORETYPE may force older ones: the README
+    says how the benchmark is run)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {"note": "threadpoolctl not installed"}
+    for lib in threadpool_info():
+        if lib.get("internal_api") in ("openblas", "mkl", "blis"):
+            return {k: lib.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
+    return {}
+
+
 def copy_bandwidth():
     src = np.ones(1 << 25, np.float32)  # 128 MiB
     dst = np.empty_like(src)
@@ -193,8 +206,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     names = [n for n in WORKLOADS if not args.only or any(o in n for o in args.only)]
     bw = copy_bandwidth()
+    blas = blas_info()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"copy bandwidth {bw:.1f} GB/s (read + write)")
+          f"copy bandwidth {bw:.1f} GB/s (read + write); BLAS: {blas}; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
     rows = []
     for name in names:
         try:
@@ -206,15 +221,17 @@ def main(argv=None):
         print(f"{name:28s} ref {r['numpy_s'] * 1e3:9.1f} ms  numba {r['numba_s'] * 1e3:8.2f} ms  "
               f"jax {r.get('jax_s', float('nan')) * 1e3:8.2f} ms  numba/jax {r.get('numba_over_jax', float('nan')):5.2f}  "
               f"ref/numba {r['speedup_vs_numpy']:6.0f}x  {r['numba_gbs']:5.1f} GB/s", flush=True)
-    extra = {"copy_bandwidth_gbs": bw, "dispatch_overhead_us": dispatch_overhead() * 1e6}
+    extra = {"copy_bandwidth_gbs": bw, "dispatch_overhead_us": dispatch_overhead() * 1e6, "blas": blas,
+             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "unset")}
     print(f"dispatch overhead per op on 8x8: {extra['dispatch_overhead_us']:.1f} us")
     if not args.no_latency:
         extra["first_call"] = {n: first_call_latency(n) for n in ("element-wise chain", "gather rows", "reduce-window max 3x3/2")}
         for n, lat in extra["first_call"].items():
             print(f"first call in a fresh process, {n}: {lat}")
     md = table(rows, bw)
-    md += (f"\n\nCopy bandwidth {bw:.1f} GB/s; dispatch overhead {extra['dispatch_overhead_us']:.1f} us per op (8x8)."
-           f" Measured by `python benchmarks/run.py` on {os.cpu_count()} cores.")
+    md += (f"\n\nCopy bandwidth {bw:.1f} GB/s; dispatch overhead {extra['dispatch_overhead_us']:.1f} us per op (8x8); "
+           f"BLAS {blas.get('internal_api', '?')} {blas.get('version', '')} with {blas.get('architecture', '?')} kernels. "
+           f"Measured by `python benchmarks/run.py` on {os.cpu_count()} cores.")
     if "first_call" in extra:
         md += ("\nFirst call of a workload in a fresh process, after importing numba and the kernel modules "
                "(cold cache / warm cache): " + "; ".join(
