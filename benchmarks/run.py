@@ -154,7 +154,7 @@ def dispatch_overhead():
 
 
 def table(rows, bw):
-    head = f"| workload | NumPy ref | numba | JAX | numba/JAX | ref/numba | numba GB/s (% of copy) |\n|---|---|---|---|---|---|---|"
+    head = "| workload | NumPy ref | numba | JAX | numba/JAX | ref/numba | numba GB/s (% of copy) |\n|---|---|---|---|---|---|---|"
     lines = [head]
     for r in rows:
         jax_s = f"{r['jax_s'] * 1e3:.2f} ms" if "jax_s" in r else "-"

@@ -12,7 +12,6 @@ import traitlets
 import ipywidgets as w
 
 import xla_explorer as xe
-from xla_explorer.ops import registry
 
 from ._text import (attribute_params, buildable_ops, call_with_accepted, inline_svg, join_attrs, parse_value,
                     pre, signature_text, split_attrs, svg_of, takes_builder)

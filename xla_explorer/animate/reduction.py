@@ -202,7 +202,7 @@ class SelectAndScatterAnimator(Animator):
         lines = [f"source_index    = {fmt_index(a.index)}",
                  f"window_position = source_index * window_strides = {fmt_index(a.index)} * {fmt_list(ws)}"
                  f" = {fmt_index(d['window_position'])}",
-                 f"   (in the operand padded by " + ", ".join(f"({lo}, {hi})" for lo, hi in pad) + ")",
+                 "   (in the operand padded by " + ", ".join(f"({lo}, {hi})" for lo, hi in pad) + ")",
                  f"window: {len(cells)} cells, {sum(c[2] == 'operand' for c in cells)} elements"]
         selected = d["selected"]
         if selected is None:

@@ -57,7 +57,6 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ExecutionError
-from ..hlo.ir import HloComputation
 from ..ops import registry
 from ..shapes import Shape
 
@@ -316,7 +315,6 @@ def lower_module(module):
     load()
     from . import spmd as spmd_mod
     state = SpmdLowering(module) if spmd_mod.is_partitioned(module) else None
-    ctx = LoweringContext(module, state)
     entry = module.entry
     wide = _uses_64_bits(module)
 

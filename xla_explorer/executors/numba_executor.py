@@ -12,7 +12,6 @@ exchange is a simulation, not a computation): they run the reference's code.
 import numpy as np
 
 from ..errors import ExecutionError
-from ..hlo.ir import HloComputation
 from ..ops import registry
 from ..shapes import check_size
 from .fusion import fusion_plan

@@ -20,7 +20,7 @@ def numba():
         _done = True
         if "NUMBA_THREADING_LAYER" not in os.environ:
             try:
-                from numba.np.ufunc import omppool  # noqa: F401
+                from numba.np.ufunc import omppool  # noqa: F401  (present only where omp is)
                 nb.config.THREADING_LAYER = "omp"
             except ImportError:
                 pass

@@ -15,7 +15,7 @@ from .. import dtypes
 from ..errors import ExecutionError, ShapeError
 from ..hlo.ir import HloComputation
 from ..ops import registry
-from ..shapes import Shape, check_size
+from ..shapes import check_size
 
 
 class Token:

@@ -165,7 +165,7 @@ class ConvExercises(Generator):
 
     def mutations(self, call):
         a = call.attrs
-        lhs, rhs = call.value("lhs"), call.value("rhs")
+        rhs = call.value("rhs")
         wrong = list(rhs.shape)
         wrong[1] += 1
         return [("rhs", lambda c, rng: c.with_operand("rhs", np.zeros(wrong, rhs.dtype))),

@@ -10,7 +10,7 @@ import re
 
 from ..errors import HloParseError, ShapeError
 from ..ops import registry
-from ..shapes import Shape, _ShapeText
+from ..shapes import _ShapeText
 from .attrs import parse_attribute_list, split_top
 from .ir import HloComputation, Instruction
 from .literal import parse_literal

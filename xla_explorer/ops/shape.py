@@ -628,7 +628,9 @@ def _dynamic_reshape_shape_rule(operand, *dim_sizes, shape):
     return shape
 
 
-def _dynamic_reshape_reference(operand, *dim_sizes, shape):
+def dynamic_reshape_sizes(operand, dim_sizes, shape):
+    """The run-time sizes of a dynamic-reshape, checked against the result's bounds and the
+    operand's element count (shared with the kernels)."""
     sizes = [int(s) for s in dim_sizes]
     for i, (size, d, b) in enumerate(zip(sizes, shape.dims, shape.bounds)):
         limit = d if d is not None else b
@@ -637,7 +639,11 @@ def _dynamic_reshape_reference(operand, *dim_sizes, shape):
     if _product(sizes) != operand.size:
         raise ExecutionError(f"DynamicReshape: dim_sizes={sizes} has {_product(sizes)} elements but the "
                              f"operand has {operand.size}")
-    return np.reshape(operand, sizes).copy()
+    return sizes
+
+
+def _dynamic_reshape_reference(operand, *dim_sizes, shape):
+    return np.reshape(operand, dynamic_reshape_sizes(operand, dim_sizes, shape)).copy()
 
 
 registry.register("dynamic-reshape", "DynamicReshape", "shape", _dynamic_reshape_shape_rule,

@@ -3,7 +3,7 @@ import numpy as np
 
 from ..jit_cache import load_source
 from ..loopgen import LoopSource
-from . import DeviceValue, launch_config, run_kernel
+from . import launch_config, run_kernel
 
 _HEADER = """import math
 import cmath
