@@ -137,3 +137,26 @@ def test_pooled_results_are_not_overwritten_while_held():
         np.testing.assert_array_equal(r1, keep)
         np.testing.assert_array_equal(r2, r3)
         assert not np.shares_memory(r1, r2) and not np.shares_memory(r2, r3)
+
+
+def test_map_and_dimension_sizes_on_numba():
+    b = xe.XlaBuilder("map")
+    x = xe.Parameter(b, 0, xe.Shape("s32", (3, 4)), "x")
+    y = xe.Parameter(b, 1, xe.Shape("s32", (3, 4)), "y")
+    m = xe.Map([x, y], lambda a, c: xe.Div(xe.Mul(a, a), c))  # integer division by zero inside
+    d = xe.SetDimensionSize(x, xe.Constant(b, np.int32(2)), 0)
+    comp = b.build(xe.Tuple(m, xe.GetDimensionSize(x, 1), d))
+    rng = np.random.default_rng(0)
+    xv = rng.integers(-50, 50, (3, 4)).astype(np.int32)
+    yv = rng.integers(-2, 3, (3, 4)).astype(np.int32)
+    for got, want in zip(comp.run(xv, yv, backend="numba"), comp.run(xv, yv)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_status_table_says_how_the_executor_runs_every_op():
+    table = xe.status_table(file=open(os.devnull, "w"))
+    for opcode, _, _, cells in table.rows:
+        assert cells["cpu"] != "-", opcode
+    assert table.cell("while", "cpu").startswith("executor")
+    assert table.cell("all-reduce", "cpu").startswith("simulated")
+    assert table.cell("broadcast", "cpu") == "fused loop"

@@ -46,6 +46,9 @@ class StatusTable:
 
 def _layer_cell(layer, opcode):
     impl = registry.LAYERS.get(layer, {}).get(opcode)
+    if impl is None and layer in ("cpu", "cuda") and registry.LAYERS.get(layer):
+        from .executors.numba_executor import handled_without_kernel
+        return handled_without_kernel(opcode) or "-"
     if impl is None:
         return "-"
     note = getattr(impl, "status_note", None)

@@ -220,6 +220,18 @@ _SIMULATED = {"replica-id", "partition-id", "infeed", "outfeed", "send", "recv",
               "rng", "custom-call"}
 
 
+def handled_without_kernel(opcode):
+    """How the numba/cuda executors run an op that has no kernel (None: they cannot)."""
+    if opcode in _CONTROL:
+        return "executor (no data computed)"
+    if opcode in ("broadcast", "iota"):
+        return "fused loop"
+    opdef = registry.OPS.get(opcode)
+    if opcode in _SIMULATED or (opdef is not None and "collective" in opdef.categories):
+        return "simulated devices/hosts (reference)"
+    return None
+
+
 def _simulated(opdef, inst, values, ctx, backend):
     from .reference import run_instruction
     host = [_host_tree(v, backend) for v in values]
