@@ -105,6 +105,35 @@ def test_reduce_big_sum_and_max_split_for_threads():
             check(comp, x, rtol=1e-4)
 
 
+def test_reduce_threads_integers_pred_and_partial_rows():
+    """Big reductions run in Python threads over one compiled function: integers and pred
+    (bit for bit), whole rows (B == 1) with and without the init, rows cut in parts."""
+    rng = np.random.default_rng(1)
+    cases = [(S32, (64, 40, 30), [0, 2], ["add", "max", "xor", "mul"]), (S32, (3, 50000), [1], ["add", "min"]),
+             ("pred", (300, 200), [1], ["or", "and"]), ("pred", (40, 30, 50), [0, 2], ["xor"]),
+             (F32, (40000, 2), [0], ["min", "mul"]), (F32, (5, 7000), [1], ["mul", "max"])]
+    for t, dims, reduced, names in cases:
+        for name in names:
+            b = xe.XlaBuilder("threads")
+            init = np.asarray(1 if name in ("mul", "and") else 0).astype(_dtype(t))
+            comp = b.build(xe.Reduce(param(b, 0, t, dims), init, lambda a, c: COMBINERS[name](a, c), reduced))
+            x = values(rng, t, dims, low=-3, high=4)
+            if t == F32 and name == "mul":
+                x = (1 + x / 1e4).astype(np.float32)  # products stay finite
+            check(comp, x, rtol=1e-3)
+
+
+def test_reduce_compiles_one_function_per_type():
+    """A standard Reduce compiles no parallel twin: serial and threaded runs share one
+    compiled chunk function (cold compile time, issue 4)."""
+    rng = np.random.default_rng(2)
+    b = xe.XlaBuilder("one")
+    comp = b.build(xe.Reduce(param(b, 0, F32, (64, 32, 64)), np.float32(0), lambda a, c: xe.Add(a, c), [0, 2]))
+    check(comp, values(rng, F32, (64, 32, 64)), rtol=1e-4)
+    sigs = [s for s in kred._arb_chunk_float.signatures if s[2].dtype == kred.nb.float32]
+    assert len(sigs) == 1, sigs
+
+
 def _argmax(m, a, v, i):
     """JAX's argmax region: the larger value (NaN wins), ties to the lower index."""
     take = xe.Or(xe.Or(xe.Gt(v, m), xe.Ne(v, v)), xe.And(xe.Eq(v, m), xe.Lt(i, a)))
@@ -343,6 +372,38 @@ def test_sort_long_rows_use_the_radix_sort():
         if t == F32:
             x[0, :4] = [np.nan, -np.nan, -0.0, 0.0]
         check(comp, x, np.arange(6000, dtype=np.int32).reshape(3, 2000))
+
+
+def test_sort_many_rows_in_threads():
+    """Many rows (radix rows and merge rows) are sorted in threads; a second operand is
+    gathered in threads; JAX's comparator and a descending one."""
+    rng = np.random.default_rng(6)
+    for dims, d in [((60, 600), 1), ((700, 3, 20), 2), ((20, 2000), 0)]:
+        for comparator in (None, _jax_less, lambda *p: xe.Gt(p[0], p[1])):
+            b = xe.XlaBuilder("rows")
+            comp = b.build(xe.Sort([param(b, 0, F32, dims), param(b, 1, S32, dims)], comparator=comparator,
+                                   dimension=d, is_stable=True))
+            x = np.round(values(rng, F32, dims), 1)  # ties
+            if comparator is _jax_less:
+                x.reshape(-1)[:3] = [np.nan, -0.0, -np.nan]
+            check(comp, x, np.arange(x.size, dtype=np.int32).reshape(dims))
+    b = xe.XlaBuilder("one_key")
+    comp = b.build(xe.Sort([param(b, 0, S32, (50, 1000))], dimension=1))
+    check(comp, values(rng, S32, (50, 1000), low=-1000, high=1000))
+
+
+def test_topk_and_select_and_scatter_in_threads():
+    rng = np.random.default_rng(7)
+    b = xe.XlaBuilder("topk_rows")
+    r = xe.TopK(param(b, 0, F32, (200, 300)), 5)
+    comp = b.build(xe.Tuple(xe.GetTupleElement(r, 0), xe.GetTupleElement(r, 1)))
+    check(comp, np.round(values(rng, F32, (200, 300)), 1))
+    b = xe.XlaBuilder("pool_grad")
+    dims, wd, ws = [64, 64, 16], [2, 2, 1], [2, 2, 1]
+    r = xe.SelectAndScatter(param(b, 0, F32, dims), lambda x, y: xe.Ge(x, y), wd, ws, "VALID",
+                            param(b, 1, F32, [32, 32, 16]), np.float32(0), lambda x, y: xe.Add(x, y))
+    comp = b.build(r)
+    check(comp, *_args(rng, comp))
 
 
 @SETTINGS

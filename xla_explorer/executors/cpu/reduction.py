@@ -297,10 +297,12 @@ def _fold_float(code, x, lo, hi, acc, lanes):
             acc *= xs[i]
         return acc
     # maximum / minimum: 16 lanes of partial results (vectorised), then the lanes; the
-    # same value as a left fold (up to which NaN's payload wins)
+    # same value as a left fold (up to which NaN's payload wins).  (Element loops, not
+    # ``lanes[:] = xs[0:16]``: an array assignment costs 1.5 s more compilation.)
     start = 0
     if n >= 64:
-        lanes[:] = xs[0:16]
+        for j in range(16):
+            lanes[j] = xs[j]
         start = n - n % 16
         for i in range(16, start, 16):
             block = xs[i:i + 16]
@@ -435,45 +437,54 @@ def _arb_task_int(x, A, R, B, P, code, init, use_init, out, t, chunk):
 
 
 @njit(**_opts)
-def reduce_arb_float(x, A, R, B, P, code, init, use_init, out, nchunks):
-    """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B]: floats."""
+def _arb_chunk_float(lo, hi, x, A, R, B, P, code, init, use_init, out):
+    """Tasks [lo, hi) of reducing x[A, R, B] over R (cut in P parts) into out[A, P, B]:
+    floats.  Task t is part t % P of row t // P."""
     chunk = (R + P - 1) // P
     lanes = np.empty(16, x.dtype)
-    for t in range(A * P):
+    if B == 1 and P == 1:
+        # whole contiguous rows (the common case), without the per-task divisions and with
+        # the sum's vectorised loop inlined: over 2x faster on rows of 512
+        s = 0 if use_init else 1
+        for t in range(lo, hi):
+            acc = init if use_init else x[t * R]
+            if code == ADD:
+                out[t] = _sum_range(x[t * R + s:(t + 1) * R], acc)
+            else:
+                out[t] = _fold_float(code, x, t * R + s, (t + 1) * R, acc, lanes)
+        return
+    for t in range(lo, hi):
         _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes)
 
 
-@njit(parallel=True, **_opts)
-def reduce_arb_float_par(x, A, R, B, P, code, init, use_init, out, nchunks):
-    chunk = (R + P - 1) // P
-    ntask = A * P
-    per = (ntask + nchunks - 1) // nchunks
-    for c in prange(nchunks):
-        lanes = np.empty(16, x.dtype)
-        for t in range(c * per, min(ntask, (c + 1) * per)):
-            _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes)
-
-
 @njit(**_opts)
-def reduce_arb_int(x, A, R, B, P, code, init, use_init, out, nchunks):
-    """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B]: integers and pred."""
+def _arb_chunk_int(lo, hi, x, A, R, B, P, code, init, use_init, out):
+    """The same for integers and pred."""
     chunk = (R + P - 1) // P
-    for t in range(A * P):
+    if B == 1 and P == 1:  # whole contiguous rows, without the per-task divisions
+        s = 0 if use_init else 1
+        for t in range(lo, hi):
+            acc = init if use_init else x[t * R]
+            out[t] = _fold_int(code, x, t * R + s, (t + 1) * R, acc)
+        return
+    for t in range(lo, hi):
         _arb_task_int(x, A, R, B, P, code, init, use_init, out, t, chunk)
 
 
-@njit(parallel=True, **_opts)
-def reduce_arb_int_par(x, A, R, B, P, code, init, use_init, out, nchunks):
-    chunk = (R + P - 1) // P
-    ntask = A * P
-    per = (ntask + nchunks - 1) // nchunks
-    for c in prange(nchunks):
-        for t in range(c * per, min(ntask, (c + 1) * per)):
-            _arb_task_int(x, A, R, B, P, code, init, use_init, out, t, chunk)
+def reduce_arb_float(x, A, R, B, P, code, init, use_init, out, parallel=False):
+    """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B]: floats.  With
+    ``parallel`` the A * P tasks are cut into one part per thread, run by Python threads
+    on the one compiled (nogil) function (``shape.in_threads``): a ``prange`` twin would
+    cost almost 2 s more compilation on a cold cache."""
+    in_threads(_arb_chunk_float, A * P, parallel, x, A, R, B, P, code, init, use_init, out)
 
 
-_ARB = {("float", False): reduce_arb_float, ("float", True): reduce_arb_float_par,
-        ("int", False): reduce_arb_int, ("int", True): reduce_arb_int_par}
+def reduce_arb_int(x, A, R, B, P, code, init, use_init, out, parallel=False):
+    """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B]: integers and pred."""
+    in_threads(_arb_chunk_int, A * P, parallel, x, A, R, B, P, code, init, use_init, out)
+
+
+_ARB = {"float": reduce_arb_float, "int": reduce_arb_int}
 
 
 @functools.lru_cache(maxsize=512)
@@ -504,10 +515,10 @@ def _arb_pass(x, kind, A, R, B, code, init, use_init):
             P = -(-R // chunk)
         parallel = A * P > 1
     out = np.empty(A * P * B, x.dtype)
-    _ARB[(kind, parallel)](x, A, R, B, P, code, init, use_init and P == 1, out, _chunks(A * P, parallel))
+    _ARB[kind](x, A, R, B, P, code, init, use_init and P == 1, out, parallel)
     if P > 1:  # join the parts: [A, P, B] over P
         out2 = np.empty(A * B, x.dtype)
-        _ARB[(kind, False)](out, A, P, B, 1, code, init, use_init, out2, 1)
+        _ARB[kind](out, A, P, B, 1, code, init, use_init, out2)
         out = out2
     return out
 
@@ -1107,17 +1118,10 @@ def _select_chunk(lo, hi, code, x, odims, geo, maxwin, ncell, sel):
         changed = _next_coords(odims, oc)
 
 
-@njit(**_opts)
 def select_windows(n, nchunks, code, x, odims, geo, maxwin, ncell, sel):
-    """SelectAndScatter's pass 1: sel[s] = the flat operand index window s selects (-1: none)."""
-    _select_chunk(0, n, code, x, odims, geo, maxwin, ncell, sel)
-
-
-@njit(parallel=True, **_opts)
-def select_windows_par(n, nchunks, code, x, odims, geo, maxwin, ncell, sel):
-    per = (n + nchunks - 1) // nchunks
-    for k in prange(nchunks):
-        _select_chunk(k * per, min(n, (k + 1) * per), code, x, odims, geo, maxwin, ncell, sel)
+    """SelectAndScatter's pass 1: sel[s] = the flat operand index window s selects (-1: none);
+    with nchunks > 1 in Python threads on the one compiled function (``shape.in_threads``)."""
+    in_threads(_select_chunk, n, nchunks > 1, code, x, odims, geo, maxwin, ncell, sel)
 
 
 @njit(**_opts)
@@ -1232,8 +1236,7 @@ def select_and_scatter_kernel(operand, source, init_value, *, shape, select, sca
     parallel = nsrc * ncell >= PARALLEL_THRESHOLD and nsrc > 1
     nchunks = _chunks(nsrc, parallel)
     if generated is None:
-        fn = select_windows_par if parallel else select_windows
-        fn(nsrc, nchunks, sel_code, x, odims, geo, maxwin, ncell, sel)
+        select_windows(nsrc, nchunks, sel_code, x, odims, geo, maxwin, ncell, sel)
         (scatter_float if _kind(t) == "float" else scatter_int)(scatter_code, sel, src, out)
     else:
         try:
@@ -1392,150 +1395,139 @@ _RUN = 16
 
 
 @njit(**_opts)
-def _merge_sort_pairs(k, v, tk, tv, lo, hi):
-    """Stable sort of k[lo:hi] carrying v (insertion-sorted runs, then bottom-up merges
-    ping-ponging with tk/tv)."""
-    for s in range(lo, hi, _RUN):
-        e = min(s + _RUN, hi)
-        for i in range(s + 1, e):
-            key, val = k[i], v[i]
-            j = i - 1
-            while j >= s and k[j] > key:
-                k[j + 1] = k[j]
-                v[j + 1] = v[j]
-                j -= 1
-            k[j + 1] = key
-            v[j + 1] = val
-    width = _RUN
-    in_temp = False
-    n = hi - lo
-    while width < n:
-        sk, sv, dk, dv = (tk, tv, k, v) if in_temp else (k, v, tk, tv)
-        for s in range(lo, hi, 2 * width):
-            mid = min(s + width, hi)
-            e = min(s + 2 * width, hi)
-            i, j, o = s, mid, s
-            while i < mid and j < e:
-                if sk[j] < sk[i]:
-                    dk[o] = sk[j]
-                    dv[o] = sv[j]
-                    j += 1
-                else:
+def merge_sort_rows(lo, hi, k, v, m):
+    """Stable sort of rows [lo, hi) of k[rows, m] (flat) carrying v: insertion-sorted runs
+    of 16, then bottom-up merges ping-ponging with scratch rows tk/tv."""
+    tk = np.empty(m, k.dtype)
+    tv = np.empty(m, v.dtype)
+    for r in range(lo, hi):
+        rk = k[r * m:(r + 1) * m]
+        rv = v[r * m:(r + 1) * m]
+        for s in range(0, m, _RUN):
+            e = min(s + _RUN, m)
+            for i in range(s + 1, e):
+                key, val = rk[i], rv[i]
+                j = i - 1
+                while j >= s and rk[j] > key:
+                    rk[j + 1] = rk[j]
+                    rv[j + 1] = rv[j]
+                    j -= 1
+                rk[j + 1] = key
+                rv[j + 1] = val
+        width = _RUN
+        in_temp = False
+        while width < m:
+            sk, sv, dk, dv = (tk, tv, rk, rv) if in_temp else (rk, rv, tk, tv)
+            for s in range(0, m, 2 * width):
+                mid = min(s + width, m)
+                e = min(s + 2 * width, m)
+                i, j, o = s, mid, s
+                while i < mid and j < e:
+                    if sk[j] < sk[i]:
+                        dk[o] = sk[j]
+                        dv[o] = sv[j]
+                        j += 1
+                    else:
+                        dk[o] = sk[i]
+                        dv[o] = sv[i]
+                        i += 1
+                    o += 1
+                while i < mid:
                     dk[o] = sk[i]
                     dv[o] = sv[i]
                     i += 1
-                o += 1
-            while i < mid:
-                dk[o] = sk[i]
-                dv[o] = sv[i]
-                i += 1
-                o += 1
-            while j < e:
-                dk[o] = sk[j]
-                dv[o] = sv[j]
-                j += 1
-                o += 1
-        in_temp = not in_temp
-        width *= 2
-    if in_temp:
-        for i in range(lo, hi):
-            k[i] = tk[i]
-            v[i] = tv[i]
+                    o += 1
+                while j < e:
+                    dk[o] = sk[j]
+                    dv[o] = sv[j]
+                    j += 1
+                    o += 1
+            in_temp = not in_temp
+            width *= 2
+        if in_temp:
+            for i in range(m):
+                rk[i] = tk[i]
+                rv[i] = tv[i]
 
 
 @njit(**_opts)
-def _radix_sort_pairs(k, v, tk, tv, counts):
-    """Stable LSD radix sort of signed integer keys k (one byte per pass, the top byte's
-    sign bit flipped), carrying v; tk/tv are scratch of the same size, counts
-    int64[8, 256].  The histograms of every byte come from one read of the keys; a pass
-    whose byte is the same for every key is skipped."""
-    n = k.shape[0]
+def radix_sort_rows(lo, hi, k, v, m):
+    """Stable LSD radix sort of rows [lo, hi) of the signed integer keys k[rows, m] (flat)
+    carrying v: one byte per pass, the top byte's sign bit flipped.  The histograms of
+    every byte come from one read of the keys; a pass whose byte is the same for every
+    key is skipped.  (Element loops throughout: array assignments such as ``k[:] = tk``
+    cost over a second more compilation.)"""
+    tk = np.empty(m, k.dtype)
+    tv = np.empty(m, v.dtype)
+    counts = np.empty((8, 256), np.int64)
     nbytes = k.itemsize
     top = nbytes - 1
-    counts[:nbytes] = 0
-    for i in range(n):
-        key = k[i]
-        for b in range(top):
-            counts[b, (key >> (8 * b)) & 0xFF] += 1
-        counts[top, ((key >> (8 * top)) & 0xFF) ^ 0x80] += 1
-    src_k, src_v, dst_k, dst_v = k, v, tk, tv
-    swapped = False
-    for b in range(nbytes):
-        shift = 8 * b
-        flip = 0x80 if b == top else 0
-        hist = counts[b]
-        skip = False
-        for d in range(256):
-            if hist[d] == n:
-                skip = True
-        if skip:
-            continue
-        total = 0
-        for d in range(256):
-            c = hist[d]
-            hist[d] = total
-            total += c
-        for i in range(n):
-            key = src_k[i]
-            d = ((key >> shift) & 0xFF) ^ flip
-            at = hist[d]
-            dst_k[at] = key
-            dst_v[at] = src_v[i]
-            hist[d] = at + 1
-        src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
-        swapped = not swapped
-    if swapped:
-        k[:] = tk
-        v[:] = tv
+    for r in range(lo, hi):
+        rk = k[r * m:(r + 1) * m]
+        rv = v[r * m:(r + 1) * m]
+        for b in range(nbytes):
+            for d in range(256):
+                counts[b, d] = 0
+        for i in range(m):
+            key = rk[i]
+            for b in range(top):
+                counts[b, (key >> (8 * b)) & 0xFF] += 1
+            counts[top, ((key >> (8 * top)) & 0xFF) ^ 0x80] += 1
+        src_k, src_v, dst_k, dst_v = rk, rv, tk, tv
+        swapped = False
+        for b in range(nbytes):
+            shift = 8 * b
+            flip = 0x80 if b == top else 0
+            hist = counts[b]
+            skip = False
+            for d in range(256):
+                if hist[d] == m:
+                    skip = True
+            if skip:
+                continue
+            total = 0
+            for d in range(256):
+                c = hist[d]
+                hist[d] = total
+                total += c
+            for i in range(m):
+                key = src_k[i]
+                d = ((key >> shift) & 0xFF) ^ flip
+                at = hist[d]
+                dst_k[at] = key
+                dst_v[at] = src_v[i]
+                hist[d] = at + 1
+            src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
+            swapped = not swapped
+        if swapped:
+            for i in range(m):
+                rk[i] = tk[i]
+                rv[i] = tv[i]
 
 
 #: rows at least this long are radix sorted (shorter ones merge sorted)
 _RADIX_MIN = 512
 
 
-@njit(**_opts)
-def _sort_row(k, v, tk, tv, counts):
-    if k.shape[0] >= _RADIX_MIN:
-        _radix_sort_pairs(k, v, tk[:k.shape[0]], tv[:k.shape[0]], counts)
-    else:
-        _merge_sort_pairs(k, v, tk, tv, 0, k.shape[0])
-
-
-@njit(**_opts)
-def sort_rows(k, v, rows, m):
+def sort_rows(k, v, rows, m, parallel=False):
     """Stable sort of each row of k[rows, m] (flat) carrying v: a radix sort for long
-    rows, a merge sort for short ones."""
-    tk = np.empty(m, k.dtype)
-    tv = np.empty(m, v.dtype)
-    counts = np.empty((8, 256), np.int64)
-    for r in range(rows):
-        _sort_row(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, counts)
-
-
-@njit(parallel=True, **_opts)
-def sort_rows_par(k, v, rows, m, nchunks):
-    per = (rows + nchunks - 1) // nchunks
-    for c in prange(nchunks):
-        tk = np.empty(m, k.dtype)
-        tv = np.empty(m, v.dtype)
-        counts = np.empty((8, 256), np.int64)
-        for r in range(c * per, min(rows, (c + 1) * per)):
-            _sort_row(k[r * m:(r + 1) * m], v[r * m:(r + 1) * m], tk, tv, counts)
+    rows, a merge sort for short ones (only the one needed is compiled).  With
+    ``parallel`` the rows are cut into one part per thread (``shape.in_threads``)."""
+    in_threads(radix_sort_rows if m >= _RADIX_MIN else merge_sort_rows, rows, parallel, k, v, m)
 
 
 @njit(**_opts)
-def gather_rows(src, perm, rows, m, out):
-    """out[r, j] = src[r, perm[r, j]] (flat arrays)."""
-    for i in range(rows * m):
-        out[i] = src[i - i % m + perm[i]]
-
-
-@njit(parallel=True, **_opts)
-def gather_rows_par(src, perm, rows, m, out):
-    for r in prange(rows):
+def _gather_rows_range(lo, hi, src, perm, m, out):
+    """out[r, j] = src[r, perm[r, j]] for rows [lo, hi) (flat arrays)."""
+    for r in range(lo, hi):
         base = r * m
         for j in range(m):
             out[base + j] = src[base + perm[base + j]]
+
+
+def gather_rows(src, perm, rows, m, out, parallel=False):
+    """out[r, j] = src[r, perm[r, j]] (flat arrays), rows in threads with ``parallel``."""
+    in_threads(_gather_rows_range, rows, parallel, src, perm, m, out)
 
 
 def _stable_order(keys, rows, m, carry=None):
@@ -1551,10 +1543,7 @@ def _stable_order(keys, rows, m, carry=None):
         if not first or not k.flags.writeable or not k.flags.c_contiguous:
             k = np.array(k, copy=True)
         first = False
-        if rows > 1 and rows * m >= PARALLEL_THRESHOLD:
-            sort_rows_par(k, perm, rows, m, _chunks(rows, True))
-        else:
-            sort_rows(k, perm, rows, m)
+        sort_rows(k, perm, rows, m, rows > 1 and rows * m >= PARALLEL_THRESHOLD)
     return perm
 
 
@@ -1570,7 +1559,7 @@ def _apply_order(columns, perm, rows, m):
         if c.dtype.itemsize in (1, 2, 4, 8) and c.dtype.kind != "c":
             u = c.view(f"u{c.dtype.itemsize}")
             res = np.empty_like(u)
-            (gather_rows_par if rows > 1 and u.size >= PARALLEL_THRESHOLD else gather_rows)(u, perm, rows, m, res)
+            gather_rows(u, perm, rows, m, res, rows > 1 and u.size >= PARALLEL_THRESHOLD)
             out.append(res.view(c.dtype))
         else:
             out.append(np.take_along_axis(c.reshape(rows, m), perm.reshape(rows, m).astype(np.int64),
@@ -1723,20 +1712,16 @@ def _smallest_k(key, k, bk, bi):
 
 
 @njit(**_opts)
-def smallest_k_rows(key, rows, m, k, nchunks, out_index):
-    """out_index[r, :k] = the indices of the k smallest keys of row r (stable order)."""
+def _smallest_k_range(lo, hi, key, m, k, out_index):
     bk = np.empty(k, key.dtype)
-    for r in range(rows):
+    for r in range(lo, hi):
         _smallest_k(key[r * m:(r + 1) * m], k, bk, out_index[r * k:(r + 1) * k])
 
 
-@njit(parallel=True, **_opts)
-def smallest_k_rows_par(key, rows, m, k, nchunks, out_index):
-    per = (rows + nchunks - 1) // nchunks
-    for c in prange(nchunks):
-        bk = np.empty(k, key.dtype)
-        for r in range(c * per, min(rows, (c + 1) * per)):
-            _smallest_k(key[r * m:(r + 1) * m], k, bk, out_index[r * k:(r + 1) * k])
+def smallest_k_rows(key, rows, m, k, out_index, parallel=False):
+    """out_index[r, :k] = the indices of the k smallest keys of row r (stable order); rows
+    in Python threads with ``parallel`` (``shape.in_threads``)."""
+    in_threads(_smallest_k_range, rows, parallel, key, m, k, out_index)
 
 
 #: TopK selects with a buffer up to this k, and sorts whole rows beyond it
@@ -1761,8 +1746,7 @@ def topk_kernel(operand, *, shape, k, largest=True):
     if k <= _TOPK_SELECT:
         index = np.empty(rows * k, np.int32)
         parallel = rows > 1 and rows * m >= PARALLEL_THRESHOLD
-        (smallest_k_rows_par if parallel else smallest_k_rows)(np.ascontiguousarray(key).reshape(-1), rows, m, k,
-                                                                _chunks(rows, parallel), index)
+        smallest_k_rows(np.ascontiguousarray(key).reshape(-1), rows, m, k, index, parallel)
         index = index.reshape(rows, k)
     else:
         index = _stable_order([key], rows, m).reshape(rows, m)[:, :k].astype(np.int32)

@@ -30,7 +30,6 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from ... import dtypes
-from ...errors import ExecutionError
 from ..numba_setup import PARALLEL_THRESHOLD, numba
 from . import kernel
 
@@ -475,12 +474,5 @@ def bitcast(operand, *, shape):
 
 @kernel("dynamic-reshape", note="view (no copy)")
 def dynamic_reshape(operand, *dim_sizes, shape):
-    sizes = [int(s) for s in dim_sizes]
-    for i, (size, d, b) in enumerate(zip(sizes, shape.dims, shape.bounds)):
-        limit = d if d is not None else b
-        if size < 0 or (limit is not None and size > limit):
-            raise ExecutionError(f"DynamicReshape: dim_sizes[{i}]={size} is outside [0, {limit}] ({shape})")
-    if product(sizes) != operand.size:
-        raise ExecutionError(f"DynamicReshape: dim_sizes={sizes} has {product(sizes)} elements but the "
-                             f"operand has {operand.size}")
-    return np.reshape(np.ascontiguousarray(operand), sizes)
+    from ...ops.shape import dynamic_reshape_sizes
+    return np.reshape(np.ascontiguousarray(operand), dynamic_reshape_sizes(operand, dim_sizes, shape))
