@@ -425,3 +425,17 @@ def test_pad_of_one_long_row_runs_in_pieces():
     x = values((50001,), "bf16")
     for config in ([(-7, 9, 2)], [(3, -4, 0)], [(-100001, 5, 1)], [(6, -100000, 1)]):
         check(lambda p, v: xe.Pad(p, v, config), x, values((), "bf16", seed=3))
+
+
+@pytest.mark.parametrize("n", [7, 1 << 16])
+def test_element_take_clamps_like_the_reference(n):
+    """x[i] of single elements (the take fast path), serial and parallel sizes."""
+    rng = np.random.default_rng(n)
+    b = xe.XlaBuilder("take1")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (n,)), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", (n, 1)), "i")
+    comp = b.build(xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=[0], start_index_map=[0],
+                             index_vector_dim=1, slice_sizes=[1]))
+    xv = rng.normal(size=n).astype(np.float32)
+    iv = rng.integers(-3 * n, 3 * n, (n, 1)).astype(np.int32)
+    np.testing.assert_array_equal(comp.run(xv, iv, backend="numba"), comp.run(xv, iv))

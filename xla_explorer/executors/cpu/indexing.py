@@ -200,6 +200,22 @@ def take_ser(out, src, idx, nb, top, stride, L, ss):
         _take_item(p, out, src, idx, top, stride, L, ss)
 
 
+@njit(parallel=True, **_opts)
+def take1_par(out, src, idx, nb, top, stride):
+    """take of single elements (``x[i]`` of a vector): one load and one store per position,
+    written branch-free so the loop vectorises (gathers)."""
+    for p in prange(nb):
+        v = min(max(np.int64(idx[uint64(p)]), 0), top)
+        out[uint64(p)] = src[uint64(v * stride)]
+
+
+@njit(**_opts)
+def take1_ser(out, src, idx, nb, top, stride):
+    for p in range(nb):
+        v = min(max(np.int64(idx[uint64(p)]), 0), top)
+        out[uint64(p)] = src[uint64(v * stride)]
+
+
 @kernel("gather")
 def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, start_index_map, index_vector_dim,
            slice_sizes, operand_batching_dims=(), start_indices_batching_dims=(), indices_are_sorted=False):
@@ -214,7 +230,10 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
                             tuple(offset_dims), tuple(collapsed_slice_dims), tuple(start_index_map),
                             int(index_vector_dim), tuple(slice_sizes), tuple(operand_batching_dims),
                             tuple(start_indices_batching_dims))
-        if plan.take:
+        if plan.take and plan.sl[0, 0] == 1:
+            (take1_par if n >= PARALLEL_THRESHOLD else take1_ser)(
+                out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0])
+        elif plan.take:
             (take_par if n >= PARALLEL_THRESHOLD else take_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0],
                 plan.sl[0, 0], plan.sl[2, 0])
