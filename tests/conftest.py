@@ -4,6 +4,13 @@ import os
 import pathlib
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: a first example may include a Numba compile.  In CI the
+# examples are derandomized, so a submission's result does not depend on the draw.
+settings.register_profile("default", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # CUDA kernels run in the simulator in tests
 
