@@ -11,6 +11,7 @@ import numpy as np
 from numba import cuda
 from xla_explorer.executors.scalar_lib import *
 from xla_explorer.executors.cuda import simulated as _simulated
+from xla_explorer.executors.cuda.shape import dot_index, strided_offset
 if _simulated():  # the simulator runs kernels as Python: call the helpers' Python functions
     from xla_explorer.executors import scalar_lib as _sl
     globals().update({_k: _v.py_func for _k, _v in vars(_sl).items() if hasattr(_v, "py_func")})

@@ -17,7 +17,8 @@ from ... import dtypes
 from ...ops.linalg import _conv_geometry, _dimension_numbers
 from ...shapes import Shape
 from . import kernel
-from .shape import host_api, host_kernel, ints, launch, new_value, params, prod, row_major_strides, static_dims
+from .shape import (host_api, host_kernel, ints, launch, new_value, params, prod, row_major_strides, static_dims,
+                    strided_offset)
 
 _kernels = {}
 
@@ -203,22 +204,12 @@ def bn_stats(nf, operand, other_dims, other_strides, feature_stride, count, mean
     if f < nf:
         total = np.float64(0)
         for k in range(count):
-            r = k
-            j = f * feature_stride
-            for d in range(other_dims.shape[0] - 1, -1, -1):
-                size = other_dims[d]
-                j += (r % size) * other_strides[d]
-                r //= size
+            j = f * feature_stride + strided_offset(k, other_dims, other_strides)
             total += np.float64(operand[j])
         m = total / np.float64(count)
         total = np.float64(0)
         for k in range(count):
-            r = k
-            j = f * feature_stride
-            for d in range(other_dims.shape[0] - 1, -1, -1):
-                size = other_dims[d]
-                j += (r % size) * other_strides[d]
-                r //= size
+            j = f * feature_stride + strided_offset(k, other_dims, other_strides)
             x = np.float64(operand[j]) - m
             total += x * x
         mean[f] = m
@@ -237,12 +228,7 @@ def bn_grad_stats(nf, operand, grad_output, mean, variance, epsilon, other_dims,
         s_dy = np.float64(0)
         s_dyc = np.float64(0)
         for k in range(count):
-            r = k
-            j = f * feature_stride
-            for d in range(other_dims.shape[0] - 1, -1, -1):
-                size = other_dims[d]
-                j += (r % size) * other_strides[d]
-                r //= size
+            j = f * feature_stride + strided_offset(k, other_dims, other_strides)
             dy = np.float64(grad_output[j])
             s_dy += dy
             s_dyc += dy * (np.float64(operand[j]) - m)

@@ -139,18 +139,34 @@ def host_kernel(opcode, note="host (numpy)"):
 
 # -- kernels --------------------------------------------------------------------------------
 
+@cuda.jit(device=True)
+def strided_offset(i, dims, strides):
+    """sum(index_d * strides[d]) for the row-major index of flat position ``i`` in ``dims``
+    (the one address computation the strided kernels share)."""
+    r = i
+    j = 0
+    for d in range(dims.shape[0] - 1, -1, -1):
+        size = dims[d]
+        j += (r % size) * strides[d]
+        r //= size
+    return j
+
+
+@cuda.jit(device=True)
+def dot_index(a, b):
+    """sum(a[d] * b[d]) of two small index arrays."""
+    j = 0
+    for d in range(a.shape[0]):
+        j += a[d] * b[d]
+    return j
+
+
 @cuda.jit
 def strided_copy(n, out, src, dims, strides, base):
     """out[i] = src[base + sum(index_d * strides[d])], index = the row-major index of i in dims."""
     i = cuda.grid(1)
     if i < n:
-        r = i
-        j = base
-        for d in range(dims.shape[0] - 1, -1, -1):
-            size = dims[d]
-            j += (r % size) * strides[d]
-            r //= size
-        out[i] = src[j]
+        out[i] = src[base + strided_offset(i, dims, strides)]
 
 
 @cuda.jit
@@ -158,13 +174,7 @@ def strided_place(n, out, src, dims, strides, base):
     """out[base + sum(index_d * strides[d])] = src[i]: src's elements placed into out."""
     i = cuda.grid(1)
     if i < n:
-        r = i
-        j = base
-        for d in range(dims.shape[0] - 1, -1, -1):
-            size = dims[d]
-            j += (r % size) * strides[d]
-            r //= size
-        out[j] = src[i]
+        out[base + strided_offset(i, dims, strides)] = src[i]
 
 
 @cuda.jit

@@ -10,7 +10,7 @@ element that inverts ``result_index = edge_padding_low + operand_index * (interi
 import numpy as np
 
 from . import kernel
-from .shape import (copy_value, cuda, gather_strided, host_api, ints, launch, new_value, params, row_major_strides,
+from .shape import (copy_value, cuda, dot_index, gather_strided, host_api, strided_offset, ints, launch, new_value, params, row_major_strides,
                     single, static_dims)
 
 
@@ -60,13 +60,7 @@ def _offset_copy(n, out, src, dims, src_strides, starts):
     """out[i] = src[sum((starts[d] + index_d) * src_strides[d])], index of i in dims."""
     i = cuda.grid(1)
     if i < n:
-        r = i
-        j = 0
-        for d in range(dims.shape[0] - 1, -1, -1):
-            size = dims[d]
-            j += (starts[d] + r % size) * src_strides[d]
-            r //= size
-        out[i] = src[j]
+        out[i] = src[dot_index(starts, src_strides) + strided_offset(i, dims, src_strides)]
 
 
 @cuda.jit
@@ -74,13 +68,7 @@ def _offset_place(n, out, src, dims, out_strides, starts):
     """out[sum((starts[d] + index_d) * out_strides[d])] = src[i]."""
     i = cuda.grid(1)
     if i < n:
-        r = i
-        j = 0
-        for d in range(dims.shape[0] - 1, -1, -1):
-            size = dims[d]
-            j += (starts[d] + r % size) * out_strides[d]
-            r //= size
-        out[j] = src[i]
+        out[dot_index(starts, out_strides) + strided_offset(i, dims, out_strides)] = src[i]
 
 
 @kernel("dynamic-slice")
