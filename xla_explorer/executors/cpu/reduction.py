@@ -394,6 +394,19 @@ def _rows_int(code, x, base, out, obase, n):
             os[b] ^= xs[b]
 
 
+def _rows(code, x, base, out, obase, n):
+    """``_rows_float`` or ``_rows_int`` by the element type (chosen when Numba compiles the
+    caller, so one kernel body serves both; this Python body is for stepping through)."""
+    (_rows_float if x.dtype.kind in "fc" else _rows_int).py_func(code, x, base, out, obase, n)
+
+
+@nb.extending.overload(_rows, inline="always")
+def _rows_by_type(code, x, base, out, obase, n):
+    if isinstance(x.dtype, (nb.types.Float, nb.types.Complex)):
+        return lambda code, x, base, out, obase, n: _rows_float(code, x, base, out, obase, n)
+    return lambda code, x, base, out, obase, n: _rows_int(code, x, base, out, obase, n)
+
+
 # ---------------------------------------------------------------------------------------
 # Reduce with a standard combiner: x viewed as [A, R, B], out as [A, P, B]
 # (P > 1 cuts R into P parts for parallelism when A is small; a second pass joins them)
@@ -562,7 +575,7 @@ def _slides(o, g):
 
 
 @njit(**_opts)
-def _rw_chunk_float(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
+def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
     m = odims.shape[0]
     oc = np.empty(m, np.int64)
     wc = np.empty(m, np.int64)
@@ -593,67 +606,21 @@ def _rw_chunk_float(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
                     acc[c] += xs[c]
         else:
             for v in range(nv):
-                _rows_float(code, x, offs[v], acc, 0, C)
+                _rows(code, x, offs[v], acc, 0, C)
         os = out[o * C:(o + 1) * C]
         for c in range(C):
             os[c] = acc[c]
         changed = _next_coords(odims, oc)
 
 
-@njit(**_opts)
-def _rw_chunk_int(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
-    m = odims.shape[0]
-    oc = np.empty(m, np.int64)
-    wc = np.empty(m, np.int64)
-    vt = np.empty((m, maxwin), np.int64)
-    vn = np.empty(m, np.int64)
-    offs = np.empty(max(ncell, 1), np.int64)
-    acc = np.empty(C, out.dtype)  # the block is combined here (in cache), then stored once
-    _first_coords(lo, odims, oc)
-    changed = 0
-    nv = -1
-    for o in range(lo, hi):
-        if nv >= 0 and changed == m - 1 and _slides(oc[m - 1], geo[m - 1]):
-            # the window moved along the last dimension, inside the operand before and
-            # after: every cell's offset moves by the same step
-            step = geo[m - 1, 1] * geo[m - 1, 6]
-            for v in range(nv):
-                offs[v] += step
-        else:
-            for d in range(changed, m):
-                vn[d] = _axis_real(oc[d], geo[d], vt[d])
-            nv = _window_offsets(vt, vn, wc, offs)
-        for c in range(C):
-            acc[c] = init
-        if code == ADD:  # the common case, without a branch per cell
-            for v in range(nv):
-                xs = x[offs[v]:offs[v] + C]
-                for c in range(C):
-                    acc[c] += xs[c]
-        else:
-            for v in range(nv):
-                _rows_int(code, x, offs[v], acc, 0, C)
-        os = out[o * C:(o + 1) * C]
-        for c in range(C):
-            os[c] = acc[c]
-        changed = _next_coords(odims, oc)
 
-
-def reduce_window_float(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
-    """ReduceWindow, floats: result position o (of nout, each a block of C contiguous
+def reduce_window(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
+    """ReduceWindow with a standard combiner: result position o (of nout, each a block of C contiguous
     elements) folds the real cells of its window, in row-major order.  With nchunks > 1
     the positions are cut into one contiguous part per thread, run by Python threads
     (``shape.in_threads``) on the one compiled (nogil) function: a ``prange`` wrapper
     would cost a second compilation of over a second on a cold cache."""
-    in_threads(_rw_chunk_float, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out)
-
-
-def reduce_window_int(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
-    """ReduceWindow, integers and pred."""
-    in_threads(_rw_chunk_int, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out)
-
-
-_RW = {"float": reduce_window_float, "int": reduce_window_int}
+    in_threads(_rw_chunk, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1032,7 +999,7 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
             return _from_carrier(np.full(out_dims, init, x.dtype), t)
         out = empty(nout * C, x.dtype)
         parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
-        _RW[_kind(t)](nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
+        reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
         return _from_carrier(out.reshape(out_dims), t)
     ok, why = _region_compiled(computation)
     if not ok:
