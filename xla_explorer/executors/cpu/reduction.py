@@ -400,6 +400,20 @@ def _rows(code, x, base, out, obase, n):
     (_rows_float if x.dtype.kind in "fc" else _rows_int).py_func(code, x, base, out, obase, n)
 
 
+def _fold(code, x, lo, hi, acc, lanes):
+    """``_fold_float`` (which uses ``lanes``) or ``_fold_int`` by the element type."""
+    if x.dtype.kind in "fc":
+        return _fold_float.py_func(code, x, lo, hi, acc, lanes)
+    return _fold_int.py_func(code, x, lo, hi, acc)
+
+
+@nb.extending.overload(_fold, inline="always")
+def _fold_by_type(code, x, lo, hi, acc, lanes):
+    if isinstance(x.dtype, (nb.types.Float, nb.types.Complex)):
+        return lambda code, x, lo, hi, acc, lanes: _fold_float(code, x, lo, hi, acc, lanes)
+    return lambda code, x, lo, hi, acc, lanes: _fold_int(code, x, lo, hi, acc)
+
+
 @nb.extending.overload(_rows, inline="always")
 def _rows_by_type(code, x, base, out, obase, n):
     if isinstance(x.dtype, (nb.types.Float, nb.types.Complex)):
@@ -412,7 +426,7 @@ def _rows_by_type(code, x, base, out, obase, n):
 # (P > 1 cuts R into P parts for parallelism when A is small; a second pass joins them)
 
 @njit(**_opts)
-def _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes):
+def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes):
     a = t // P
     p = t - a * P
     r0 = p * chunk
@@ -420,39 +434,20 @@ def _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes):
     start = r0 if use_init else r0 + 1
     if B == 1:
         acc = init if use_init else x[a * R + r0]
-        out[t] = _fold_float(code, x, a * R + start, a * R + r1, acc, lanes)
+        out[t] = _fold(code, x, a * R + start, a * R + r1, acc, lanes)
     else:
         obase = t * B
         first = (a * R + r0) * B
         for b in range(B):
             out[obase + b] = init if use_init else x[first + b]
         for r in range(start, r1):
-            _rows_float(code, x, (a * R + r) * B, out, obase, B)
+            _rows(code, x, (a * R + r) * B, out, obase, B)
 
 
 @njit(**_opts)
-def _arb_task_int(x, A, R, B, P, code, init, use_init, out, t, chunk):
-    a = t // P
-    p = t - a * P
-    r0 = p * chunk
-    r1 = min(R, r0 + chunk)
-    start = r0 if use_init else r0 + 1
-    if B == 1:
-        acc = init if use_init else x[a * R + r0]
-        out[t] = _fold_int(code, x, a * R + start, a * R + r1, acc)
-    else:
-        obase = t * B
-        first = (a * R + r0) * B
-        for b in range(B):
-            out[obase + b] = init if use_init else x[first + b]
-        for r in range(start, r1):
-            _rows_int(code, x, (a * R + r) * B, out, obase, B)
-
-
-@njit(**_opts)
-def _arb_chunk_float(lo, hi, x, A, R, B, P, code, init, use_init, out):
-    """Tasks [lo, hi) of reducing x[A, R, B] over R (cut in P parts) into out[A, P, B]:
-    floats.  Task t is part t % P of row t // P."""
+def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out):
+    """Tasks [lo, hi) of reducing x[A, R, B] over R (cut in P parts) into out[A, P, B].
+    Task t is part t % P of row t // P."""
     chunk = (R + P - 1) // P
     lanes = np.empty(16, x.dtype)
     if B == 1 and P == 1:
@@ -464,40 +459,18 @@ def _arb_chunk_float(lo, hi, x, A, R, B, P, code, init, use_init, out):
             if code == ADD:
                 out[t] = _sum_range(x[t * R + s:(t + 1) * R], acc)
             else:
-                out[t] = _fold_float(code, x, t * R + s, (t + 1) * R, acc, lanes)
+                out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
         return
     for t in range(lo, hi):
-        _arb_task_float(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes)
+        _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes)
 
 
-@njit(**_opts)
-def _arb_chunk_int(lo, hi, x, A, R, B, P, code, init, use_init, out):
-    """The same for integers and pred."""
-    chunk = (R + P - 1) // P
-    if B == 1 and P == 1:  # whole contiguous rows, without the per-task divisions
-        s = 0 if use_init else 1
-        for t in range(lo, hi):
-            acc = init if use_init else x[t * R]
-            out[t] = _fold_int(code, x, t * R + s, (t + 1) * R, acc)
-        return
-    for t in range(lo, hi):
-        _arb_task_int(x, A, R, B, P, code, init, use_init, out, t, chunk)
-
-
-def reduce_arb_float(x, A, R, B, P, code, init, use_init, out, parallel=False):
-    """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B]: floats.  With
-    ``parallel`` the A * P tasks are cut into one part per thread, run by Python threads
-    on the one compiled (nogil) function (``shape.in_threads``): a ``prange`` twin would
-    cost almost 2 s more compilation on a cold cache."""
-    in_threads(_arb_chunk_float, A * P, parallel, x, A, R, B, P, code, init, use_init, out)
-
-
-def reduce_arb_int(x, A, R, B, P, code, init, use_init, out, parallel=False):
-    """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B]: integers and pred."""
-    in_threads(_arb_chunk_int, A * P, parallel, x, A, R, B, P, code, init, use_init, out)
-
-
-_ARB = {"float": reduce_arb_float, "int": reduce_arb_int}
+def reduce_arb(x, A, R, B, P, code, init, use_init, out, parallel=False):
+    """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B].  With ``parallel`` the
+    A * P tasks are cut into one part per thread, run by Python threads on the one
+    compiled (nogil) function (``shape.in_threads``): a ``prange`` twin would cost almost
+    2 s more compilation on a cold cache."""
+    in_threads(_arb_chunk, A * P, parallel, x, A, R, B, P, code, init, use_init, out)
 
 
 @functools.lru_cache(maxsize=512)
@@ -515,7 +488,7 @@ def _reduce_groups(dims, reduced):
     return tuple(groups)
 
 
-def _arb_pass(x, kind, A, R, B, code, init, use_init):
+def _arb_pass(x, A, R, B, code, init, use_init):
     """One reduction of x[A, R, B] over R; returns out[A, B] (flat)."""
     n = A * R * B
     parallel = n >= PARALLEL_THRESHOLD
@@ -528,26 +501,26 @@ def _arb_pass(x, kind, A, R, B, code, init, use_init):
             P = -(-R // chunk)
         parallel = A * P > 1
     out = np.empty(A * P * B, x.dtype)
-    _ARB[kind](x, A, R, B, P, code, init, use_init and P == 1, out, parallel)
+    reduce_arb(x, A, R, B, P, code, init, use_init and P == 1, out, parallel)
     if P > 1:  # join the parts: [A, P, B] over P
         out2 = np.empty(A * B, x.dtype)
-        _ARB[kind](out, A, P, B, 1, code, init, use_init, out2)
+        reduce_arb(out, A, P, B, 1, code, init, use_init, out2)
         out = out2
     return out
 
 
-def _reduce_standard(x, dims, reduced, code, kind, init):
+def _reduce_standard(x, dims, reduced, code, init):
     """Reduce carrier array ``x`` over ``reduced`` with a standard combiner; flat result."""
     groups = list(_reduce_groups(tuple(dims), frozenset(reduced)))
     x = x.reshape(-1)
     if not any(r for _, r in groups):  # nothing (or only size-1 dimensions) reduced
-        return _arb_pass(x, kind, x.size, 1, 1, code, init, True)
+        return _arb_pass(x, x.size, 1, 1, code, init, True)
     while True:
         i = max(k for k, (_, r) in enumerate(groups) if r)
         last = sum(1 for _, r in groups if r) == 1
         A = product([s for s, _ in groups[:i]])
         B = product([s for s, _ in groups[i + 1:]])
-        x = _arb_pass(x, kind, A, groups[i][0], B, code, init, last)
+        x = _arb_pass(x, A, groups[i][0], B, code, init, last)
         if last:
             return x
         # drop the reduced group; its neighbours (both kept) merge
@@ -938,7 +911,7 @@ def reduce_kernel(*values, shape, computation, dimensions):
         t = types[0]
         x = _to_carrier(operands[0], t)
         init = _to_carrier(inits[0], t)[()]
-        flat = _reduce_standard(x, dims, reduced, code, _kind(t), x.dtype.type(init))
+        flat = _reduce_standard(x, dims, reduced, code, x.dtype.type(init))
         return _from_carrier(flat.reshape(result_dims), t)
     ok, why = _region_compiled(computation)
     if not ok:
