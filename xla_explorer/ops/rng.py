@@ -173,17 +173,22 @@ def philox_bits(key, counter, dims, bits):
     return words.reshape(dims), (new_low, new_high)
 
 
-def threefry_bits(key, counter, dims, bits):
+def threefry_bits(key, counter, dims, bits, words=None):
     """XLA's ThreeFryBitGenerator: random words of ``bits`` for ``dims`` and the advanced
     64-bit counter.  Element with row-major index i of the generated array uses the 64-bit
     input ``counter + i`` (split into two words).  For 32-bit (and narrower) words XLA
     halves the shape: the first even dimension (else the largest) is cut to ceil(d/2), both
-    output words of one call become neighbours along it, and a surplus is sliced off."""
+    output words of one call become neighbours along it, and a surplus is sliced off.
+    ``words(counter, key, n)`` gives the two u32 outputs of the n calls (the CPU kernel
+    passes its compiled version; by default NumPy's ``threefry2x32``)."""
     dims = tuple(int(d) for d in dims)
-    k = _split_words(np.uint64(key))
+    if words is None:
+        def words(counter, key, n):
+            return threefry2x32(_split_words(np.uint64(counter) + np.arange(n, dtype=np.uint64)),
+                                _split_words(np.uint64(key)))
     if bits == 64:
         n = int(np.prod(dims, dtype=np.int64))
-        x0, x1 = threefry2x32(_split_words(np.uint64(counter) + np.arange(n, dtype=np.uint64)), k)
+        x0, x1 = words(counter, key, n)
         return _join_words(x0, x1).reshape(dims), (counter + n) & _M64
     if not dims:
         half = (1,)
@@ -193,15 +198,15 @@ def threefry_bits(key, counter, dims, bits):
         split = even[0] if even else int(np.argmax(dims))
         half = dims[:split] + (-(-dims[split] // 2), 1) + dims[split + 1:]
     n = int(np.prod(half, dtype=np.int64))
-    x0, x1 = threefry2x32(_split_words(np.uint64(counter) + np.arange(n, dtype=np.uint64)), k)
+    x0, x1 = words(counter, key, n)
     if not dims:
-        words = x0.reshape(())
+        out = x0.reshape(())
     else:
         pair = np.concatenate([x0.reshape(half), x1.reshape(half)], axis=split + 1)
         full = list(dims)
         full[split] = 2 * half[split]
-        words = pair.reshape(full)[tuple(slice(0, d) for d in dims)]
-    return words, (counter + n) & _M64
+        out = pair.reshape(full)[tuple(slice(0, d) for d in dims)]
+    return out, (counter + n) & _M64
 
 
 # ---------------------------------------------------------------------------------------

@@ -601,19 +601,11 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
 
 @kernel("fft", note="numpy.fft")
 def fft_kernel(operand, *, shape, fft_type, fft_length):
+    from ...ops.linalg import fft_nd
     x = np.asarray(operand)
     if 0 in shape.dims or 0 in x.shape:
         return np.zeros(shape.dims, shape.dtype)
-    axes = tuple(range(x.ndim - len(fft_length), x.ndim))
-    if fft_type == "FFT":
-        y = np.fft.fftn(x, axes=axes)
-    elif fft_type == "IFFT":
-        y = np.fft.ifftn(x, axes=axes)
-    elif fft_type == "RFFT":
-        y = np.fft.rfftn(x, s=fft_length, axes=axes)
-    else:
-        y = np.fft.irfftn(x, s=fft_length, axes=axes)
-    return y.astype(shape.dtype, copy=False)
+    return fft_nd(x, fft_type, fft_length).astype(shape.dtype, copy=False)
 
 
 # ---------------------------------------------------------------------------------------

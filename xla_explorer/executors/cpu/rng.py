@@ -133,29 +133,10 @@ def _threefry(counter, key, n):
 
 
 def _threefry_bits(key, counter, dims, bits):
-    """As ``spec.threefry_bits`` (the halved shape of narrow words included)."""
-    dims = tuple(int(d) for d in dims)
-    if bits == 64:
-        n = int(np.prod(dims, dtype=np.int64))
-        x0, x1 = _threefry(counter, key, n)
-        words = x0.astype(np.uint64) | (x1.astype(np.uint64) << np.uint64(32))
-        return words.reshape(dims), (counter + n) & 0xFFFFFFFFFFFFFFFF
-    if not dims:
-        half, split = (1,), 0
-    else:
-        even = [i for i, d in enumerate(dims) if d % 2 == 0]
-        split = even[0] if even else int(np.argmax(dims))
-        half = dims[:split] + (-(-dims[split] // 2), 1) + dims[split + 1:]
-    n = int(np.prod(half, dtype=np.int64))
-    x0, x1 = _threefry(counter, key, n)
-    if not dims:
-        words = x0.reshape(())
-    else:
-        pair = np.concatenate([x0.reshape(half), x1.reshape(half)], axis=split + 1)
-        full = list(dims)
-        full[split] = 2 * half[split]
-        words = pair.reshape(full)[tuple(slice(0, d) for d in dims)]
-    return words, (counter + n) & 0xFFFFFFFFFFFFFFFF
+    """``spec.threefry_bits`` (the halved shape of narrow words included), the words computed
+    by the compiled ThreeFry."""
+    from ...ops.rng import threefry_bits
+    return threefry_bits(key, counter, dims, bits, words=_threefry)
 
 
 @kernel("rng-bit-generator")
