@@ -1028,11 +1028,8 @@ def _rng(a, b, *, shape, ctx, distribution, **_):
 # Collectives: inside shard_map over the whole mesh (one replica, N partitions)
 
 def _group_mode(channel_id, use_global_device_ids):
-    if channel_id is None:
-        return "cross_replica"
-    if use_global_device_ids is None:
-        return "cross_partition"
-    return "flattened_id" if use_global_device_ids else "cross_replica_and_partition"
+    from ..ops.collective import _group_mode as group_mode  # XLA's CollectiveOpGroupMode, defined once
+    return group_mode(channel_id, use_global_device_ids)
 
 
 def device_groups(ctx, replica_groups, channel_id, use_global_device_ids, what):

@@ -583,6 +583,12 @@ def _bitcast_reference(operand, *, shape):
     # Values here are logical row-major arrays, so a bitcast is a row-major reshape (and a
     # reinterpretation of the bytes when the element type changes).  A bitcast that
     # relies on a non-default layout (a physical transpose) is not modelled.
+    return bitcast_view(operand, shape).copy()
+
+
+def bitcast_view(operand, shape):
+    """``operand``'s row-major elements seen with ``shape``'s dimensions and element type
+    (no copy; shared with the CPU kernel, which returns the view itself)."""
     flat = np.ascontiguousarray(operand).reshape(-1)
     if operand.dtype != shape.dtype:
         if dtypes.bit_width(shape.element_type) != shape.dtype.itemsize * 8 or \
@@ -590,7 +596,7 @@ def _bitcast_reference(operand, *, shape):
             raise NotImplementedError(f"Bitcast: sub-byte element types ({dtypes.from_numpy(operand.dtype)} "
                                       f"-> {shape.element_type}) are not supported")
         flat = flat.view(shape.dtype)
-    return flat.reshape(shape.dims).copy()
+    return flat.reshape(shape.dims)
 
 
 registry.register("bitcast", "Bitcast", "shape", _bitcast_shape_rule, _bitcast_reference,

@@ -29,7 +29,6 @@ import threading
 import numpy as np
 from numba import njit, prange, uint64
 
-from ... import dtypes
 from ..numba_setup import PARALLEL_THRESHOLD, numba
 from . import kernel
 
@@ -462,14 +461,8 @@ def reshape(operand, *, shape, new_sizes):
 
 @kernel("bitcast", note="view (no copy)")
 def bitcast(operand, *, shape):
-    flat = np.ascontiguousarray(operand).reshape(-1)
-    if operand.dtype != shape.dtype:
-        if dtypes.bit_width(shape.element_type) != shape.dtype.itemsize * 8 or \
-                dtypes.bit_width(dtypes.from_numpy(operand.dtype)) != operand.dtype.itemsize * 8:
-            raise NotImplementedError(f"Bitcast: sub-byte element types ({dtypes.from_numpy(operand.dtype)} "
-                                      f"-> {shape.element_type}) are not supported")
-        flat = flat.view(shape.dtype)
-    return flat.reshape(shape.dims)
+    from ...ops.shape import bitcast_view
+    return bitcast_view(operand, shape)
 
 
 @kernel("dynamic-reshape", note="view (no copy)")
