@@ -83,7 +83,8 @@ def _constant_reference(*, shape, literal):
 registry.register("parameter", "Parameter", "control", _parameter_shape_rule, None,
                   attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant",))
 registry.register("constant", "Constant", "control", _constant_shape_rule, _constant_reference,
-                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant", "elementwise"))
+                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant", "elementwise"),
+                  denormals="bits")  # a literal is copied, never computed
 
 
 # -- Call ------------------------------------------------------------------------------------
