@@ -7,13 +7,16 @@ from .ops import registry
 
 def instruction_values(comp, *args, backend="numpy"):
     """Run ``comp`` on ``args`` and return {instruction: value} for every instruction of the
-    entry computation (the stepper's view)."""
-    from .executors.reference import run
-    values = {}
+    entry computation (device 0 of a partitioned module).  The values come from the run's
+    trace (``comp.trace``), which also has every called computation's values."""
     if backend != "numpy":
         raise ValueError("instruction values come from the numpy reference executor")
-    run(comp, args, on_value=lambda inst, v: values.__setitem__(inst, v))
-    return values
+    from .trace import trace
+    return trace(comp, *args, keep=_entry_only, max_bytes=float("inf")).entry_values()
+
+
+def _entry_only(record):
+    return record.parent is None
 
 
 def _find(comp, name):

@@ -134,6 +134,8 @@ class ExecutionContext:
         self.spmd = spmd
         #: the instruction being run (ops whose meaning depends on the module look at it)
         self.instruction = None
+        #: a ``trace.Recorder`` when the run is traced (``comp.trace``), else None
+        self.tracer = None
         self._counters = {}
 
     @property
@@ -303,14 +305,27 @@ def evaluate(computation, args, ctx, on_value=None, batched=False):
             last_use[o] = pos
     env = {}
     params = {p: a for p, a in zip(computation.parameters, args)}
+    # a traced run (``xla_explorer.trace``) reports each instruction's start and end; an
+    # ordinary run pays one test per instruction
+    tracer = ctx.tracer
+    frame = tracer.enter(computation, batched) if tracer is not None else None
     for pos, inst in enumerate(computation.instructions):
-        if inst.opcode == "parameter":
-            value = params[inst]
-        else:
-            op = registry.get(inst.opcode)
-            ctx.instruction = inst
-            value = run_instruction(op, inst.name, [env[o] for o in inst.operands], inst.shape,
-                                    inst.attrs, ctx, batched)
+        if tracer is not None:
+            record = tracer.start(frame, inst)
+        try:
+            if inst.opcode == "parameter":
+                value = params[inst]
+            else:
+                op = registry.get(inst.opcode)
+                ctx.instruction = inst
+                value = run_instruction(op, inst.name, [env[o] for o in inst.operands], inst.shape,
+                                        inst.attrs, ctx, batched)
+        except BaseException:
+            if tracer is not None:
+                tracer.fail()
+            raise
+        if tracer is not None:
+            tracer.finish(record, value, env)
         env[inst] = value
         if on_value is not None:
             on_value(inst, value)
