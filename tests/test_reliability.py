@@ -169,3 +169,37 @@ def test_integers_arrays_and_numpy_integers_are_accepted_as_dimensions():
         np.testing.assert_array_equal(xe.Reduce(X, F32(0), lambda a, c: xe.Add(a, c), dimensions=dims),
                                       X.sum(1))
     np.testing.assert_array_equal(xe.Reduce(X, F32(0), lambda a, c: xe.Add(a, c), dimensions=1), X.sum(1))
+
+
+# -- comp.run arguments: exact conversions only ------------------------------------------------------
+
+def _three_parameters():
+    b = xe.XlaBuilder("args")
+    i = xe.Parameter(b, 0, "s32[]", "i")
+    f = xe.Parameter(b, 1, "f32[2]", "f")
+    p = xe.Parameter(b, 2, "pred[]", "p")
+    return b.build(xe.Tuple(i, f, p))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("args, message", [
+    ((2.9, [1, 2], True), r"argument 0 \(i: s32\[\]\).*2.9.*not exactly an integer"),
+    ((None, [1, 2], True), r"argument 0 \(i: s32\[\]\): expected s32\[\], got None"),
+    (("abc", [1, 2], True), r"argument 0 .*'abc'"),
+    ((2 ** 40, [1, 2], True), r"argument 0 .*outside \[-2147483648, 2147483647\]"),
+    ((2, [1e300, 1], True), r"argument 1 \(f: f32\[2\]\).*overflows f32 to inf"),
+    ((2, [1, 2], 1), r"argument 2 \(p: pred\[\]\)"),
+    ((True, [1, 2], True), r"argument 0 .*booleans"),
+    ((2, [1, "a"], True), r"argument 1 .*not an array of numbers"),
+    ((2, [[1], [2]], True), r"argument 1 .*shape \[2, 1\]"),
+    ((np.int64(2), [1, 2], True), r"argument 0 .*dtype int64"),
+    ((2,), r"takes 3 arguments"),
+])
+def test_bad_run_arguments_name_the_parameter(backend, args, message):
+    with pytest.raises(xe.ExecutionError, match=message):
+        _three_parameters().run(*args, backend=backend)
+
+
+def test_exact_python_arguments_are_accepted():
+    i, f, p = _three_parameters().run(2.0, [1.5, 2], False)
+    assert i.dtype == np.int32 and i == 2 and f.dtype == F32 and p.dtype == np.bool_ and not p
