@@ -51,7 +51,8 @@ def index_map(target, instruction=None, *args, **attrs):
             values = instruction_values(target, *args)
             operands = [values[o] for o in inst.operands]
         else:
-            operands = [o.attrs["literal"] if o.opcode == "constant" else _zeros(o.shape) for o in inst.operands]
+            operands = [o.attrs["literal"] if o.opcode == "constant" else _zeros(o.shape, f"index_map {inst.name}")
+                        for o in inst.operands]
         return op.index_map(*operands, shape=inst.shape, **bind_attrs(_plain(inst.attrs), ExecutionContext()))
     op = op_by_name(target)
     if op.index_map is None:
@@ -99,7 +100,10 @@ def _plain(attrs):
     return {k: v for k, v in attrs.items() if k != "shape"}
 
 
-def _zeros(shape):
+def _zeros(shape, where="index map"):
+    """Stand-in operand values (zeros) when only shapes matter: guarded by the size limit."""
+    from .shapes import check_size
+    check_size(shape, where, what="a stand-in operand")
     if shape.is_tuple:
-        return tuple(_zeros(s) for s in shape.tuple_shapes)
+        return tuple(_zeros(s, where) for s in shape.tuple_shapes)
     return np.zeros(shape.dims, shape.dtype)

@@ -16,7 +16,7 @@ from ..ops import registry
 from ..shapes import check_size
 from .fusion import fusion_plan
 from .loopgen import broadcast_strides
-from .reference import ExecutionContext, Region, Token, as_argument, conform
+from .reference import ExecutionContext, Region, Token, conform, entry_arguments
 
 #: ops interpreted by the executor itself (no data is computed)
 _CONTROL = {"parameter", "tuple", "get-tuple-element", "call", "fusion", "while", "conditional",
@@ -255,6 +255,9 @@ def evaluate(computation, args, ctx, backend, on_value=None):
     for k, step in enumerate(plan.steps):
         inst = step.inst
         if step.group is not None:
+            # the loop's output (in its carrier type, f16 -> f32) is allocated: guard it first
+            check_size(step.group.root.shape, f"{step.group.root.opcode} {step.group.root.name}",
+                       itemsize=_carrier_dtype(step.group.root.shape.element_type).itemsize)
             value = backend.run_group(step.group, [env[x] for x in step.group.inputs])
         elif inst.opcode == "parameter":
             value = env[inst]
@@ -273,6 +276,8 @@ def evaluate(computation, args, ctx, backend, on_value=None):
 def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels=None):
     backend = _backend(device, fuse)
     if ctx is None and _partitioned(module):
+        from ..hlo.verify import verify
+        verify(module)
         from . import spmd
         from .reference import run_on_devices
         info = spmd.SpmdInfo(module)
@@ -281,10 +286,7 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
             return run(module, args, device, fuse, ctx=c)
         return run_on_devices(work, info.num_replicas, info.num_partitions, channels=channels, spmd=info)[0]
     entry = module.entry
-    if len(args) != len(entry.parameters):
-        raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments, got {len(args)}")
-    args = [_device_tree(as_argument(a, p.shape, f"argument {i} ({p.name})"), backend)
-            for i, (a, p) in enumerate(zip(args, entry.parameters))]
+    args = [_device_tree(a, backend) for a in entry_arguments(module, args)]
     ctx = ctx or ExecutionContext(channels=channels)
     out = evaluate(entry, args, ctx, backend, on_value)
     return conform(_host_tree(out, backend), entry.root.shape, module.name)

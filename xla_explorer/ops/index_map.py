@@ -17,6 +17,7 @@ row-major order and gives one ``Access`` per index:
 - ``detail``: the spec's intermediate indices by their names (``batch_index``,
   ``full_start_index``, ``offset_index``, ...), for explanations.
 """
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,7 +63,7 @@ class IndexMap:
             yield self._fn(tuple(int(i) for i in index))
 
     def __len__(self):
-        return int(np.prod(self.domain_shape, dtype=np.int64))
+        return math.prod(self.domain_shape)  # a Python int: no wrap-around for huge domains
 
     def __repr__(self):
         return (f"<IndexMap {self.opcode}: {self.kind} over {self.domain} "
