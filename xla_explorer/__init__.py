@@ -11,7 +11,7 @@ from .errors import ExecutionError, HloParseError, ShapeError, SizeLimitError
 from .ops import *  # noqa: F401,F403  (the op functions, named as in the spec)
 from .ops import __all__ as _ops_all
 from .ops.index_map import Access, IndexMap
-from .shapes import Shape
+from .shapes import Shape, set_size_limit, size_limit
 
 __version__ = "0.1.0"
 
@@ -64,4 +64,5 @@ def status_table(file=None):
 
 __all__ = ["Shape", "XlaBuilder", "XlaOp", "XlaComputation", "Parameter", "Constant", "ConstantR0",
            "ShapeError", "HloParseError", "ExecutionError", "SizeLimitError", "parse_hlo", "from_jax",
-           "index_map", "animate", "status_table", "IndexMap", "Access", "dtypes"] + list(_ops_all)
+           "index_map", "animate", "status_table", "IndexMap", "Access", "dtypes", "set_size_limit",
+           "size_limit"] + list(_ops_all)

@@ -114,8 +114,9 @@ class XlaComputation:
         return fusion_plan(self.entry, fuse=fuse)
 
     def verify(self):
-        """Re-infer every instruction's shape with the shape rules; raise on disagreement."""
-        from .executors.reference import verify_module
+        """The check every backend runs first (``hlo.verify``): parameter numbering, operand
+        order, every declared shape against its op's shape rule, the size limit."""
+        from .hlo.verify import verify_module
         verify_module(self)
         return self
 

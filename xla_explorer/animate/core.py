@@ -1162,6 +1162,10 @@ def _first_accesses(imap, n=8):
 
 
 def _reference(op, operands, shape, bound, ectx):
+    from ..executors.reference import check_reference_size
+    from ..shapes import check_size
+    check_size(shape, f"animate {op.name}")
+    check_reference_size(op, f"animate {op.name}", operands, shape)
     kwargs = dict(bound)
     if op.needs_context:
         kwargs["ctx"] = ectx

@@ -214,11 +214,54 @@ def bind_attrs(attrs, ctx, wrap=None):
     return out
 
 
+#: what the NumPy references allocate for one instruction, in bytes per element of its
+#: largest array (result or operand), measured with tracemalloc (scripts/probe_reliability.py
+#: --memory): they compute floats in f64 (each op rounds once) and keep a few temporaries --
+#: up to 65 bytes an f32 element (Clamp) -- and the data-movement and reduction ops build
+#: int64 index arrays, one row per dimension (Scatter: 170 bytes an element at rank 2)
+_WORK_PER_ELEMENT = 9          # x the widened item size (8 bytes; 16 for complex)
+_INDEX_WORK_PER_DIMENSION = 4  # x 8 bytes per dimension (+1) for the index-building ops
+
+
+def check_reference_size(op, where, values, shape, ctx=None):
+    """The size guard of the reference: refuse, before it runs, an instruction whose
+    reference would allocate more than the size limit (its result, widened to 64 bits, and
+    its temporaries; once per simulated device)."""
+    leaves = [s for s in shape.leaves() if s.is_array]
+    elements = max([s.numel for s in leaves] + [int(np.size(v)) for v in _array_leaves(values)] + [0])
+    if not elements:
+        return
+    rank = max([s.rank for s in leaves] + [int(np.ndim(v)) for v in _array_leaves(values)] + [0])
+    wide = 16 if any(s.element_type in dtypes.COMPLEX for s in leaves) else 8
+    per = _WORK_PER_ELEMENT * wide
+    if op.categories & {"data_movement", "reduction"}:
+        per += _INDEX_WORK_PER_DIMENSION * 8 * (rank + 1)
+    copies = ctx.num_devices if ctx is not None else 1
+    from ..shapes import MAX_BYTES
+    total = elements * per * copies
+    if total > MAX_BYTES:
+        from ..errors import SizeLimitError
+        per_device = "" if copies == 1 else f" x {copies} simulated devices"
+        raise SizeLimitError(f"{where}: the NumPy reference would need about {total:,} bytes for the result "
+                             f"{shape} ({elements:,} elements x {per} bytes of work each{per_device}), more than "
+                             f"the limit of {MAX_BYTES:,} bytes; refused before allocating (raise it with "
+                             f"xla_explorer.set_size_limit(nbytes), or use backend='numba')")
+
+
+def _array_leaves(values):
+    for v in values:
+        if isinstance(v, (tuple, list)):
+            yield from _array_leaves(v)
+        elif isinstance(v, np.ndarray) or isinstance(v, np.generic):
+            yield v
+
+
 def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
     if op.reference is None:
         raise NotImplementedError(f"{op.name} ({op.opcode}): the NumPy reference is not implemented "
                                   f"(see xla_explorer.status_table())")
-    check_size(shape, f"{op.name} {inst_name}")
+    check_size(shape, f"{op.name} {inst_name}", copies=ctx.num_devices)
+    check_reference_size(op, f"{op.name} {inst_name}", values, shape, ctx)
     kwargs = bind_attrs(attrs, ctx)
     kwargs.pop("shape", None)  # an op's declared result shape (iota, custom-call) is `shape` itself
     if op.needs_context:
@@ -310,6 +353,22 @@ def as_argument(value, shape, where):
     return arr
 
 
+def entry_arguments(module, args):
+    """What every backend does first: verify the module (``hlo.verify``: the same
+    ShapeError everywhere for a module that lies), then check and convert the arguments
+    (the same ExecutionError everywhere for an argument that does not fit)."""
+    from ..hlo.verify import verify
+    verify(module)
+    entry = module.entry
+    if not isinstance(args, (list, tuple)):
+        args = (args,)
+    if len(args) != len(entry.parameters):
+        raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments "
+                             f"({', '.join(str(p.shape) for p in entry.parameters)}), got {len(args)}")
+    return [as_argument(a, p.shape, f"{module.name}: argument {i} ({p.name}: {p.shape})")
+            for i, (a, p) in enumerate(zip(args, entry.parameters))]
+
+
 def run(module, args, ctx=None, on_value=None, channels=None):
     """Run an XlaComputation on NumPy arguments (the ``numpy`` backend).
 
@@ -318,12 +377,11 @@ def run(module, args, ctx=None, on_value=None, channels=None):
     arguments and simulates its devices (see ``executors.spmd``)."""
     from . import spmd
     if ctx is None and spmd.is_partitioned(module):
+        from ..hlo.verify import verify
+        verify(module)
         return spmd.run_partitioned(module, args, on_value=on_value, channels=channels)
     entry = module.entry
-    if len(args) != len(entry.parameters):
-        raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments "
-                             f"({', '.join(str(p.shape) for p in entry.parameters)}), got {len(args)}")
-    args = [as_argument(a, p.shape, f"argument {i} ({p.name})") for i, (a, p) in enumerate(zip(args, entry.parameters))]
+    args = entry_arguments(module, args)
     ctx = ctx or ExecutionContext(channels=channels)
     return evaluate(entry, args, ctx, on_value)
 
@@ -337,6 +395,11 @@ def run_replicated(module, per_replica_args, backend="numpy", num_partitions=Non
     shards: they are placed into the global arguments its program starts from, and each
     device's results are cut back to its own shards."""
     from . import spmd
+    from ..hlo.verify import verify
+    verify(module)
+    if not isinstance(per_replica_args, (list, tuple)) or not all(isinstance(a, (list, tuple))
+                                                                    for a in per_replica_args):
+        raise ExecutionError("run_replicated: give one list of arguments per device, e.g. [[a0], [a1]]")
     n = len(per_replica_args)
     if num_partitions is None:
         num_partitions = spmd.num_partitions(module)
@@ -414,14 +477,6 @@ def eager(op, values, shape, attrs):
 
 
 def verify_module(module):
-    """Check every instruction's shape against its op's shape rule (layouts ignored)."""
-    from ..builder import infer_shape
-    for comp in module.computations:
-        for inst in comp.instructions:
-            if inst.opcode == "parameter":
-                continue
-            op = registry.get(inst.opcode)
-            inferred = infer_shape(op, [o.shape for o in inst.operands], inst.attrs)
-            if not inferred.compatible(inst.shape):
-                raise ShapeError(f"{op.name} {inst.name}: the module says {inst.shape} but the shape "
-                                 f"rule infers {inferred}")
+    """Check every instruction's shape against its op's shape rule (see ``hlo.verify``)."""
+    from ..hlo.verify import verify_module as _verify
+    _verify(module)

@@ -11,7 +11,7 @@ from ..shapes import Shape
 
 
 class Instruction:
-    __slots__ = ("name", "opcode", "shape", "operands", "attrs", "extra", "error", "__weakref__")
+    __slots__ = ("name", "opcode", "shape", "operands", "attrs", "extra", "error", "line", "__weakref__")
 
     def __init__(self, name, opcode, shape, operands=(), attrs=None, extra=None):
         self.name = name
@@ -21,6 +21,7 @@ class Instruction:
         self.attrs = dict(attrs or {})
         self.extra = dict(extra or {})
         self.error = None  # a ShapeError recorded for display (graphs of broken builds)
+        self.line = None   # the line of HLO text it was parsed from (named in errors)
 
     def called_computations(self):
         """The computations this instruction calls, in attribute order."""

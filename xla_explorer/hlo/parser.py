@@ -152,6 +152,7 @@ def _computation(name, header, body, resolve):
         if iname in by_name:
             raise line.error(f"instruction {iname!r} is defined twice in computation {name!r}")
         inst = Instruction(iname, opcode, shape)
+        inst.line = line.number
         by_name[iname] = inst
         insts.append(inst)
         if is_root:

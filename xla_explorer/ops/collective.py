@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 from ..builder import XlaOp, apply_op
+from ..coerce import as_int, as_int_list, as_int_lists
 from ..errors import ExecutionError, HloParseError, ShapeError
 from ..hlo.attrs import REQUIRED, Attr, parse_ints
 from ..shapes import Shape, as_shape
@@ -69,6 +70,10 @@ class _OneDimension:
     def missing(self):
         return None if self.default is REQUIRED else {self.kw: self.default}
 
+    def coerce(self, attrs, op):
+        if attrs.get(self.kw) is not None:
+            attrs[self.kw] = as_int(op, self.kw, attrs[self.kw])
+
     def format(self, attrs, inst, name_of):
         v = attrs.get(self.kw)
         return None if v is None else "{" + str(int(v)) + "}"
@@ -88,6 +93,10 @@ class _ShapeAttr:
 
     def missing(self):
         return None
+
+    def coerce(self, attrs, op):
+        if attrs.get(self.kw) is not None and not isinstance(attrs[self.kw], Shape):
+            raise ShapeError(f"{op}: {self.kw} must be a Shape, got {attrs[self.kw]!r}")
 
     def format(self, attrs, inst, name_of):
         v = attrs.get(self.kw)
@@ -339,7 +348,7 @@ def AllReduce(operand, computation, replica_groups=(), channel_id=None, shape_wi
     both get ``[4.0, 7.75]``.  ``replica_groups``, ``channel_id`` and
     ``use_global_device_ids`` choose who meets (see the module docstring)."""
     attrs = {"computation": computation, "replica_groups": _groups(replica_groups, replica_group_ids),
-             "channel_id": _channel(channel_id), "use_global_device_ids": bool(use_global_device_ids)}
+             "channel_id": _channel(channel_id), "use_global_device_ids": use_global_device_ids}
     return apply_op("all-reduce", _operand_list("AllReduce", operand), attrs)
 
 
@@ -350,14 +359,16 @@ def _groups(replica_groups, replica_group_ids=None):
         if all(isinstance(g, (list, tuple)) for g in replica_group_ids):
             replica_groups = replica_group_ids  # the newer page calls the list of lists so too
         else:
-            ids = [int(g) for g in replica_group_ids]
+            ids = as_int_list("replica_group_ids", "replica_group_ids", replica_group_ids)
             replica_groups = [[r for r, g in enumerate(ids) if g == gid] for gid in sorted(set(ids))]
-    return tuple(tuple(int(i) for i in g) for g in (replica_groups or ()))
+    if replica_groups is None:
+        return ()
+    return as_int_lists("replica_groups", "replica_groups", replica_groups)
 
 
 def _channel(channel_id):
     """A channel id (an int, or a ChannelHandle-like object with ``.handle``), or None."""
-    return None if channel_id is None else int(getattr(channel_id, "handle", channel_id))
+    return None if channel_id is None else as_int("channel", "channel_id", getattr(channel_id, "handle", channel_id))
 
 
 def _all_reduce_shape_rule(*operands, computation, replica_groups=(), channel_id=None,
@@ -410,11 +421,11 @@ def AllGather(operand, all_gather_dim=None, shard_count=None, replica_groups=(),
     d = all_gather_dim if all_gather_dim is not None else all_gather_dimension
     if d is None:
         raise ShapeError("AllGather: all_gather_dim is required")
-    attrs = {"all_gather_dim": int(d), "replica_groups": _groups(replica_groups, replica_group_ids),
+    attrs = {"all_gather_dim": d, "replica_groups": _groups(replica_groups, replica_group_ids),
              "channel_id": _channel(channel_id),
-             "use_global_device_ids": bool(use_global_device_ids)}
+             "use_global_device_ids": use_global_device_ids}
     if shard_count is not None:
-        attrs["shard_count"] = int(shard_count)
+        attrs["shard_count"] = as_int("AllGather", "shard_count", shard_count, minimum=1)
     return apply_op("all-gather", _operand_list("AllGather", operand), attrs)
 
 
@@ -495,10 +506,12 @@ def AllToAll(operand, split_dimension, concat_dimension, split_count, replica_gr
     shape = operand.shape if isinstance(operand, XlaOp) else Shape.of(operand)
     if not shape.is_array:
         raise ShapeError(f"AllToAll: the operand must be an array, got {shape}; use AllToAllTuple")
+    split_dimension = as_int("AllToAll", "split_dimension", split_dimension)
+    concat_dimension = as_int("AllToAll", "concat_dimension", concat_dimension)
     _check_dimension("AllToAll", "concat_dimension", concat_dimension, shape)
-    split_count = int(split_count)
+    split_count = as_int("AllToAll", "split_count", split_count, minimum=1)
     groups = _groups(replica_groups) or (tuple(range(split_count)),)
-    result = apply_op("all-to-all", [operand], {"split_dimension": int(split_dimension), "split_count": split_count,
+    result = apply_op("all-to-all", [operand], {"split_dimension": split_dimension, "split_count": split_count,
                                                 "replica_groups": groups, "channel_id": _channel(channel_id)})
     if split_dimension == concat_dimension:
         return result
@@ -584,7 +597,7 @@ def CollectivePermute(operand, source_target_pairs, channel_id=None):
     No two pairs share a source or a target.  ``source_target_pairs=[(0, 1), (1, 2),
     (2, 0)]`` turns a ring.  The ids are replica ids, or partition ids with a
     ``channel_id``."""
-    pairs = tuple(tuple(int(i) for i in p) for p in source_target_pairs)
+    pairs = as_int_lists("CollectivePermute", "source_target_pairs", source_target_pairs)
     return apply_op("collective-permute", _operand_list("CollectivePermute", operand),
                     {"source_target_pairs": pairs, "channel_id": _channel(channel_id)})
 
@@ -645,11 +658,11 @@ def ReduceScatter(operand, computation, scatter_dimension=None, shard_count=None
     d = scatter_dimension if scatter_dimension is not None else scatter_dim
     if d is None:
         raise ShapeError("ReduceScatter: scatter_dimension is required")
-    attrs = {"computation": computation, "scatter_dimension": int(d),
+    attrs = {"computation": computation, "scatter_dimension": d,
              "replica_groups": _groups(replica_groups, replica_group_ids), "channel_id": _channel(channel_id),
-             "use_global_device_ids": bool(use_global_device_ids)}
+             "use_global_device_ids": use_global_device_ids}
     if shard_count is not None:
-        attrs["shard_count"] = int(shard_count)
+        attrs["shard_count"] = as_int("ReduceScatter", "shard_count", shard_count, minimum=1)
     return apply_op("reduce-scatter", _operand_list("ReduceScatter", operand), attrs)
 
 
@@ -1048,7 +1061,7 @@ def Send(operand, channel_handle):
 def SendWithToken(operand, token, channel_handle, is_host_transfer=False):
     """Wraps XLA's SendWithToken: ``send`` (a context ``(operand, u32[] id, token)``) and
     ``send-done`` (waits for it; returns a token)."""
-    attrs = {"channel_id": _channel(channel_handle), "is_host_transfer": bool(is_host_transfer)}
+    attrs = {"channel_id": _channel(channel_handle), "is_host_transfer": is_host_transfer}
     return SendDone(apply_op("send", [operand, token], attrs))
 
 
@@ -1079,7 +1092,7 @@ def Recv(builder, shape, channel_handle):
 def RecvWithToken(token, shape, channel_handle, is_host_transfer=False):
     """Wraps XLA's RecvWithToken: ``recv`` (a context ``(buffer, u32[] id, token)``) and
     ``recv-done`` (waits for the data); returns ``(value, token)``."""
-    attrs = {"channel_id": _channel(channel_handle), "is_host_transfer": bool(is_host_transfer)}
+    attrs = {"channel_id": _channel(channel_handle), "is_host_transfer": is_host_transfer}
     return RecvDone(apply_op("recv", [token], dict(attrs, shape=as_shape(shape))))
 
 

@@ -33,6 +33,7 @@ domain: ``Access((device, *result_index), reads=((k, (source_device, *index)),))
 Where an op has several results of one shape (Sort, a variadic collective), a ``copy``
 map's ``reads[j]`` is what result ``j`` copies.
 """
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -201,7 +202,7 @@ class IndexMap:
             yield self._fn(tuple(int(i) for i in index))
 
     def __len__(self):
-        return int(np.prod(self.domain_shape, dtype=np.int64))
+        return math.prod(self.domain_shape)  # a Python int: no wrap-around for huge domains
 
     def __repr__(self):
         return (f"<IndexMap {self.opcode}: {self.kind} over {self.domain} "

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import dtypes
 from ..builder import apply_op
+from ..coerce import as_bool, as_int_list
 from ..errors import ShapeError
 from ..hlo.attrs import Attr
 from ..hlo.ir import HloComputation
@@ -44,10 +45,7 @@ def _index_values(indices):
 
 
 def _ints(v, op, name):
-    try:
-        return tuple(int(x) for x in v)
-    except TypeError:
-        raise ShapeError(f"{op}: {name} must be a list of integers, got {v!r}") from None
+    return as_int_list(op, name, v)
 
 
 def _unique(v):
@@ -130,7 +128,7 @@ def Gather(operand, start_indices, *, offset_dims, collapsed_slice_dims, start_i
         Gather(x, np.array([[2], [0]]), offset_dims=[1], collapsed_slice_dims=[0],
                start_index_map=[0], index_vector_dim=1, slice_sizes=[1, 4])  # f32[2,4]
     """
-    del unique_indices  # not an attribute of HLO's gather (see the docstring)
+    as_bool("Gather", "unique_indices", unique_indices)  # checked, but not an attribute of HLO's gather (see the docstring)
     attrs = {
         "offset_dims": _ints(offset_dims, "Gather", "offset_dims"),
         "collapsed_slice_dims": _ints(collapsed_slice_dims, "Gather", "collapsed_slice_dims"),
@@ -138,9 +136,9 @@ def Gather(operand, start_indices, *, offset_dims, collapsed_slice_dims, start_i
         "operand_batching_dims": _ints(operand_batching_dims, "Gather", "operand_batching_dims"),
         "start_indices_batching_dims": _ints(start_indices_batching_dims, "Gather",
                                              "start_indices_batching_dims"),
-        "index_vector_dim": int(index_vector_dim),
+        "index_vector_dim": index_vector_dim,
         "slice_sizes": _ints(slice_sizes, "Gather", "slice_sizes"),
-        "indices_are_sorted": bool(indices_are_sorted),
+        "indices_are_sorted": indices_are_sorted,
     }
     return apply_op("gather", [operand, start_indices], attrs)
 
@@ -418,9 +416,9 @@ def Scatter(operands, scatter_indices, updates, update_computation, *, update_wi
         "input_batching_dims": _ints(input_batching_dims, "Scatter", "input_batching_dims"),
         "scatter_indices_batching_dims": _ints(scatter_indices_batching_dims, "Scatter",
                                                "scatter_indices_batching_dims"),
-        "index_vector_dim": int(index_vector_dim),
-        "indices_are_sorted": bool(indices_are_sorted),
-        "unique_indices": bool(unique_indices),
+        "index_vector_dim": index_vector_dim,
+        "indices_are_sorted": indices_are_sorted,
+        "unique_indices": unique_indices,
         "update_computation": update_computation,
     }
     return apply_op("scatter", operands + [scatter_indices] + updates, attrs)

@@ -23,6 +23,8 @@ import numpy as np
 
 from .. import dtypes
 from ..builder import XlaOp, apply_op
+from ..coerce import as_int, as_int_list
+from ..hlo.attrs import int_tuples
 from ..errors import ShapeError
 from ..hlo.attrs import Attr, Window, parse_ints
 from ..shapes import Shape
@@ -199,8 +201,9 @@ def Reduce(operands, init_values, computation, dimensions):
     if len(ops) != len(inits):
         raise ShapeError(f"Reduce: {len(ops)} operands but {len(inits)} init_values; give one "
                          "init value per operand")
-    return apply_op("reduce", ops + inits, {"dimensions": tuple(int(d) for d in _as_list(dimensions)),
-                                            "computation": computation})
+    if isinstance(dimensions, (int, np.integer)) and not isinstance(dimensions, (bool, np.bool_)):
+        dimensions = [dimensions]  # one dimension may be given alone
+    return apply_op("reduce", ops + inits, {"dimensions": dimensions, "computation": computation})
 
 
 def _reduce_params(kw, shapes, attrs, index=None):
@@ -306,11 +309,10 @@ def _resolve_padding(opname, padding, dims, window_dimensions, window_strides, b
             total = max((out - 1) * s + (w - 1) * wd + 1 - size, 0)
             pads.append((total // 2, total - total // 2))
         return tuple(pads)
-    try:
-        return tuple((int(lo), int(hi)) for lo, hi in padding)
-    except (TypeError, ValueError):
+    if not isinstance(padding, (list, tuple, np.ndarray)):
         raise ShapeError(f"{opname}: padding={padding!r} must be 'SAME', 'VALID' or a list of "
-                         "(low, high) pairs, one per dimension") from None
+                         "(low, high) pairs, one per dimension")
+    return int_tuples(opname, "padding", padding, (2,), "(low, high)")
 
 
 def _check_window(opname, operand, window_dimensions, window_strides, padding, base_dilations,
@@ -450,10 +452,13 @@ def _in_blocks(out_dims, count, fn):
 def _window_attrs(opname, dims, window_dimensions, window_strides, padding, base_dilations=None,
                   window_dilations=None):
     rank = len(dims)
-    window_dimensions = tuple(int(x) for x in window_dimensions)
-    window_strides = tuple(int(x) for x in window_strides) if window_strides is not None else (1,) * rank
-    base_dilations = tuple(int(x) for x in base_dilations) if base_dilations else (1,) * rank
-    window_dilations = tuple(int(x) for x in window_dilations) if window_dilations else (1,) * rank
+    window_dimensions = as_int_list(opname, "window_dimensions", window_dimensions)
+    window_strides = as_int_list(opname, "window_strides", window_strides) if window_strides is not None \
+        else (1,) * rank
+    base_dilations = as_int_list(opname, "base_dilations", base_dilations) if base_dilations is not None \
+        else (1,) * rank
+    window_dilations = as_int_list(opname, "window_dilations", window_dilations) if window_dilations is not None \
+        else (1,) * rank
     padding = _resolve_padding(opname, padding, dims, window_dimensions, window_strides, base_dilations,
                                window_dilations)
     return window_dimensions, window_strides, padding, base_dilations, window_dilations
@@ -738,6 +743,10 @@ class _SortDimension:
     def missing(self):
         return None
 
+    def coerce(self, attrs, op):
+        if "dimension" in attrs:
+            attrs["dimension"] = as_int(op, "dimension", attrs["dimension"])
+
     def format(self, attrs, inst, name_of):
         return "{" + str(int(attrs["dimension"])) + "}"
 
@@ -756,12 +765,12 @@ def Sort(operands, comparator=None, dimension=-1, is_stable=False):
     """
     ops = _as_list(operands)
     rank = len(_dims_of(ops[0])) if ops else 0
-    d = int(dimension)
+    d = as_int("Sort", "dimension", dimension)
     if d < 0:
         d += rank
     if comparator is None:
         comparator = _default_less_than
-    return apply_op("sort", ops, {"dimension": d, "is_stable": bool(is_stable), "comparator": comparator})
+    return apply_op("sort", ops, {"dimension": d, "is_stable": is_stable, "comparator": comparator})
 
 
 def _default_less_than(*params):
@@ -930,7 +939,7 @@ def TopK(operand, k, largest=True):
 
         TopK(np.array([9., 3., 6., 4., 10.], np.float32), 3)   # -> ([10, 9, 6], [4, 0, 2])
     """
-    return apply_op("topk", [operand], {"k": int(k), "largest": bool(largest)})
+    return apply_op("topk", [operand], {"k": k, "largest": largest})
 
 
 def _topk_shape_rule(operand, *, k, largest=True):

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes
 from ..builder import XlaOp, apply_op, literal_array
+from ..coerce import as_bool, as_int, as_int_list, as_size_list, is_int
 from ..errors import ExecutionError, HloParseError, ShapeError
 from ..hlo.attrs import Attr, parse_ints
 from ..shapes import Shape, as_shape
@@ -22,36 +23,11 @@ from .index_map import Access, Candidates, IndexMap, is_unknown
 
 # -- helpers shared with slicing.py ----------------------------------------------------------
 
-def _is_int(x):
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def int_list(op, arg, value):
-    """``value`` (a list, tuple, range or 1-D array of integers) as a tuple of Python ints,
-    or a ShapeError naming the op and the argument."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = value.tolist()
-    if not isinstance(value, (list, tuple, range)) or not all(_is_int(x) for x in value):
-        raise ShapeError(f"{op}: {arg} must be a list of integers, got {value!r}")
-    return tuple(int(x) for x in value)
-
-
-def int_arg(op, arg, value):
-    if not _is_int(value):
-        raise ShapeError(f"{op}: {arg} must be an integer, got {value!r}")
-    return int(value)
-
-
-def size_list(op, arg, value):
-    """Result sizes: non-negative integers, or None for a dynamic (``?``) size."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = value.tolist()
-    if not isinstance(value, (list, tuple, range)) or not all(v is None or _is_int(v) for v in value):
-        raise ShapeError(f"{op}: {arg} must be a list of sizes (integers), got {value!r}")
-    for i, v in enumerate(value):
-        if v is not None and v < 0:
-            raise ShapeError(f"{op}: {arg}[{i}]={v} is negative; sizes must be >= 0 ({arg}={list(value)})")
-    return tuple(None if v is None else int(v) for v in value)
+# the one set of rules for attribute values (xla_explorer.coerce), under the names used here
+_is_int = is_int
+int_list = as_int_list
+int_arg = as_int
+size_list = as_size_list
 
 
 def check_array(op, arg, shape):
@@ -400,6 +376,10 @@ class ConcatDimension:
     def missing(self):
         return None
 
+    def coerce(self, attrs, op):
+        if "dimension" in attrs:
+            attrs["dimension"] = as_int(op, "dimension", attrs["dimension"])
+
     def format(self, attrs, inst, name_of):
         if attrs.get("dimension") is None:
             return None
@@ -631,7 +611,9 @@ def DynamicReshape(operand, dim_sizes, new_size_bounds, dims_are_dynamic):
     ``dims_are_dynamic[i]`` says whether result dimension i is dynamic (``<=N``)."""
     op = "DynamicReshape"
     new_size_bounds = int_list(op, "new_size_bounds", new_size_bounds)
-    dims_are_dynamic = list(dims_are_dynamic)
+    if not isinstance(dims_are_dynamic, (list, tuple, np.ndarray)):
+        raise ShapeError(f"{op}: dims_are_dynamic must be a list of bools, got {dims_are_dynamic!r}")
+    dims_are_dynamic = [as_bool(op, f"dims_are_dynamic[{i}]", x) for i, x in enumerate(dims_are_dynamic)]
     if len(dims_are_dynamic) != len(new_size_bounds) or len(dim_sizes) != len(new_size_bounds):
         raise ShapeError(f"{op}: dim_sizes ({len(dim_sizes)}), new_size_bounds ({len(new_size_bounds)}) and "
                          f"dims_are_dynamic ({len(dims_are_dynamic)}) must have one entry per result dimension")
