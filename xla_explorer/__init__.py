@@ -29,9 +29,11 @@ def from_jax(f, *args, **kwargs):
 
 
 def index_map(comp_or_opcode, instruction=None, *args, **attrs):
-    """The index map of an op: ``index_map(comp, "gather.1", *args)`` for an instruction of
-    a computation (values of the module's arguments evaluate its operands), or
-    ``index_map("pad", *operand_values, padding_config=...)`` for an op on values."""
+    """The index map of an op: ``index_map(comp, "gather.1", *args, invocation=0)`` for an
+    instruction in any computation of a module (its operands' values come from the run's
+    trace, ``trace=comp.trace(...)`` reuses one; ``invocation=k`` is its k-th execution;
+    with no args, shapes only: values that decide the map are unknown and the accesses
+    say so), or ``index_map("pad", *operand_values, padding_config=...)`` for an op on values."""
     from .inspect import index_map as _index_map
     return _index_map(comp_or_opcode, instruction, *args, **attrs)
 

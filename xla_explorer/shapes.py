@@ -131,6 +131,8 @@ class Shape:
         import numpy as np
         if isinstance(value, (tuple, list)):
             return cls.tuple([cls.of(v) for v in value])
+        if hasattr(value, "xla_shape"):  # ops.index_map.Unknown: a shape without values
+            return value.xla_shape
         arr = np.asarray(value)
         return cls(dtypes.from_numpy(arr.dtype), arr.shape)
 

@@ -15,6 +15,7 @@ from ..errors import ExecutionError
 from ..ops import registry
 from ..shapes import check_size
 from .fusion import fusion_plan
+from .loopgen import broadcast_strides
 from .reference import ExecutionContext, Region, Token, conform, entry_arguments
 
 #: ops interpreted by the executor itself (no data is computed)
@@ -87,15 +88,14 @@ class CpuBackend:
         from .cpu.shape import empty
         prepared = getattr(group, "_cpu", None)
         if prepared is None:
-            src, compiled = compile_loop(group)
-            prepared = group._cpu = (src, compiled, _static_params(src))
-        src, compiled, params = prepared
+            prepared = group._cpu = compile_loop(group)
+        src, compiled, static = prepared
         shape = group.root.shape
         n = int(np.prod(shape.dims, dtype=np.int64))
         out_dtype = _carrier_dtype(shape.element_type)
         out = empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
         inputs = [_as_carrier(v, inst) for v, inst in zip(values, src.inputs)]
-        run_loop(compiled, n, out, inputs, params[0], params[1])
+        run_loop(compiled, n, out, inputs, static)
         out = out.reshape(shape.dims)
         if out.dtype != shape.dtype:
             out = out.astype(shape.dtype)
@@ -121,14 +121,7 @@ def _static_params(src):
     params = []
     for kind, inst, reader in src.param_values:
         if kind == "bcast":
-            operand_dims = inst.shape.dims
-            strides = np.zeros(len(odims), np.int64)
-            stride = 1
-            mapping = reader.attrs["broadcast_dimensions"]
-            for d in range(len(operand_dims) - 1, -1, -1):
-                strides[mapping[d]] = stride if operand_dims[d] != 1 else 0
-                stride *= operand_dims[d]
-            params.append(strides)
+            params.append(np.array(broadcast_strides(reader, tuple(odims)), np.int64))
         elif kind == "constant":
             params.append(_carrier_dtype(inst.shape.element_type).type(np.asarray(inst.attrs["literal"])[()]))
         elif kind == "iota":

@@ -756,6 +756,182 @@ registry.register("collective-broadcast", "CollectiveBroadcast", "collective", _
                   categories=("collective",))
 
 
+# -- index maps: every device at once --------------------------------------------------------
+#
+# A collective's map covers all devices: operand ``k`` is the devices' operands stacked
+# (device first), the domain is ``(device, *result_index)`` and a read is
+# ``(k, (source_device, *index))``.  Who meets whom is the references' own rule
+# (``_participants`` with each device's view).
+
+class _DeviceView:
+    """What the group rules read from a run's context, for one device of ``R x P``."""
+
+    def __init__(self, device, num_replicas, num_partitions):
+        self.device_id = device
+        self.replica_id, self.partition_id = divmod(device, num_partitions)
+        self.num_replicas, self.num_partitions = num_replicas, num_partitions
+        self.num_devices = num_replicas * num_partitions
+
+
+def _views(op, operands, ctx):
+    """One _DeviceView per device of the stacked operands (device count = leading size)."""
+    n = int(np.shape(operands[0])[0]) if operands else 0
+    shapes = {tuple(np.shape(o))[1:] for o in operands}
+    if len(shapes) > 1:
+        raise NotImplementedError(f"{op} index map: operands of different shapes {sorted(shapes)}; the map "
+                                  "covers operands of one shape (map each operand's collective on its own)")
+    R, P = (ctx.num_replicas, ctx.num_partitions) if ctx is not None else (n, 1)
+    if R * P != n:
+        R, P = n, 1
+    return [_DeviceView(d, R, P) for d in range(n)]
+
+
+def _collective_map(opcode, operands, shape, access, kind="copy"):
+    from .index_map import IndexMap
+    n = int(np.shape(operands[0])[0])
+    dims = _shapes(shape)[0].dims
+    return IndexMap(opcode, (n,) + tuple(dims), access, operand_shapes=tuple(Shape.of(o) for o in operands),
+                    result_shape=shape, kind=kind)
+
+
+def _groups_of(op, views, replica_groups, mode, none_ok=False):
+    """Per device: its group (device numbers, in group order), or None (none_ok)."""
+    out = []
+    for v in views:
+        try:
+            out.append(_participants(op, v, replica_groups, mode))
+        except ExecutionError:
+            if not none_ok:
+                raise
+            out.append(None)
+    return out
+
+
+def _all_reduce_index_map(*operands, shape, ctx=None, computation, replica_groups=(), channel_id=None,
+                          use_global_device_ids=False):
+    """``result@d[i] = computation(...(operand@g[0][i], operand@g[1][i]), ...)``: each result
+    element reads the same element of every device of its group, in group order."""
+    from .index_map import Access
+    views = _views("AllReduce", operands, ctx)
+    groups = _groups_of("AllReduce", views, replica_groups, _group_mode(channel_id, bool(use_global_device_ids)))
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        return Access(index, reads=tuple((k, (s,) + i) for s in g for k in range(len(operands))),
+                      detail={"device": d, "group": g, "result_index": i})
+    return _collective_map("all-reduce", operands, shape, access, kind="reduce")
+
+
+def _all_gather_index_map(*operands, shape, ctx=None, all_gather_dim, replica_groups=(), channel_id=None,
+                          use_global_device_ids=False, shard_count=None):
+    """``result@d`` is the group's operands concatenated along ``all_gather_dim``: element
+    ``i`` with ``i[dim] = k * m + j`` copies ``operand@g[k]`` at ``j`` (``m`` the operand's size)."""
+    from .index_map import Access
+    views = _views("AllGather", operands, ctx)
+    groups = _groups_of("AllGather", views, replica_groups, _group_mode(channel_id, bool(use_global_device_ids)))
+    m = int(np.shape(operands[0])[1 + all_gather_dim])
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        k, j = divmod(i[all_gather_dim], m)
+        src = groups[d][k]
+        oi = i[:all_gather_dim] + (j,) + i[all_gather_dim + 1:]
+        return Access(index, reads=tuple((q, (src,) + oi) for q in range(len(operands))),
+                      detail={"device": d, "group": groups[d], "block": k, "source_device": src,
+                              "operand_index": oi})
+    return _collective_map("all-gather", operands, shape, access)
+
+
+def _all_to_all_index_map(*operands, shape, ctx=None, split_dimension=None, replica_groups=(), channel_id=None,
+                          split_count=None):
+    """Array form: ``result@g[me]`` along ``split_dimension`` is block ``me`` of every group
+    member, in group order: element ``i`` with ``i[dim] = k * b + j`` copies
+    ``operand@g[k]`` at ``me * b + j``.  Tuple form: result ``j`` is ``operands[me]@g[j]``."""
+    from .index_map import Access
+    views = _views("AllToAll", operands, ctx)
+    groups = _groups_of("AllToAll", views, replica_groups, _group_mode(channel_id, None))
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        me = g.index(d)
+        if split_dimension is None:
+            return Access(index, reads=tuple((me, (src,) + i) for src in g),
+                          detail={"device": d, "group": g, "position": me})
+        b = int(np.shape(operands[0])[1 + split_dimension]) // len(g)
+        k, j = divmod(i[split_dimension], b)
+        oi = i[:split_dimension] + (me * b + j,) + i[split_dimension + 1:]
+        return Access(index, reads=((0, (g[k],) + oi),),
+                      detail={"device": d, "group": g, "position": me, "block": k, "block_size": b,
+                              "source_device": g[k], "operand_index": oi})
+    return _collective_map("all-to-all", operands, shape, access)
+
+
+def _collective_permute_index_map(*operands, shape, ctx=None, source_target_pairs, channel_id=None):
+    """``result@t = operand@s`` for each pair ``(s, t)``; a device that is no target gets zeros."""
+    from .index_map import Access
+    views = _views("CollectivePermute", operands, ctx)
+    mode = _group_mode(channel_id, None)
+    source = []
+    for v in views:
+        me, count = _domain(v, mode)
+        ids = [s for s, t in source_target_pairs if t == me]
+        source.append(_devices(v, mode, ids)[0] if ids else None)
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        s = source[d]
+        if s is None:
+            return Access(index, source="init", detail={"device": d, "source_device": None})
+        return Access(index, reads=tuple((k, (s,) + i) for k in range(len(operands))),
+                      detail={"device": d, "source_device": s})
+    return _collective_map("collective-permute", operands, shape, access)
+
+
+def _reduce_scatter_index_map(*operands, shape, ctx=None, computation, scatter_dimension, replica_groups=(),
+                              channel_id=None, use_global_device_ids=False, shard_count=None):
+    """``result@g[me]`` is block ``me`` of the group's AllReduce: element ``i`` reads
+    element ``i`` with ``i[dim] += me * b`` of every group member's operand."""
+    from .index_map import Access
+    views = _views("ReduceScatter", operands, ctx)
+    groups = _groups_of("ReduceScatter", views, replica_groups,
+                        _group_mode(channel_id, bool(use_global_device_ids)))
+    b = int(_shapes(shape)[0].dims[scatter_dimension])
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        me = g.index(d)
+        oi = i[:scatter_dimension] + (me * b + i[scatter_dimension],) + i[scatter_dimension + 1:]
+        return Access(index, reads=tuple((k, (s,) + oi) for s in g for k in range(len(operands))),
+                      detail={"device": d, "group": g, "position": me, "operand_index": oi})
+    return _collective_map("reduce-scatter", operands, shape, access, kind="reduce")
+
+
+def _collective_broadcast_index_map(operand, *, shape, ctx=None, replica_groups=(), channel_id=None):
+    """``result@g[i] = operand@g[0]``; a device in no group gets zeros."""
+    from .index_map import Access
+    views = _views("CollectiveBroadcast", [operand], ctx)
+    groups = _groups_of("CollectiveBroadcast", views, replica_groups, _group_mode(channel_id, None), none_ok=True)
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        if g is None:
+            return Access(index, source="init", detail={"device": d, "group": None})
+        return Access(index, reads=((0, (g[0],) + i),), detail={"device": d, "group": g, "source_device": g[0]})
+    return _collective_map("collective-broadcast", [operand], shape, access)
+
+
+# the maps join the ops registered above (they share the group rules defined with them)
+for _opcode, _map in (("all-reduce", _all_reduce_index_map), ("all-gather", _all_gather_index_map),
+                      ("all-to-all", _all_to_all_index_map), ("collective-permute", _collective_permute_index_map),
+                      ("reduce-scatter", _reduce_scatter_index_map),
+                      ("collective-broadcast", _collective_broadcast_index_map)):
+    registry.OPS[_opcode].index_map = _map
+
+
 # -- channels: Infeed, Outfeed, Send, Recv ---------------------------------------------------
 
 _CHANNELS = threading.Condition()  # guards every run's channel lists (device threads share them)

@@ -18,7 +18,7 @@ from ..errors import ExecutionError, HloParseError, ShapeError
 from ..hlo.attrs import Attr, parse_ints
 from ..shapes import Shape, as_shape
 from . import registry
-from .index_map import Access, IndexMap
+from .index_map import Access, Candidates, IndexMap, is_unknown
 
 
 # -- helpers shared with slicing.py ----------------------------------------------------------
@@ -579,8 +579,28 @@ def bitcast_view(operand, shape):
     return flat.reshape(shape.dims)
 
 
+def _bitcast_index_map(operand, *, shape):
+    """Row-major element order (see the simplification above): result element ``L``
+    (row-major) holds bits ``[L*r, (L+1)*r)`` of the buffer, ``r`` its bit width, so it
+    reads the operand elements that hold those bits (one, or several / part of one when
+    the element type changes width)."""
+    in_dims = tuple(np.shape(operand))
+    r = dtypes.bit_width(shape.element_type)
+    o = dtypes.bit_width(Shape.of(operand).element_type)
+
+    def access(result_index):
+        linear = linear_index(result_index, shape.dims)
+        first, last = linear * r // o, ((linear + 1) * r - 1) // o
+        reads = tuple((0, delinearize(q, in_dims)) for q in range(first, last + 1))
+        return Access(result_index, reads=reads,
+                      detail={"linear_index": linear, "bits": (linear * r, (linear + 1) * r),
+                              "operand_linear": (first, last), "operand_index": reads[0][1]})
+    return _index_map("bitcast", shape, [operand], access)
+
+
 registry.register("bitcast", "Bitcast", "shape", _bitcast_shape_rule, _bitcast_reference,
-                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("data_movement",))
+                  attrs_from_shape=lambda shape: {"shape": shape}, index_map=_bitcast_index_map,
+                  categories=("data_movement",))
 
 
 # -- dynamic-reshape ------------------------------------------------------------------------------
@@ -634,9 +654,29 @@ def _dynamic_reshape_reference(operand, *dim_sizes, shape):
     return np.reshape(operand, dynamic_reshape_sizes(operand, dim_sizes, shape)).copy()
 
 
+def _dynamic_reshape_index_map(operand, *dim_sizes, shape):
+    """As Reshape's map, over the result's run-time sizes (``dim_sizes``); with unknown
+    sizes (shapes only) the domain is the bounds and the elements read are unknown."""
+    if is_unknown(dim_sizes):
+        dims = [d if d is not None else b for d, b in zip(shape.dims, shape.bounds)]
+        whole = Candidates([(0, n) for n in np.shape(operand)])
+        return IndexMap("dynamic-reshape", dims, lambda index: Access(index, reads=whole, unknown=True, detail={}),
+                        operand_shapes=(Shape.of(operand),), result_shape=shape, kind="copy")
+    sizes = dynamic_reshape_sizes(operand, dim_sizes, shape)
+    in_dims = tuple(np.shape(operand))
+
+    def access(result_index):
+        linear = linear_index(result_index, sizes)
+        operand_index = delinearize(linear, in_dims)
+        return Access(result_index, reads=((0, operand_index),),
+                      detail={"linear_index": linear, "operand_index": operand_index, "sizes": list(sizes)})
+    return IndexMap("dynamic-reshape", sizes, access, operand_shapes=(Shape.of(operand),), result_shape=shape,
+                    kind="copy")
+
+
 registry.register("dynamic-reshape", "DynamicReshape", "shape", _dynamic_reshape_shape_rule,
                   _dynamic_reshape_reference, attrs_from_shape=lambda shape: {"shape": shape},
-                  categories=("data_movement",))
+                  index_map=_dynamic_reshape_index_map, categories=("data_movement",))
 
 __all__ = ["Broadcast", "BroadcastInDim", "Reshape", "Collapse", "Transpose", "Rev", "Concatenate",
            "Iota", "DynamicReshape", "Copy", "Bitcast"]
