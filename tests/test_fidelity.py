@@ -211,3 +211,29 @@ def test_bitcast_convert_c128_to_c64_and_back(backend):
     np.testing.assert_array_equal(got.view(np.uint32), [0x89ABCDEF, 0x01234567, 0x11111111, 0])
     back = _comp("c64_c128", ["c64[2]"], lambda v: xe.BitcastConvertType(v, "c128"))
     np.testing.assert_array_equal(back.run(got, backend=backend).reshape(1).view(np.uint64), x.view(np.uint64))
+
+
+# -- Inf and NaN in convolution windows over padding and dilation holes ----------------------------
+
+#: (type, lhs length, kernel, padding, lhs dilation, XLA:CPU's result), from jax.jit of
+#: lax.conv_general_dilated on ones: Eigen (f32, buffers over 8 bytes) multiplies the padding's
+#: zeros (Inf -> NaN); the loop emitter (f64, tiny buffers, lhs dilation) skips those cells
+_CONV = [
+    ("f32", 3, [inf, 1, 1], (1, 1), 1, [nan, inf, inf]),
+    ("f32", 3, [inf, 1, 1], (0, 0), 2, [inf, 1, inf]),
+    ("f64", 3, [inf, 1, 1], (1, 1), 1, [2, inf, inf]),
+    ("f32", 2, [inf, 1, 1], (1, 1), 1, [2, inf]),
+    ("f32", 4, [1, nan, 1], (1, 1), 1, [nan, nan, nan, nan]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", range(len(_CONV)))
+def test_non_finite_kernel_over_padding_and_holes_as_xla_cpu(case, backend):
+    _backend_ok(backend)
+    t, n, kernel, pad, ld, want = _CONV[case]
+    dt = xe.Shape(t, ()).dtype
+    comp = _comp("conv", [f"{t}[1,1,{n}]", f"{t}[1,1,{len(kernel)}]"], lambda x, k: xe.ConvGeneralDilated(
+        x, k, [1], [pad], lhs_dilation=[ld], rhs_dilation=[1]))
+    got = comp.run(np.ones((1, 1, n), dt), np.array(kernel, dt).reshape(1, 1, -1), backend=backend)
+    np.testing.assert_array_equal(got.ravel(), np.array(want, dt))
