@@ -11,7 +11,7 @@ from .errors import ExecutionError, HloParseError, ShapeError, SizeLimitError
 from .ops import *  # noqa: F401,F403  (the op functions, named as in the spec)
 from .ops import __all__ as _ops_all
 from .ops.index_map import Access, IndexMap
-from .shapes import Shape
+from .shapes import Shape, set_size_limit, size_limit
 
 __version__ = "0.1.0"
 
@@ -29,9 +29,11 @@ def from_jax(f, *args, **kwargs):
 
 
 def index_map(comp_or_opcode, instruction=None, *args, **attrs):
-    """The index map of an op: ``index_map(comp, "gather.1", *args)`` for an instruction of
-    a computation (values of the module's arguments evaluate its operands), or
-    ``index_map("pad", *operand_values, padding_config=...)`` for an op on values."""
+    """The index map of an op: ``index_map(comp, "gather.1", *args, invocation=0)`` for an
+    instruction in any computation of a module (its operands' values come from the run's
+    trace, ``trace=comp.trace(...)`` reuses one; ``invocation=k`` is its k-th execution;
+    with no args, shapes only: values that decide the map are unknown and the accesses
+    say so), or ``index_map("pad", *operand_values, padding_config=...)`` for an op on values."""
     from .inspect import index_map as _index_map
     return _index_map(comp_or_opcode, instruction, *args, **attrs)
 
@@ -62,4 +64,5 @@ def status_table(file=None):
 
 __all__ = ["Shape", "XlaBuilder", "XlaOp", "XlaComputation", "Parameter", "Constant", "ConstantR0",
            "ShapeError", "HloParseError", "ExecutionError", "SizeLimitError", "parse_hlo", "from_jax",
-           "index_map", "animate", "status_table", "IndexMap", "Access", "dtypes"] + list(_ops_all)
+           "index_map", "animate", "status_table", "IndexMap", "Access", "dtypes", "set_size_limit",
+           "size_limit"] + list(_ops_all)

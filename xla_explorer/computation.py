@@ -62,6 +62,20 @@ class XlaComputation:
         from .executors.reference import run_replicated
         return run_replicated(self, per_replica_args, backend=backend, **options)
 
+    def trace(self, *args, keep=None, max_bytes=None, **options):
+        """Run the NumPy reference on ``args`` and record every invocation of every
+        instruction, in every computation: a ``Trace`` (``t.result``, ``t.get(name, k)``,
+        ``t.value(name, k)``, ``t.records`` ...).  ``keep``: instruction names (their
+        operands kept too) or a predicate on records; ``max_bytes``: the budget for kept
+        values.  See ``xla_explorer.trace``."""
+        from .trace import trace
+        return trace(self, *args, keep=keep, max_bytes=max_bytes, **options)
+
+    def trace_replicated(self, per_replica_args, keep=None, max_bytes=None, **options):
+        """``run_replicated`` traced: ``t.for_device(d)`` is device ``d``'s trace."""
+        from .trace import trace_replicated
+        return trace_replicated(self, per_replica_args, keep=keep, max_bytes=max_bytes, **options)
+
     # -- JAX ----------------------------------------------------------------------------
     def to_jax(self):
         """This computation as a jittable function of jax arrays (every op a ``jax.lax`` call)."""
@@ -100,8 +114,9 @@ class XlaComputation:
         return fusion_plan(self.entry, fuse=fuse)
 
     def verify(self):
-        """Re-infer every instruction's shape with the shape rules; raise on disagreement."""
-        from .executors.reference import verify_module
+        """The check every backend runs first (``hlo.verify``): parameter numbering, operand
+        order, every declared shape against its op's shape rule, the size limit."""
+        from .hlo.verify import verify_module
         verify_module(self)
         return self
 

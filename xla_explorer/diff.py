@@ -1,7 +1,7 @@
 """``comp.diff(*args)``: an executor against real XLA (through JAX), instruction by instruction.
 
-The executor under test (``backend``, the NumPy reference) runs the module once and keeps
-every entry instruction's value.  Then each entry instruction is evaluated *again* by
+The executor under test (``backend``, the NumPy reference) runs the module once, traced
+(``comp.trace``), keeping every entry instruction's value.  Then each entry instruction is evaluated *again* by
 ``against`` (``"jax"``: its ``jax.lax`` lowering, eagerly, on XLA) on the **same operand
 values** the reference gave it, so a difference shows up at the instruction that makes
 it and does not spread to the instructions after it.  Per instruction the report has the
@@ -240,29 +240,23 @@ def _compare(inst, got, want, rtol, atol, max_indices, stacked):
 # Running both sides
 
 def _reference_values(module, args, channels=None):
-    """Per device, {instruction: value} for the entry's instructions (the reference)."""
-    from .executors import reference, spmd
-    if spmd.is_partitioned(module):
-        info = spmd.SpmdInfo(module)
-        n = info.num_replicas * info.num_partitions
-        per_device = [dict() for _ in range(n)]
-
-        def work(ctx):
-            record = per_device[ctx.device_id].__setitem__
-            return reference.run(module, args, ctx=ctx, on_value=record)
-
-        error = None
-        try:
-            reference.run_on_devices(work, info.num_replicas, info.num_partitions, channels=channels, spmd=info)
-        except Exception as e:  # noqa: BLE001 - what ran is still compared
-            error = f"the reference failed: {type(e).__name__}: {e}"
-        return per_device, error
-    values, error = {}, None
+    """Per device, {instruction: value} for the entry's instructions: the reference's run
+    trace, keeping the entry's values only (what runs inside called computations is
+    compared through the instruction that calls it)."""
+    from .trace import trace
+    error = None
     try:
-        reference.run(module, args, on_value=values.__setitem__, channels=channels)
-    except Exception as e:  # noqa: BLE001
+        t = trace(module, *args, keep=_entry_only, max_bytes=float("inf"), channels=channels)
+    except Exception as e:  # noqa: BLE001 - what ran is still compared
+        t = getattr(e, "trace", None)
         error = f"the reference failed: {type(e).__name__}: {e}"
-    return [values], error
+        if t is None:
+            return [{}], error
+    return [t.for_device(d).entry_values() for d in range(t.num_devices)], error
+
+
+def _entry_only(record):
+    return record.parent is None
 
 
 def _operand_value(template, per_device, inst, positions):

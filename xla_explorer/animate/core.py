@@ -349,6 +349,7 @@ class OpContext:
     result: object            # the result value (array or tuple of arrays)
     index_map: object         # the IndexMap
     label: str = ""           # "gather.1" or "Gather"
+    known: bool = True        # False: shapes only, the map depends on values that are not known
 
     @property
     def results(self):
@@ -1124,52 +1125,47 @@ def _value_colours(values):
 OPTIONS = ("dims", "fixed", "max_steps", "sample")
 
 
-def context(target, instruction=None, *args, **attrs):
+def context(target, instruction=None, *args, invocation=0, trace=None, **attrs):
     """The OpContext of ``(comp, "gather.1", *module_args)`` or ``("gather", *values, **attrs)``."""
     from ..computation import XlaComputation
     from ..executors.reference import ExecutionContext, bind_attrs
-    from ..inspect import _find, _plain, _zeros, instruction_values
+    from ..inspect import _plain, instruction_operands, map_of
     if isinstance(target, XlaComputation):
         if not isinstance(instruction, str):
             raise TypeError("animate(comp, 'gather.1', *args): name the instruction")
-        comp, inst = _find(target, instruction)
-        op = registry.get(inst.opcode)
-        _check(op)
-        ectx = ExecutionContext()
-        bound = bind_attrs(_plain(inst.attrs), ectx)
-        if args:
-            if comp is not target.entry:
-                from ..errors import ExecutionError
-                raise ExecutionError(f"{inst.name} is inside {comp.name}, not the entry computation: pass no "
-                                     "arguments (operands are then constants or zeros) or pick an entry instruction")
-            values = instruction_values(target, *args)
-            operands = [values[o] for o in inst.operands]
-            result = values[inst]
-        else:
-            operands = [o.attrs["literal"] if o.opcode == "constant" else _zeros(o.shape) for o in inst.operands]
-            result = _reference(op, operands, inst.shape, bound, ectx)
-        imap = op.index_map(*operands, shape=inst.shape, **bound)
-        return OpContext(inst.opcode, op, operands, bound, inst.shape, result, imap, inst.name)
+        iv = instruction_operands(target, instruction, *args, invocation=invocation, trace=trace)
+        _check(iv.op)
+        bound = bind_attrs(_plain(iv.instruction.attrs), ExecutionContext())
+        imap = map_of(iv)
+        return OpContext(iv.instruction.opcode, iv.op, iv.operands, bound, iv.instruction.shape, iv.result, imap,
+                         iv.label, known=iv.known or not any(a.unknown for a in _first_accesses(imap)))
     if not isinstance(target, str):
         raise TypeError(f"animate: expected an XlaComputation or an opcode / op name, got {type(target).__name__}")
-    from ..inspect import instance, op_by_name
+    from ..inspect import eager_operands, op_by_name
     try:
         op = op_by_name(target)
     except NotImplementedError:
         raise NotImplementedError(f"animate: unknown op {target!r}; animated ops: {', '.join(animated())}") from None
     _check(op)
-    from ..builder import _eager_value
     values = ((instruction,) if instruction is not None else ()) + args
-    operands = [_eager_value(v) for v in values]
-    shape, traced = instance(op, operands, attrs)
-    ectx = ExecutionContext()
-    bound = bind_attrs(traced, ectx)
-    result = _reference(op, operands, shape, bound, ectx)
-    imap = op.index_map(*operands, shape=shape, **bound)
-    return OpContext(op.opcode, op, operands, bound, shape, result, imap, op.name)
+    iv = eager_operands(op, values, attrs)
+    return OpContext(op.opcode, op, iv.operands, iv.attrs, iv.shape, iv.result, map_of(iv), op.name)
+
+
+def _first_accesses(imap, n=8):
+    out = []
+    for a in imap:
+        out.append(a)
+        if len(out) >= n:
+            break
+    return out
 
 
 def _reference(op, operands, shape, bound, ectx):
+    from ..executors.reference import check_reference_size
+    from ..shapes import check_size
+    check_size(shape, f"animate {op.name}")
+    check_reference_size(op, f"animate {op.name}", operands, shape)
     kwargs = dict(bound)
     if op.needs_context:
         kwargs["ctx"] = ectx

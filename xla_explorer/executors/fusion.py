@@ -4,7 +4,8 @@
 group of its users when all its users are in that one group and it has the group's
 dimensions; a ``broadcast`` joins as an index transformation (its operand is read
 through the broadcast's map instead of being materialised); scalar constants and
-``iota`` are computed in the loop.  Everything else is a step of its own.  The plan is a
+``iota`` are computed in the loop (a broadcast or iota read by several loops in each of
+them).  Everything else is a step of its own.  The plan is a
 pure description (no Numba): the CPU and CUDA backends generate code from it, the graph
 renderer can draw its groups.
 """
@@ -96,6 +97,24 @@ class FusionPlan:
         return "\n".join(lines)
 
 
+def _duplicate(inst, users, group_of, computation):
+    """Put a broadcast or iota read by several fused loops into each of them (XLA duplicates
+    them too): recomputing it in each loop costs an index computation, materialising it a
+    whole array written and read back.  True when done."""
+    groups = [group_of.get(u) for u in users]
+    if (inst is computation.root or len(users) < 2 or any(g is None for g in groups)
+            or any(u.opcode == "broadcast" for u in users)
+            or any(g.dims != inst.shape.dims for g in groups)):
+        return False
+    seen = set()
+    for g in groups:
+        if id(g) not in seen:
+            seen.add(id(g))
+            g.members.append(inst)
+    group_of[inst] = groups[0]
+    return True
+
+
 def fusion_plan(computation, fuse=True):
     """Group ``computation``'s instructions into fused loops and single steps (cached)."""
     cached = getattr(computation, "_fusion_plan", None)
@@ -115,6 +134,8 @@ def fusion_plan(computation, fuse=True):
             continue
         target = None
         us = users[inst]
+        if fuse and inst.opcode in _INDEX_OPS and _duplicate(inst, us, group_of, computation):
+            continue
         if fuse and us and inst is not computation.root:
             gs = {id(group_of.get(u)) for u in us}
             g = group_of.get(us[0])

@@ -394,13 +394,10 @@ def run(module, args, jit=True, cache=True):
     """``comp.run(*args, backend="jax")``: the module lowered to jax.lax, run by XLA on
     JAX's devices (``jit=False``: op by op, for debugging).  Returns NumPy values of the
     exact types, as the reference executor does."""
-    from .reference import as_argument
+    from .reference import entry_arguments
+    args = entry_arguments(module, args)
     load()
     entry = module.entry
-    if len(args) != len(entry.parameters):
-        raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments "
-                             f"({', '.join(str(p.shape) for p in entry.parameters)}), got {len(args)}")
-    args = [as_argument(a, p.shape, f"argument {i} ({p.name})") for i, (a, p) in enumerate(zip(args, entry.parameters))]
     with jax.enable_x64(True):
         f = jitted(module, cache) if jit else lower_module(module)
         out = f(*[to_jax_value(a) for a in args])

@@ -15,7 +15,8 @@ from ..errors import ExecutionError
 from ..ops import registry
 from ..shapes import check_size
 from .fusion import fusion_plan
-from .reference import ExecutionContext, Region, Token, as_argument, conform
+from .loopgen import broadcast_strides
+from .reference import ExecutionContext, Region, Token, conform, entry_arguments
 
 #: ops interpreted by the executor itself (no data is computed)
 _CONTROL = {"parameter", "tuple", "get-tuple-element", "call", "fusion", "while", "conditional",
@@ -87,15 +88,14 @@ class CpuBackend:
         from .cpu.shape import empty
         prepared = getattr(group, "_cpu", None)
         if prepared is None:
-            src, compiled = compile_loop(group)
-            prepared = group._cpu = (src, compiled, _static_params(src))
-        src, compiled, params = prepared
+            prepared = group._cpu = compile_loop(group)
+        src, compiled, static = prepared
         shape = group.root.shape
         n = int(np.prod(shape.dims, dtype=np.int64))
         out_dtype = _carrier_dtype(shape.element_type)
         out = empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
         inputs = [_as_carrier(v, inst) for v, inst in zip(values, src.inputs)]
-        run_loop(compiled, n, out, inputs, params[0], params[1])
+        run_loop(compiled, n, out, inputs, static)
         out = out.reshape(shape.dims)
         if out.dtype != shape.dtype:
             out = out.astype(shape.dtype)
@@ -121,14 +121,7 @@ def _static_params(src):
     params = []
     for kind, inst, reader in src.param_values:
         if kind == "bcast":
-            operand_dims = inst.shape.dims
-            strides = np.zeros(len(odims), np.int64)
-            stride = 1
-            mapping = reader.attrs["broadcast_dimensions"]
-            for d in range(len(operand_dims) - 1, -1, -1):
-                strides[mapping[d]] = stride if operand_dims[d] != 1 else 0
-                stride *= operand_dims[d]
-            params.append(strides)
+            params.append(np.array(broadcast_strides(reader, tuple(odims)), np.int64))
         elif kind == "constant":
             params.append(_carrier_dtype(inst.shape.element_type).type(np.asarray(inst.attrs["literal"])[()]))
         elif kind == "iota":
@@ -262,6 +255,9 @@ def evaluate(computation, args, ctx, backend, on_value=None):
     for k, step in enumerate(plan.steps):
         inst = step.inst
         if step.group is not None:
+            # the loop's output (in its carrier type, f16 -> f32) is allocated: guard it first
+            check_size(step.group.root.shape, f"{step.group.root.opcode} {step.group.root.name}",
+                       itemsize=_carrier_dtype(step.group.root.shape.element_type).itemsize)
             value = backend.run_group(step.group, [env[x] for x in step.group.inputs])
         elif inst.opcode == "parameter":
             value = env[inst]
@@ -280,6 +276,8 @@ def evaluate(computation, args, ctx, backend, on_value=None):
 def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels=None):
     backend = _backend(device, fuse)
     if ctx is None and _partitioned(module):
+        from ..hlo.verify import verify
+        verify(module)
         from . import spmd
         from .reference import run_on_devices
         info = spmd.SpmdInfo(module)
@@ -288,10 +286,7 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
             return run(module, args, device, fuse, ctx=c)
         return run_on_devices(work, info.num_replicas, info.num_partitions, channels=channels, spmd=info)[0]
     entry = module.entry
-    if len(args) != len(entry.parameters):
-        raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments, got {len(args)}")
-    args = [_device_tree(as_argument(a, p.shape, f"argument {i} ({p.name})"), backend)
-            for i, (a, p) in enumerate(zip(args, entry.parameters))]
+    args = [_device_tree(a, backend) for a in entry_arguments(module, args)]
     ctx = ctx or ExecutionContext(channels=channels)
     out = evaluate(entry, args, ctx, backend, on_value)
     return conform(_host_tree(out, backend), entry.root.shape, module.name)

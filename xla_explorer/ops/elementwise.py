@@ -129,6 +129,8 @@ def _element_type_name(op, value):
                              f"known: {', '.join(sorted(dtypes.DTYPES))}")
         return value
     try:
+        if value is None or isinstance(value, (bool, int, float)):
+            raise TypeError  # np.dtype(None) is float64: None must not mean f64
         return dtypes.from_numpy(value)
     except (TypeError, ValueError):
         raise ShapeError(f"{op}: new_element_type={value!r} is neither an XLA element type name "
@@ -811,9 +813,8 @@ def Compare(lhs, rhs, comparison_direction, compare_type=None, broadcast_dimensi
 
     >>> Compare(np.float32([1, nan]), np.float32([1, nan]), "EQ")   # [True, False]
     """
-    direction = str(comparison_direction).upper()
-    attrs = {"comparison_direction": direction,
-             "compare_type": None if compare_type is None else str(compare_type).upper()}
+    # the attribute schema checks and upper-cases both (``hlo.attrs.coerce_attrs``)
+    attrs = {"comparison_direction": comparison_direction, "compare_type": compare_type}
     return apply_op("compare", list(_broadcast_binary("Compare", lhs, rhs, broadcast_dimensions)), attrs)
 
 
@@ -876,8 +877,8 @@ def _compare_reference(lhs, rhs, *, shape, comparison_direction, compare_type=No
 
 
 registry.register("compare", "Compare", "elementwise", _compare_shape_rule, _compare_reference,
-                  attrs=(Attr("comparison_direction", "str", hlo="direction"),
-                         Attr("compare_type", "str", hlo="type", default=None)),
+                  attrs=(Attr("comparison_direction", "str", hlo="direction", choices=_DIRECTIONS),
+                         Attr("compare_type", "str", hlo="type", default=None, choices=_COMPARE_TYPES)),
                   categories=("elementwise", "comparison"))
 
 

@@ -19,8 +19,9 @@ import numpy as np
 
 from .. import dtypes
 from ..builder import XlaOp, apply_op
+from ..coerce import as_int, as_int_list
 from ..errors import HloParseError, ShapeError
-from ..hlo.attrs import Attr, Window
+from ..hlo.attrs import Attr, Window, int_tuples
 from ..shapes import Shape
 from . import custom_call, registry
 from .index_map import Access, IndexMap
@@ -152,7 +153,7 @@ def DotGeneral(lhs, rhs, dimension_numbers=None, *, lhs_contracting_dimensions=(
                 lhs_batch_dimensions=lhs_batch_dimensions, rhs_batch_dimensions=rhs_batch_dimensions)
     if dimension_numbers is not None:
         dims = _dot_dimension_numbers(dimension_numbers)._asdict()
-    attrs = {k: tuple(int(d) for d in v) for k, v in dims.items()}
+    attrs = dict(dims)  # the attribute schema checks the dimension lists (hlo.attrs.coerce_attrs)
     attrs["precision_config"] = _precision_text(precision_config)
     attrs["preferred_element_type"] = _type_name(preferred_element_type)
     return apply_op("dot", [lhs, rhs], attrs)
@@ -410,6 +411,16 @@ class DimLabels:
     def missing(self):
         return None
 
+    def coerce(self, attrs, op):
+        dn = attrs.get("dimension_numbers")
+        if dn is None:
+            return
+        if not isinstance(dn, ConvDimensionNumbers):
+            raise ShapeError(f"{op}: dimension_numbers must be a ConvDimensionNumbers, got {dn!r}")
+        attrs["dimension_numbers"] = ConvDimensionNumbers(*(
+            as_int_list(op, f"dimension_numbers.{f}", v) if f.endswith("dimensions") else as_int(op, f"dimension_numbers.{f}", v)
+            for f, v in zip(ConvDimensionNumbers._fields, dn)))
+
     def format(self, attrs, inst, name_of):
         dn = attrs.get("dimension_numbers")
         if dn is None:
@@ -429,7 +440,7 @@ def conv_dimension_numbers(dimension_numbers, num_spatial_dims):
     if isinstance(dn, str):
         return parse_dim_labels(dn)
     if isinstance(dn, dict):
-        return ConvDimensionNumbers(**{k: tuple(v) if isinstance(v, (list, tuple)) else int(v) for k, v in dn.items()})
+        return ConvDimensionNumbers(**{k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in dn.items()})
     if len(dn) == 3 and all(isinstance(s, str) for s in dn):
         lhs_spec, rhs_spec, out_spec = dn
         # JAX's convention: spatial dimensions pair up by letter, in the kernel spec's order
@@ -448,7 +459,7 @@ def make_padding(input_sizes, window_sizes, window_strides, padding):
     """XLA's MakePadding: ``"VALID"`` -> no padding; ``"SAME"`` -> pad (low, high) so that
     output size = ceil(input / stride), the odd element on the high side."""
     if not isinstance(padding, str):
-        return tuple((int(lo), int(hi)) for lo, hi in padding)
+        return int_tuples("ConvGeneralDilated", "padding", padding, (2,), "(low, high)")
     kind = padding.upper()
     if kind == "VALID":
         return tuple((0, 0) for _ in input_sizes)
@@ -490,9 +501,12 @@ def ConvGeneralDilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs
     ls, rs = _shape_of(lhs), _shape_of(rhs)
     n = ls.rank - 2
     dn = _dimension_numbers("ConvGeneralDilated", dimension_numbers, ls.rank)
-    window_strides = tuple(int(s) for s in window_strides)
-    lhs_dilation = tuple(int(d) for d in (lhs_dilation or [1] * n))
-    rhs_dilation = tuple(int(d) for d in (rhs_dilation or [1] * n))
+    op = "ConvGeneralDilated"
+    window_strides = as_int_list(op, "window_strides", window_strides)
+    lhs_dilation = as_int_list(op, "lhs_dilation", [1] * n if lhs_dilation is None else lhs_dilation)
+    rhs_dilation = as_int_list(op, "rhs_dilation", [1] * n if rhs_dilation is None else rhs_dilation)
+    if padding is None or not isinstance(padding, (str, list, tuple, np.ndarray)):
+        raise ShapeError(f"{op}: padding must be 'SAME', 'VALID' or a list of (low, high) pairs, got {padding!r}")
     if isinstance(padding, str):
         try:
             in_sizes = [_dilated(ls.dims[d], ld) for d, ld in zip(dn.input_spatial_dimensions, lhs_dilation)]
@@ -506,13 +520,13 @@ def ConvGeneralDilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs
         padding = make_padding(in_sizes, k_sizes, window_strides, padding)
     attrs = {
         "window_strides": window_strides,
-        "padding": tuple((int(lo), int(hi)) for lo, hi in padding),
+        "padding": padding,
         "lhs_dilation": lhs_dilation,
         "rhs_dilation": rhs_dilation,
-        "window_reversal": tuple(bool(r) for r in (window_reversal or [False] * n)),
+        "window_reversal": [False] * n if window_reversal is None else window_reversal,
         "dimension_numbers": dn,
-        "feature_group_count": int(feature_group_count),
-        "batch_group_count": int(batch_group_count),
+        "feature_group_count": feature_group_count,
+        "batch_group_count": batch_group_count,
         "precision_config": _precision_text(precision_config),
         "preferred_element_type": _type_name(preferred_element_type),
     }
@@ -807,8 +821,7 @@ def Fft(operand, fft_type, fft_length):
     >>> Fft(np.array([1, 0, 0, 0], np.complex64), "FFT", [4])
     array([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex64)
     """
-    fft_type = str(getattr(fft_type, "name", fft_type)).upper()
-    return apply_op("fft", [operand], {"fft_type": fft_type, "fft_length": tuple(int(n) for n in fft_length)})
+    return apply_op("fft", [operand], {"fft_type": fft_type, "fft_length": fft_length})
 
 
 def _fft_shape_rule(operand, *, fft_type, fft_length):
@@ -878,7 +891,8 @@ def _fft_reference(operand, *, shape, fft_type, fft_length):
 
 
 registry.register("fft", "Fft", "linalg", _fft_shape_rule, _fft_reference,
-                  attrs=(Attr("fft_type", "str"), Attr("fft_length", "ints")), categories=("linalg",))
+                  attrs=(Attr("fft_type", "str", choices=FFT_TYPES), Attr("fft_length", "ints")),
+                  categories=("linalg",))
 
 
 # ---------------------------------------------------------------------------------------
@@ -897,7 +911,7 @@ def Cholesky(a, lower=True):
     >>> Cholesky(np.array([[4., 2], [2, 5]], np.float32))
     array([[2., 0.], [1., 2.]], dtype=float32)
     """
-    return apply_op("cholesky", [a], {"lower": bool(lower)})
+    return apply_op("cholesky", [a], {"lower": lower})
 
 
 def _square_batch_rule(op, what, s):
@@ -972,10 +986,8 @@ def TriangularSolve(a, b, left_side=True, lower=True, unit_diagonal=False, trans
     """
     if isinstance(transpose_a, bool):
         transpose_a = "TRANSPOSE" if transpose_a else "NO_TRANSPOSE"
-    transpose_a = str(getattr(transpose_a, "name", transpose_a)).upper()
-    return apply_op("triangular-solve", [a, b], {"left_side": bool(left_side), "lower": bool(lower),
-                                                  "unit_diagonal": bool(unit_diagonal),
-                                                  "transpose_a": transpose_a})
+    return apply_op("triangular-solve", [a, b], {"left_side": left_side, "lower": lower,
+                                                  "unit_diagonal": unit_diagonal, "transpose_a": transpose_a})
 
 
 def _triangular_solve_shape_rule(a, b, *, left_side=False, lower=False, unit_diagonal=False,
@@ -1045,7 +1057,7 @@ registry.register(
     "triangular-solve", "TriangularSolve", "linalg", _triangular_solve_shape_rule, _triangular_solve_reference,
     attrs=(Attr("left_side", "bool", default=False), Attr("lower", "bool", default=False),
            Attr("unit_diagonal", "bool", default=False),
-           Attr("transpose_a", "str", default="NO_TRANSPOSE", always_print=True)),
+           Attr("transpose_a", "str", default="NO_TRANSPOSE", always_print=True, choices=TRANSPOSE_KINDS)),
     categories=("linalg",))
 
 
@@ -1060,7 +1072,7 @@ def BatchNormTraining(operand, scale, offset, epsilon, feature_index):
     Returns the tuple ``(output, batch_mean, batch_var)``.
     """
     return apply_op("batch-norm-training", [operand, scale, offset],
-                    {"epsilon": float(epsilon), "feature_index": int(feature_index)})
+                    {"epsilon": epsilon, "feature_index": feature_index})
 
 
 def BatchNormInference(operand, scale, offset, mean, variance, epsilon, feature_index):
@@ -1068,7 +1080,7 @@ def BatchNormInference(operand, scale, offset, mean, variance, epsilon, feature_
     ``mean`` and ``variance`` instead of the batch's: ``scale * (x - mean) /
     sqrt(variance + epsilon) + offset`` per feature; the result has ``operand``'s shape."""
     return apply_op("batch-norm-inference", [operand, scale, offset, mean, variance],
-                    {"epsilon": float(epsilon), "feature_index": int(feature_index)})
+                    {"epsilon": epsilon, "feature_index": feature_index})
 
 
 def BatchNormGrad(operand, scale, mean, variance, grad_output, epsilon, feature_index):
@@ -1084,7 +1096,7 @@ def BatchNormGrad(operand, scale, mean, variance, grad_output, epsilon, feature_
     Returns the tuple ``(grad_operand, grad_scale, grad_offset)``.
     """
     return apply_op("batch-norm-grad", [operand, scale, mean, variance, grad_output],
-                    {"epsilon": float(epsilon), "feature_index": int(feature_index)})
+                    {"epsilon": epsilon, "feature_index": feature_index})
 
 
 def _batch_norm_rule(op, operand, feature_index, vectors, same_shape=()):

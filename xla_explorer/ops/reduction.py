@@ -23,11 +23,13 @@ import numpy as np
 
 from .. import dtypes
 from ..builder import XlaOp, apply_op
+from ..coerce import as_int, as_int_list
+from ..hlo.attrs import int_tuples
 from ..errors import ShapeError
 from ..hlo.attrs import Attr, Window, parse_ints
 from ..shapes import Shape
 from . import registry
-from .index_map import Access, IndexMap
+from .index_map import Access, Candidates, IndexMap, is_unknown
 
 
 # -- helpers shared by the ops of this family -------------------------------------------
@@ -199,8 +201,9 @@ def Reduce(operands, init_values, computation, dimensions):
     if len(ops) != len(inits):
         raise ShapeError(f"Reduce: {len(ops)} operands but {len(inits)} init_values; give one "
                          "init value per operand")
-    return apply_op("reduce", ops + inits, {"dimensions": tuple(int(d) for d in _as_list(dimensions)),
-                                            "computation": computation})
+    if isinstance(dimensions, (int, np.integer)) and not isinstance(dimensions, (bool, np.bool_)):
+        dimensions = [dimensions]  # one dimension may be given alone
+    return apply_op("reduce", ops + inits, {"dimensions": dimensions, "computation": computation})
 
 
 def _reduce_params(kw, shapes, attrs, index=None):
@@ -306,11 +309,10 @@ def _resolve_padding(opname, padding, dims, window_dimensions, window_strides, b
             total = max((out - 1) * s + (w - 1) * wd + 1 - size, 0)
             pads.append((total // 2, total - total // 2))
         return tuple(pads)
-    try:
-        return tuple((int(lo), int(hi)) for lo, hi in padding)
-    except (TypeError, ValueError):
+    if not isinstance(padding, (list, tuple, np.ndarray)):
         raise ShapeError(f"{opname}: padding={padding!r} must be 'SAME', 'VALID' or a list of "
-                         "(low, high) pairs, one per dimension") from None
+                         "(low, high) pairs, one per dimension")
+    return int_tuples(opname, "padding", padding, (2,), "(low, high)")
 
 
 def _check_window(opname, operand, window_dimensions, window_strides, padding, base_dilations,
@@ -450,10 +452,13 @@ def _in_blocks(out_dims, count, fn):
 def _window_attrs(opname, dims, window_dimensions, window_strides, padding, base_dilations=None,
                   window_dilations=None):
     rank = len(dims)
-    window_dimensions = tuple(int(x) for x in window_dimensions)
-    window_strides = tuple(int(x) for x in window_strides) if window_strides is not None else (1,) * rank
-    base_dilations = tuple(int(x) for x in base_dilations) if base_dilations else (1,) * rank
-    window_dilations = tuple(int(x) for x in window_dilations) if window_dilations else (1,) * rank
+    window_dimensions = as_int_list(opname, "window_dimensions", window_dimensions)
+    window_strides = as_int_list(opname, "window_strides", window_strides) if window_strides is not None \
+        else (1,) * rank
+    base_dilations = as_int_list(opname, "base_dilations", base_dilations) if base_dilations is not None \
+        else (1,) * rank
+    window_dilations = as_int_list(opname, "window_dilations", window_dilations) if window_dilations is not None \
+        else (1,) * rank
     padding = _resolve_padding(opname, padding, dims, window_dimensions, window_strides, base_dilations,
                                window_dilations)
     return window_dimensions, window_strides, padding, base_dilations, window_dilations
@@ -684,14 +689,22 @@ def _select_and_scatter_index_map(operand, source, init_value, *, shape, select,
     element it is scattered to (``writes``; none when the window is all padding), and
     ``detail`` as ReduceWindow's plus ``selected``.  The selection runs ``select`` on the
     operand's values, as the reference does."""
-    operand = np.asarray(operand)
+    unknown = is_unknown(operand)  # shapes only: which element is selected is not known
+    operand = operand if unknown else np.asarray(operand)
     wd, ws, pad, bd, wdl = _window_attrs("SelectAndScatter", operand.shape, window_dimensions, window_strides,
                                          padding)
-    selected = _selected_cells(operand, _callable(select), np.shape(source), (wd, ws, pad, bd, wdl))
+    selected = None if unknown else _selected_cells(operand, _callable(select), np.shape(source),
+                                                    (wd, ws, pad, bd, wdl))
 
     def fn(source_index):
         cells = _window_cells(source_index, operand.shape, wd, ws, pad, bd, wdl)
         reads = tuple((0, c[3]) for c in cells if c[2] == "operand")
+        if unknown:  # the selected element is one of the window's
+            return Access(source_index, reads=reads, writes=tuple(index for _, index in reads),
+                          source="operand" if reads else "padding", unknown=True,
+                          detail={"window_position": tuple(int(r * s) for r, s in zip(source_index, ws)),
+                                  "cells": cells, "padding_cells": tuple(c[0] for c in cells if c[2] == "padding"),
+                                  "selected": None, "source_index": source_index})
         flat = int(selected[source_index])
         written = tuple(int(i) for i in np.unravel_index(flat, operand.shape)) if flat >= 0 else None
         detail = {"window_position": tuple(int(r * s) for r, s in zip(source_index, ws)), "cells": cells,
@@ -730,6 +743,10 @@ class _SortDimension:
     def missing(self):
         return None
 
+    def coerce(self, attrs, op):
+        if "dimension" in attrs:
+            attrs["dimension"] = as_int(op, "dimension", attrs["dimension"])
+
     def format(self, attrs, inst, name_of):
         return "{" + str(int(attrs["dimension"])) + "}"
 
@@ -748,12 +765,12 @@ def Sort(operands, comparator=None, dimension=-1, is_stable=False):
     """
     ops = _as_list(operands)
     rank = len(_dims_of(ops[0])) if ops else 0
-    d = int(dimension)
+    d = as_int("Sort", "dimension", dimension)
     if d < 0:
         d += rank
     if comparator is None:
         comparator = _default_less_than
-    return apply_op("sort", ops, {"dimension": d, "is_stable": bool(is_stable), "comparator": comparator})
+    return apply_op("sort", ops, {"dimension": d, "is_stable": is_stable, "comparator": comparator})
 
 
 def _default_less_than(*params):
@@ -854,7 +871,9 @@ def _stable_python_sort(comparator, columns):
     return order
 
 
-def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
+def _sort_order(operands, comparator, dimension):
+    """(rows of the operands with ``dimension`` last, the permutation ``[rows, m]``):
+    sorted row ``r`` is ``columns[r, order[r]]``."""
     moved = [np.moveaxis(op, dimension, -1) for op in operands]
     lead, m = moved[0].shape[:-1], moved[0].shape[-1]
     rows = int(np.prod(lead, dtype=np.int64))
@@ -865,15 +884,48 @@ def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
     if order is None:
         order = _stable_python_sort(comparator, columns) if m > 1 and rows > 0 else \
             np.broadcast_to(np.arange(m), (rows, m))
-    results = [np.moveaxis(np.take_along_axis(c, order, axis=1).reshape(moved[0].shape), -1, dimension)
+    return moved[0].shape, columns, order
+
+
+def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
+    moved_shape, columns, order = _sort_order(operands, comparator, dimension)
+    results = [np.moveaxis(np.take_along_axis(c, order, axis=1).reshape(moved_shape), -1, dimension)
                for c in columns]
     return tuple(results) if shape.is_tuple else results[0]
+
+
+def _sort_index_map(*operands, shape, comparator, dimension, is_stable=False):
+    """Per result index: the operand position it came from (the same for every operand:
+    ``reads[j]`` is what result ``j`` copies).  The permutation is the reference's own,
+    computed from the keys once; with unknown keys (shapes only) it is unknown."""
+    dims = tuple(np.shape(operands[0]))
+    unknown = is_unknown(operands)
+    if not unknown:
+        moved_shape, _, order = _sort_order([np.asarray(o) for o in operands], comparator, dimension)
+        order = order.reshape(moved_shape)
+    rank = len(dims)
+
+    def access(result_index):
+        row = tuple(i for d, i in enumerate(result_index) if d != dimension)
+        position = result_index[dimension]
+        if unknown:  # any element of the row along `dimension`
+            ranges = [(0, n) if d == dimension else (i, i + 1) for d, (i, n) in enumerate(zip(result_index, dims))]
+            return Access(result_index, reads=Candidates(ranges, range(len(operands))), unknown=True,
+                          detail={"dimension": dimension, "position": position})
+        source = int(order[row + (position,)])
+        operand_index = tuple(source if d == dimension else i for d, i in enumerate(result_index))
+        return Access(result_index, reads=tuple((j, operand_index) for j in range(len(operands))),
+                      detail={"dimension": dimension, "position": position, "source_position": source,
+                              "operand_index": operand_index, "rank": rank})
+
+    return IndexMap("sort", dims, access, operand_shapes=tuple(Shape.of(o) for o in operands), result_shape=shape,
+                    kind="copy")
 
 
 registry.register("sort", "Sort", "reduction", _sort_shape_rule, _sort_reference,
                   attrs=(_SortDimension(), Attr("is_stable", "bool", default=False),
                          Attr("comparator", "computation", hlo="to_apply")),
-                  computation_params=_sort_params, categories=("data_movement",))
+                  index_map=_sort_index_map, computation_params=_sort_params, categories=("data_movement",))
 
 
 # -- TopK --------------------------------------------------------------------------------
@@ -887,7 +939,7 @@ def TopK(operand, k, largest=True):
 
         TopK(np.array([9., 3., 6., 4., 10.], np.float32), 3)   # -> ([10, 9, 6], [4, 0, 2])
     """
-    return apply_op("topk", [operand], {"k": int(k), "largest": bool(largest)})
+    return apply_op("topk", [operand], {"k": k, "largest": largest})
 
 
 def _topk_shape_rule(operand, *, k, largest=True):
@@ -914,16 +966,41 @@ def _total_order_key(x):
     return x
 
 
-def _topk_reference(operand, *, shape, k, largest=True):
+def _topk_order(operand, k, largest):
     key = _total_order_key(operand)
     # a stable sort, descending (~key reverses the order of integers) or ascending
-    order = np.argsort(~key if largest else key, axis=-1, kind="stable")[..., :k]
+    return np.argsort(~key if largest else key, axis=-1, kind="stable")[..., :k]
+
+
+def _topk_reference(operand, *, shape, k, largest=True):
+    order = _topk_order(operand, k, largest)
     values = np.take_along_axis(operand, order, axis=-1)
     return values, order.astype(np.int32)
 
 
+def _topk_index_map(operand, *, shape, k, largest=True):
+    """Per result index ``[..., p]``: the operand element ``[..., q]`` that is the p-th
+    largest (smallest); ``values`` copies it and ``indices`` holds ``q``."""
+    unknown = is_unknown(operand)
+    order = None if unknown else _topk_order(np.asarray(operand), k, largest)
+    dims = tuple(np.shape(operand))[:-1] + (int(k),)
+
+    def access(result_index):
+        if unknown:  # any element of the last dimension's row
+            n = np.shape(operand)[-1]
+            return Access(result_index, reads=Candidates([(i, i + 1) for i in result_index[:-1]] + [(0, n)]),
+                          unknown=True, detail={"position": result_index[-1]})
+        q = int(order[result_index])
+        operand_index = tuple(result_index[:-1]) + (q,)
+        return Access(result_index, reads=((0, operand_index),),
+                      detail={"position": result_index[-1], "source_position": q, "operand_index": operand_index,
+                              "largest": largest})
+
+    return IndexMap("topk", dims, access, operand_shapes=(Shape.of(operand),), result_shape=shape, kind="copy")
+
+
 registry.register("topk", "TopK", "reduction", _topk_shape_rule, _topk_reference,
                   attrs=(Attr("k", "int"), Attr("largest", "bool", default=True, always_print=True)),
-                  categories=("data_movement",))
+                  index_map=_topk_index_map, categories=("data_movement",))
 
 __all__ = ["Reduce", "ReduceWindow", "SelectAndScatter", "Sort", "TopK"]

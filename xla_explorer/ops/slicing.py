@@ -17,7 +17,7 @@ from ..errors import ShapeError
 from ..hlo.attrs import Attr, PaddingConfig, SliceAttr
 from ..shapes import Shape
 from . import registry
-from .index_map import Access, IndexMap
+from .index_map import Access, Candidates, IndexMap, is_unknown
 from .shape import Reshape, check_array, int_list
 
 
@@ -185,6 +185,11 @@ def _dynamic_slice_reference(operand, *start_indices, shape, slice_sizes):
 
 
 def _dynamic_slice_index_map(operand, *start_indices, shape, slice_sizes):
+    if is_unknown(start_indices):  # shapes only: any clamped start, plus the result index
+        upper = [n - s for n, s in zip(np.shape(operand), slice_sizes)]
+        return _index_map("dynamic-slice", shape, [operand, *start_indices], lambda result_index: Access(
+            result_index, reads=Candidates([(i, u + i + 1) for i, u in zip(result_index, upper)]), unknown=True,
+            detail={}))
     starts = tuple(int(s) for s in start_indices)
     adjusted = _adjusted_start_indices(starts, operand.shape, slice_sizes)
     clamped = adjusted != starts
@@ -250,6 +255,14 @@ def _dynamic_update_slice_reference(operand, update, *start_indices, shape):
 
 
 def _dynamic_update_slice_index_map(operand, update, *start_indices, shape):
+    if is_unknown(start_indices):  # shapes only: the operand's element, or an update element
+        upper = [n - u for n, u in zip(np.shape(operand), np.shape(update))]
+
+        def unknown_access(result_index):
+            ranges = [(max(0, i - up), min(u, i + 1)) for i, up, u in zip(result_index, upper, np.shape(update))]
+            return Access(result_index, reads=Candidates(ranges, (1,), extra=[(0, result_index)]),
+                          unknown=True, detail={})
+        return _index_map("dynamic-update-slice", shape, [operand, update, *start_indices], unknown_access)
     starts = tuple(int(s) for s in start_indices)
     adjusted = _adjusted_start_indices(starts, operand.shape, update.shape)
     clamped = adjusted != starts
