@@ -12,6 +12,8 @@ from .. import coerce as _c
 from ..errors import HloParseError
 
 REQUIRED = object()
+#: the most devices an iota list of replica groups may name (``[2,2]<=[4]``)
+MAX_DEVICES = 1 << 16
 
 
 def split_top(text, sep=","):
@@ -70,7 +72,12 @@ def parse_int_lists(raw):
         import numpy as np
         shape = [int(x) for x in m.group(1).split(",")]
         reshape = [int(x) for x in m.group(2).split(",")]
-        ids = np.arange(int(np.prod(reshape))).reshape(reshape)
+        count = 1
+        for x in reshape:
+            count *= x
+        if count > MAX_DEVICES:
+            raise HloParseError(f"{raw}: {count:,} device ids; at most {MAX_DEVICES:,} are supported")
+        ids = np.arange(count).reshape(reshape)
         if m.group(3):
             ids = ids.transpose([int(x) for x in m.group(3).split(",")])
         return tuple(tuple(int(x) for x in row) for row in ids.reshape(shape))
