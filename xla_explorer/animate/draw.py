@@ -233,9 +233,9 @@ def html_player(anim, fps=2):
 <img src="{uris[0]}" width="{w}" height="{h}" style="max-width: 100%; height: auto; image-rendering: auto"
  alt="{_html.escape(anim.title)}, frame 1 of {n}">
 <div style="margin-top: 4px">
-<button data-act="first" title="first">&#9198;</button><button data-act="prev" title="previous">&#9664;</button>
-<button data-act="play" title="play / pause">&#9654;</button><button data-act="next" title="next">&#9654;|</button>
-<button data-act="last" title="last">&#9197;</button>
+<button data-act="first" title="first frame">|&#9664;</button> <button data-act="prev" title="previous frame">&#9664;</button>
+<button data-act="play" title="play / pause" style="min-width: 4em">play</button>
+<button data-act="next" title="next frame">&#9654;</button> <button data-act="last" title="last frame">&#9654;|</button>
 <input type="range" min="0" max="{n - 1}" value="0" style="width: 240px; vertical-align: middle">
 <span class="xe-count">1 / {n}</span>
 </div>
@@ -251,12 +251,16 @@ def html_player(anim, fps=2):
     k = (i + frames.length) % frames.length; img.src = frames[k]; slider.value = k;
     count.textContent = (k + 1) + " / " + frames.length;
   }}
-  function stop() {{ if (timer) {{ clearInterval(timer); timer = null; }} }}
+  var play = root.querySelector("button[data-act=play]");
+  function stop() {{ if (timer) {{ clearInterval(timer); timer = null; }} play.textContent = "play"; }}
   root.querySelectorAll("button").forEach(function(b) {{
     b.addEventListener("click", function() {{
       var a = b.dataset.act;
-      if (a === "play") {{ if (timer) stop(); else timer = setInterval(function() {{ show(k + 1); }}, {int(1000 / fps)});
-                           return; }}
+      if (a === "play") {{
+        if (timer) stop();
+        else {{ timer = setInterval(function() {{ show(k + 1); }}, {int(1000 / fps)}); b.textContent = "pause"; }}
+        return;
+      }}
       stop();
       if (a === "first") show(0); else if (a === "last") show(frames.length - 1);
       else if (a === "prev") show(k - 1); else show(k + 1);

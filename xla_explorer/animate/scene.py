@@ -207,7 +207,7 @@ def layout(anim, frame, *, max_rows=10, max_cols=12, max_width=1600, windows=Non
     lines = (frame.text if frame is not None else "").split("\n")
     text_w = max([text_width(line, TEXT_PX, mono=True) for line in lines] + [0])
     line_h = TEXT_PX + 5
-    if panels_right + 36 + text_w <= max(max_width, 900) + 420 and row_top == y:
+    if panels_right + 36 + text_w <= max_width + 200 and row_top == y:
         tx, ty = panels_right + 36, y
     else:
         tx, ty = pad, bottom

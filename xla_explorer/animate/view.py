@@ -65,18 +65,17 @@ class IndexMapView:
     """The state of the view (selection, per-grid dimensions, sliders, windows) and its
     drawing; no widget library needed (the widget wraps one)."""
 
-    def __init__(self, anim, *, max_rows=14, max_cols=20, select=None):
+    def __init__(self, anim, *, max_rows=14, max_cols=20, max_width=900, select=None):
         self.animation = anim
-        self.max_rows, self.max_cols = max_rows, max_cols
+        #: the picture's layout width: a notebook's output area is about 900 px wide
+        self.max_rows, self.max_cols, self.max_width = max_rows, max_cols, max_width
         self.pinned = False
         self._windows = {}
-        domain = anim.grid(anim.domain)
         shape = anim.index_map.domain_shape
         first = select if select is not None else (anim.frames[0].index if anim.frames else (0,) * len(shape))
         self.frame = None
         if len(anim.index_map):
-            self.select(first)
-        del domain
+            self.select(first, pin=select is not None)
 
     @classmethod
     def of_animation(cls, anim, **kw):
@@ -127,11 +126,13 @@ class IndexMapView:
     def _follow(self):
         """Show the selection: the domain grid's sliders go to the selected element, every
         other grid's to its most important marked cell; windows recentre."""
-        anim, frame = self.animation, self.frame
         self._windows = {}
-        for g in anim.grids:
-            if not g.fixed:
-                continue
+        for g in self.animation.grids:
+            self._follow_grid(g)
+
+    def _follow_grid(self, g):
+        anim, frame = self.animation, self.frame
+        if g.fixed and frame is not None:
             target = None
             if g.name == anim.domain:
                 target = g.position(frame.index)
@@ -154,6 +155,7 @@ class IndexMapView:
             if d not in dims and d not in keep:
                 keep[d] = 0
         g.set_view(dims, keep)
+        self._follow_grid(g)   # the newly fixed dimensions at the selection's mark
         self._windows.pop(grid, None)
         return self
 
@@ -179,7 +181,7 @@ class IndexMapView:
                                                                if self.pinned else "  (hover the "
                                                                f"{anim.domain} to explore, click to pin)")) \
             if self.frame is not None else "empty"
-        return layout(anim, self.frame, max_rows=self.max_rows, max_cols=self.max_cols, max_width=1400,
+        return layout(anim, self.frame, max_rows=self.max_rows, max_cols=self.max_cols, max_width=self.max_width,
                       windows=self._windows, counter=counter, interactive=True, follow=False)
 
     def svg(self):
