@@ -1,7 +1,9 @@
 """ipywidgets UIs over xla_explorer: build a computation op by op, step through one.
 
 - ``BuilderWidget()``: pick ops from the registry, see each result shape (or the
-  ``ShapeError``) as you set operands and attributes, record the op, read the HLO.
+  ``ShapeError``, beside the argument at fault) as you set operands and attributes,
+  record the op; sub-computations in nested builders (While, Conditional, Call, Sort,
+  SelectAndScatter...); run it on a backend; ``python_code()`` rebuilds it.
 - ``StepperWidget(comp, *args)``: one instruction at a time, with its operand and
   result values from the reference executor.
 - ``IndexMapStepper(comp, "gather.1", *args)``: one index-map step at a time (the
