@@ -67,7 +67,8 @@ def test_builder_lists_every_registered_op_with_a_function(widgets, text):
         listed |= {opcode for _, opcode in bw._op.options}
     expected = {opcode for opcode, op in registry.all_ops().items() if text.op_function(op) is not None}
     assert listed == expected and "gather" in listed and "reduce-window" in listed
-    assert repr(registry.LAYERS["widget"]["gather"]) == "BuilderWidget"  # the status entry; no ipywidgets needed
+    # the status table's widget column is what the OpPlayground builds (tests/test_playground.py)
+    assert repr(registry.LAYERS["widget"]["gather"]) == "OpPlayground"
 
 
 def test_builder_infers_the_shape_as_attributes_are_set(widgets):
