@@ -4,7 +4,9 @@ through one.
 - ``OpPlayground("Gather")``: a control per argument of the op; the result shape, or the
   broken rule beside the control at fault, at every change; values, HLO, graph, index map.
 - ``BuilderWidget()``: pick ops from the registry, see each result shape (or the
-  ``ShapeError``) as you set operands and attributes, record the op, read the HLO.
+  ``ShapeError``, beside the argument at fault) as you set operands and attributes,
+  record the op; sub-computations in nested builders (While, Conditional, Call, Sort,
+  SelectAndScatter...); run it on a backend; ``python_code()`` rebuilds it.
 - ``StepperWidget(comp, *args)``: one instruction at a time, with its operand and
   result values from the reference executor.
 - ``IndexMapStepper(comp, "gather.1", *args)``: one index-map step at a time (the
