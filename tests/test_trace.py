@@ -258,30 +258,6 @@ def test_jax_grad_of_take_and_optimized_fusions():
         assert _check_every_record(t) > 5
 
 
-def test_shard_map_all_to_all_is_traced_per_device():
-    from jax.sharding import Mesh, PartitionSpec as P
-    try:
-        from jax import shard_map
-    except ImportError:
-        from jax.experimental.shard_map import shard_map
-    devices = jax.devices()
-    if len(devices) < 2:
-        pytest.skip("needs JAX's host devices (XLA_FLAGS=--xla_force_host_platform_device_count)")
-    mesh = Mesh(np.array(devices[:2]), ("x",))
-
-    def f(a):
-        return jax.lax.all_to_all(a, "x", 1, 0, tiled=True)
-
-    g = shard_map(f, mesh=mesh, in_specs=P("x", None), out_specs=P("x", None))
-    a = np.arange(16, dtype=np.float32).reshape(4, 4)
-    comp = xe.from_jax(g, a)
-    t = comp.trace(a)
-    assert t.num_devices == 2
-    name = next(r.name for r in t.records if r.opcode == "all-to-all")
-    assert t.for_device(1).count(name) == 1
-    np.testing.assert_array_equal(t.result, comp.run(a))
-
-
 def test_trace_replicated_all_reduce():
     b = xe.XlaBuilder("ar")
     x = xe.Parameter(b, 0, xe.Shape("f32", (3,)), "x")

@@ -15,6 +15,8 @@ from .errors import ShapeError
 
 #: a dimension must be below this (XLA stores sizes as int64)
 MAX_DIMENSION = 1 << 63
+#: tuple shapes nest at most this deep (deeper nesting is refused, never recursed into)
+MAX_NESTING = 64
 
 
 def _limit_from_environment():
@@ -48,13 +50,21 @@ def set_size_limit(nbytes):
 
 
 class Shape:
-    __slots__ = ("element_type", "dims", "bounds", "layout", "tuple_shapes")
+    __slots__ = ("element_type", "dims", "bounds", "layout", "tuple_shapes", "_depth")
 
     def __init__(self, element_type, dims=(), bounds=None, layout=None, tuple_shapes=None):
+        self._depth = 0
         if tuple_shapes is not None or element_type == "tuple":
             self.element_type = "tuple"
             self.tuple_shapes = tuple(tuple_shapes or ())
             self.dims, self.bounds, self.layout = (), (), None
+            for i, s in enumerate(self.tuple_shapes):
+                if not isinstance(s, Shape):
+                    raise ShapeError(f"Shape: tuple element {i} is {s!r}, not a Shape")
+            self._depth = 1 + max((s._depth for s in self.tuple_shapes), default=0)
+            if self._depth > MAX_NESTING:
+                raise ShapeError(f"Shape: tuple shapes nest {self._depth} deep; at most {MAX_NESTING} levels "
+                                 f"are supported")
             return
         if not isinstance(element_type, str):
             element_type = dtypes.from_numpy(element_type)
@@ -121,6 +131,8 @@ class Shape:
         import numpy as np
         if isinstance(value, (tuple, list)):
             return cls.tuple([cls.of(v) for v in value])
+        if hasattr(value, "xla_shape"):  # ops.index_map.Unknown: a shape without values
+            return value.xla_shape
         arr = np.asarray(value)
         return cls(dtypes.from_numpy(arr.dtype), arr.shape)
 
@@ -232,7 +244,8 @@ class _ShapeText:
         self.text, self.pos = text, pos
 
     def error(self, what):
-        raise ShapeError(f"Shape.parse: expected {what} at column {self.pos + 1} of {self.text!r}")
+        text = self.text if len(self.text) <= 80 else self.text[max(0, self.pos - 40):self.pos + 40]
+        raise ShapeError(f"Shape.parse: expected {what} at column {self.pos + 1} of {text!r}")
 
     def skip(self):
         while self.pos < len(self.text) and self.text[self.pos] in " \t\n":
@@ -259,15 +272,17 @@ class _ShapeText:
         if self.peek():
             self.error("the end of the shape")
 
-    def shape(self):
+    def shape(self, depth=0):
         if self.peek() == "(":
+            if depth >= MAX_NESTING:
+                self.error(f"at most {MAX_NESTING} levels of nested tuples, not more")
             self.pos += 1
             parts = []
             if self.peek() != ")":
-                parts.append(self.shape())
+                parts.append(self.shape(depth + 1))
                 while self.peek() == ",":
                     self.pos += 1
-                    parts.append(self.shape())
+                    parts.append(self.shape(depth + 1))
             self.expect(")")
             return Shape.tuple(parts)
         m = self._TOKEN.match(self.text, self.pos)

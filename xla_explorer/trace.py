@@ -209,8 +209,10 @@ class Trace:
     ``trace_replicated``) each device has its own records: ``t.records`` and the look-ups
     are device ``t.device``'s (0 unless this is ``t.for_device(d)``)."""
 
-    def __init__(self, module, recorders, result, budget, error=None, device=0, results=None):
+    def __init__(self, module, recorders, result, budget, error=None, device=0, results=None, topology=(1, 1)):
         self.module, self._recorders, self.result = module, recorders, result
+        #: the simulated devices: ``num_replicas * num_partitions == num_devices``
+        self.num_replicas, self.num_partitions = topology
         self._budget, self.error, self.device = budget, error, device
         #: every device's result (one element for a single-device run)
         self.results = results if results is not None else [result]
@@ -228,7 +230,7 @@ class Trace:
         if not 0 <= device < len(self._recorders):
             raise IndexError(f"device {device}: the run had {len(self._recorders)} device(s)")
         return Trace(self.module, self._recorders, self.results[device] if device < len(self.results) else None,
-                     self._budget, self.error, device, self.results)
+                     self._budget, self.error, device, self.results, (self.num_replicas, self.num_partitions))
 
     # -- look-ups -----------------------------------------------------------------------
     def count(self, name):
@@ -398,7 +400,8 @@ def trace(module, *args, keep=None, max_bytes=None, max_records=DEFAULT_MAX_RECO
             return reference.run(module, args, ctx=ctx)
 
         return _finish(module, recorders, budget, lambda: reference.run_on_devices(
-            work, info.num_replicas, info.num_partitions, channels=channels, spmd=info))
+            work, info.num_replicas, info.num_partitions, channels=channels, spmd=info),
+            (info.num_replicas, info.num_partitions))
     recorder = Recorder(0, keep, budget, max_records, module)
     ctx = reference.ExecutionContext(channels=channels)
     ctx.tracer = recorder
@@ -429,14 +432,14 @@ def trace_replicated(module, per_replica_args, keep=None, max_bytes=None, max_re
         go = lambda: reference.run_on_devices(  # noqa: E731
             lambda ctx: runner(module, per_replica_args[ctx.device_id], ctx),
             n // num_partitions, num_partitions, channels=channels)
-    return _finish(module, recorders, budget, go)
+    return _finish(module, recorders, budget, go, (n // num_partitions, num_partitions))
 
 
-def _finish(module, recorders, budget, go):
+def _finish(module, recorders, budget, go, topology=(1, 1)):
     try:
         results = go()
     except BaseException as e:
-        partial = Trace(module, recorders, None, budget, error=e)
+        partial = Trace(module, recorders, None, budget, error=e, topology=topology)
         try:
             e.trace = partial
         except AttributeError:
@@ -444,7 +447,7 @@ def _finish(module, recorders, budget, go):
         if hasattr(e, "add_note"):
             e.add_note("(the partial trace up to the failure is error.trace)")
         raise
-    return Trace(module, recorders, results[0], budget, results=list(results))
+    return Trace(module, recorders, results[0], budget, results=list(results), topology=topology)
 
 
 __all__ = ["Trace", "TraceRecord", "Recorder", "trace", "trace_replicated", "DEFAULT_MAX_BYTES"]

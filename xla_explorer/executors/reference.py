@@ -336,20 +336,74 @@ def evaluate(computation, args, ctx, on_value=None, batched=False):
 
 
 def as_argument(value, shape, where):
-    """An argument for a parameter of ``shape``: Python values take the parameter's type."""
+    """An argument for a parameter of ``shape``.  NumPy arrays and scalars must have its
+    dtype; Python numbers and (nested) lists take the parameter's type where the conversion
+    is exact: ``2.9`` or ``2**40`` for an ``s32[]``, ``None``, text, a bool for a number,
+    a finite value that overflows to inf are refused with an ExecutionError naming the
+    parameter and the shape it expects."""
     if shape.is_tuple:
+        if not isinstance(value, (tuple, list)) or len(value) != len(shape.tuple_shapes):
+            raise ExecutionError(f"{where}: expected a tuple of {len(shape.tuple_shapes)} values for {shape}, "
+                                 f"got {_short(value)}")
         return tuple(as_argument(v, s, f"{where}[{i}]") for i, (v, s) in enumerate(zip(value, shape.tuple_shapes)))
     if shape.is_token:
         return Token()
     if not isinstance(value, (np.ndarray, np.generic)):
-        value = np.asarray(value, dtype=shape.dtype)
+        value = _exact_python_value(value, shape, where)
     arr = np.asarray(value)
     if arr.dtype != shape.dtype:
         raise ExecutionError(f"{where}: expected {shape} but the argument has dtype {arr.dtype} "
                              f"({dtypes.from_numpy(arr.dtype) if arr.dtype in dtypes._BY_DTYPE else '?'}); "
                              f"convert it with .astype(np.{shape.dtype.name})")
-    if len(shape.dims) != arr.ndim or any(d is not None and d != a for d, a in zip(shape.dims, arr.shape)):
+    if len(shape.dims) != arr.ndim or any(d is not None and d != a for d, a in zip(shape.dims, arr.shape)) \
+            or any(d is None and b is not None and a > b for d, b, a in zip(shape.dims, shape.bounds, arr.shape)):
         raise ExecutionError(f"{where}: expected {shape} but the argument has shape {list(arr.shape)}")
+    return arr
+
+
+def _short(v):
+    from ..coerce import short
+    return f"{short(v)} ({type(v).__name__})"
+
+
+def _exact_python_value(value, shape, where):
+    """A Python value (number, bool, nested list) as an array of ``shape``'s type, or an
+    ExecutionError when that would change it."""
+    t = shape.element_type
+    if value is None or isinstance(value, (str, bytes, dict, set)) or callable(value):
+        raise ExecutionError(f"{where}: expected {shape}, got {_short(value)}")
+    try:
+        src = np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ExecutionError(f"{where}: expected {shape}, got {_short(value)} ({e})") from None
+    if src.dtype == object and src.size and all(isinstance(x, int) and not isinstance(x, bool) for x in src.flat):
+        pass  # Python ints beyond 64 bits: the range check below refuses them
+    elif src.dtype.kind not in "biufc":
+        raise ExecutionError(f"{where}: expected {shape}, got {_short(value)}: not an array of numbers")
+    kind = "b" if t == "pred" else "iu" if t in dtypes.INTEGRAL else "c" if t in dtypes.COMPLEX else "f"
+    if kind == "b" and src.dtype.kind != "b" and src.size:
+        raise ExecutionError(f"{where}: expected {shape} (True/False), got {_short(value)}")
+    if kind != "b" and src.dtype.kind == "b" and src.size:
+        raise ExecutionError(f"{where}: expected {shape} (numbers), got booleans {_short(value)}")
+    if kind == "iu" and src.size:
+        if src.dtype.kind in "fc":
+            if np.iscomplexobj(src) or not np.all(np.isfinite(src)) or np.any(src != np.trunc(src)):
+                raise ExecutionError(f"{where}: expected {shape} (integers), got {_short(value)}: not exactly an "
+                                     f"integer (no rounding here: convert it first)")
+        info = dtypes.iinfo(t)
+        lo, hi = (min(src.flat), max(src.flat)) if src.dtype == object else (src.min(), src.max())
+        if lo < int(info.min) or hi > int(info.max):
+            raise ExecutionError(f"{where}: expected {shape}, got {_short(value)}: "
+                                 f"{lo if lo < int(info.min) else hi} is outside [{int(info.min)}, {int(info.max)}]")
+        return np.asarray(src.astype(object) if src.dtype == object else src).astype(shape.dtype)
+    if kind == "f" and src.dtype.kind == "c" and src.size and np.any(np.imag(src) != 0):
+        raise ExecutionError(f"{where}: expected {shape} (real numbers), got complex {_short(value)}")
+    if src.dtype == object:
+        src = src.astype(np.float64)
+    with np.errstate(all="ignore"):
+        arr = (src.real if kind == "f" and src.dtype.kind == "c" else src).astype(shape.dtype)
+    if kind in "fc" and src.size and np.any(np.isinf(arr) & np.isfinite(src)):
+        raise ExecutionError(f"{where}: expected {shape}, got {_short(value)}: a value overflows {t} to inf")
     return arr
 
 

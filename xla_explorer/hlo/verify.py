@@ -12,7 +12,9 @@ such a module with the same error everywhere:
 - every instruction's declared shape is what its op's shape rule infers from its
   operands and attributes (which checks attribute ranges and enum values too), up to
   layouts and dynamic sizes; a constant's literal has the declared shape;
-- no instruction's value would need more bytes than the size limit (``shapes.MAX_BYTES``).
+- no instruction's value would need more bytes than the size limit (``shapes.MAX_BYTES``);
+- computations call each other at most ``MAX_CALL_DEPTH`` deep (the executors run a
+  called computation by calling into it: a deeper chain would exhaust Python's stack).
 
 The result is remembered on the module (until its entry changes), so a module run in a
 loop is verified once.
@@ -21,7 +23,10 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ops import registry
-from ..shapes import Shape, check_size
+from ..shapes import MAX_NESTING, Shape, check_size
+
+#: how deep computations may call each other (a while body calling a reduce body: 2)
+MAX_CALL_DEPTH = MAX_NESTING
 
 
 def verify(module):
@@ -37,7 +42,15 @@ def verify_module(module):
     """Check every computation of ``module`` (see the module docstring); raises ShapeError
     (SizeLimitError for a value over the size limit) naming the instruction and its line."""
     registry.all_ops()
-    for comp in module.computations:
+    computations = module.computations   # callees before their callers
+    depth = {}
+    for comp in computations:
+        callees = [c for inst in comp.instructions for c in inst.called_computations()]
+        depth[id(comp)] = 1 + max((depth.get(id(c), 0) for c in callees), default=0)
+        if depth[id(comp)] > MAX_CALL_DEPTH:
+            raise ShapeError(f"computation {comp.name}: computations call each other {depth[id(comp)]} deep; at most "
+                             f"{MAX_CALL_DEPTH} levels are supported")
+    for comp in computations:
         verify_computation(comp)
 
 

@@ -46,6 +46,7 @@ from ..coerce import as_int, as_int_list, as_int_lists
 from ..errors import ExecutionError, HloParseError, ShapeError
 from ..hlo.attrs import REQUIRED, Attr, parse_ints
 from ..shapes import Shape, as_shape
+from .arguments import describe
 from . import registry
 
 _U32 = Shape("u32", ())
@@ -60,6 +61,7 @@ class _OneDimension:
 
     def __init__(self, kw, default=REQUIRED):
         self.kw, self.kws, self.default = kw, (kw,), default
+        self.arg_kinds = {kw: "dim"}
 
     def parse(self, raw, resolve):
         dims = parse_ints(raw)
@@ -84,6 +86,7 @@ class _ShapeAttr:
 
     def __init__(self, kw, hlo):
         self.kw, self.hlo, self.kws = kw, hlo, (kw,)
+        self.arg_kinds = {kw: "shape"}
 
     def parse(self, raw, resolve):
         try:
@@ -393,6 +396,8 @@ registry.register("all-reduce", "AllReduce", "collective", _all_reduce_shape_rul
                   attrs=_channel_attrs() + (Attr("use_global_device_ids", "bool", default=False),
                                             Attr("computation", "computation", hlo="to_apply")),
                   computation_params=_reducer_params("AllReduce"), needs_context=True, categories=("collective",))
+describe("all-reduce", shape_with_layout={"kind": "skip"},
+         example={"operand": "f32[2,3]", "computation": "Add", "replica_groups": [[0, 1]]})
 
 
 def CrossReplicaSum(operand, replica_groups=(), *, replica_group_ids=None):
@@ -485,6 +490,8 @@ registry.register("all-gather", "AllGather", "collective", _all_gather_shape_rul
                                             Attr("use_global_device_ids", "bool", default=False)),
                   attrs_from_shape=lambda shape: {"shape": shape},
                   needs_context=True, categories=("collective",))
+describe("all-gather", shard_count={"kind": "int", "minimum": 1}, layout={"kind": "skip"},
+         example={"operand": "f32[2]", "all_gather_dim": 0, "replica_groups": [[0, 1]]})
 
 
 # -- AllToAll --------------------------------------------------------------------------------
@@ -584,6 +591,8 @@ def _all_to_all_reference(*operands, shape, ctx, split_dimension=None, replica_g
 registry.register("all-to-all", "AllToAll", "collective", _all_to_all_shape_rule, _all_to_all_reference,
                   attrs=_channel_attrs() + (_OneDimension("split_dimension", default=None),),
                   needs_context=True, categories=("collective",))
+describe("all-to-all", concat_dimension={"kind": "dim"}, split_count={"kind": "int", "minimum": 1},
+         example={"operand": "f32[4,2]", "split_dimension": 0, "concat_dimension": 1, "split_count": 2})
 
 
 # -- CollectivePermute -----------------------------------------------------------------------
@@ -641,6 +650,7 @@ registry.register("collective-permute", "CollectivePermute", "collective", _coll
                   _collective_permute_reference,
                   attrs=(Attr("channel_id", "int", default=None), Attr("source_target_pairs", "int_lists")),
                   needs_context=True, categories=("collective",))
+describe("collective-permute", example={"operand": "f32[2,3]", "source_target_pairs": [[0, 1], [1, 0]]})
 
 
 # -- ReduceScatter ---------------------------------------------------------------------------
@@ -717,6 +727,8 @@ registry.register("reduce-scatter", "ReduceScatter", "collective", _reduce_scatt
                   attrs_from_shape=lambda shape: {"shape": shape},
                   computation_params=_reducer_params("ReduceScatter"), needs_context=True,
                   categories=("collective",))
+describe("reduce-scatter", shard_count={"kind": "int", "minimum": 1}, layout={"kind": "skip"},
+         example={"operand": "f32[4,2]", "computation": "Add", "scatter_dimension": 0, "replica_groups": [[0, 1]]})
 
 
 # -- CollectiveBroadcast ---------------------------------------------------------------------
@@ -754,6 +766,183 @@ def _collective_broadcast_reference(operand, *, shape, ctx, replica_groups=(), c
 registry.register("collective-broadcast", "CollectiveBroadcast", "collective", _collective_broadcast_shape_rule,
                   _collective_broadcast_reference, attrs=_channel_attrs(), needs_context=True,
                   categories=("collective",))
+describe("collective-broadcast", example={"operand": "f32[2,3]", "replica_groups": [[0, 1]]})
+
+
+# -- index maps: every device at once --------------------------------------------------------
+#
+# A collective's map covers all devices: operand ``k`` is the devices' operands stacked
+# (device first), the domain is ``(device, *result_index)`` and a read is
+# ``(k, (source_device, *index))``.  Who meets whom is the references' own rule
+# (``_participants`` with each device's view).
+
+class _DeviceView:
+    """What the group rules read from a run's context, for one device of ``R x P``."""
+
+    def __init__(self, device, num_replicas, num_partitions):
+        self.device_id = device
+        self.replica_id, self.partition_id = divmod(device, num_partitions)
+        self.num_replicas, self.num_partitions = num_replicas, num_partitions
+        self.num_devices = num_replicas * num_partitions
+
+
+def _views(op, operands, ctx):
+    """One _DeviceView per device of the stacked operands (device count = leading size)."""
+    n = int(np.shape(operands[0])[0]) if operands else 0
+    shapes = {tuple(np.shape(o))[1:] for o in operands}
+    if len(shapes) > 1:
+        raise NotImplementedError(f"{op} index map: operands of different shapes {sorted(shapes)}; the map "
+                                  "covers operands of one shape (map each operand's collective on its own)")
+    R, P = (ctx.num_replicas, ctx.num_partitions) if ctx is not None else (n, 1)
+    if R * P != n:
+        R, P = n, 1
+    return [_DeviceView(d, R, P) for d in range(n)]
+
+
+def _collective_map(opcode, operands, shape, access, kind="copy"):
+    from .index_map import IndexMap
+    n = int(np.shape(operands[0])[0])
+    dims = _shapes(shape)[0].dims
+    return IndexMap(opcode, (n,) + tuple(dims), access, operand_shapes=tuple(Shape.of(o) for o in operands),
+                    result_shape=shape, kind=kind)
+
+
+def _groups_of(op, views, replica_groups, mode, none_ok=False):
+    """Per device: its group (device numbers, in group order), or None (none_ok)."""
+    out = []
+    for v in views:
+        try:
+            out.append(_participants(op, v, replica_groups, mode))
+        except ExecutionError:
+            if not none_ok:
+                raise
+            out.append(None)
+    return out
+
+
+def _all_reduce_index_map(*operands, shape, ctx=None, computation, replica_groups=(), channel_id=None,
+                          use_global_device_ids=False):
+    """``result@d[i] = computation(...(operand@g[0][i], operand@g[1][i]), ...)``: each result
+    element reads the same element of every device of its group, in group order."""
+    from .index_map import Access
+    views = _views("AllReduce", operands, ctx)
+    groups = _groups_of("AllReduce", views, replica_groups, _group_mode(channel_id, bool(use_global_device_ids)))
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        return Access(index, reads=tuple((k, (s,) + i) for s in g for k in range(len(operands))),
+                      detail={"device": d, "group": g, "result_index": i})
+    return _collective_map("all-reduce", operands, shape, access, kind="reduce")
+
+
+def _all_gather_index_map(*operands, shape, ctx=None, all_gather_dim, replica_groups=(), channel_id=None,
+                          use_global_device_ids=False, shard_count=None):
+    """``result@d`` is the group's operands concatenated along ``all_gather_dim``: element
+    ``i`` with ``i[dim] = k * m + j`` copies ``operand@g[k]`` at ``j`` (``m`` the operand's size)."""
+    from .index_map import Access
+    views = _views("AllGather", operands, ctx)
+    groups = _groups_of("AllGather", views, replica_groups, _group_mode(channel_id, bool(use_global_device_ids)))
+    m = int(np.shape(operands[0])[1 + all_gather_dim])
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        k, j = divmod(i[all_gather_dim], m)
+        src = groups[d][k]
+        oi = i[:all_gather_dim] + (j,) + i[all_gather_dim + 1:]
+        return Access(index, reads=tuple((q, (src,) + oi) for q in range(len(operands))),
+                      detail={"device": d, "group": groups[d], "block": k, "source_device": src,
+                              "operand_index": oi})
+    return _collective_map("all-gather", operands, shape, access)
+
+
+def _all_to_all_index_map(*operands, shape, ctx=None, split_dimension=None, replica_groups=(), channel_id=None,
+                          split_count=None):
+    """Array form: ``result@g[me]`` along ``split_dimension`` is block ``me`` of every group
+    member, in group order: element ``i`` with ``i[dim] = k * b + j`` copies
+    ``operand@g[k]`` at ``me * b + j``.  Tuple form: result ``j`` is ``operands[me]@g[j]``."""
+    from .index_map import Access
+    views = _views("AllToAll", operands, ctx)
+    groups = _groups_of("AllToAll", views, replica_groups, _group_mode(channel_id, None))
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        me = g.index(d)
+        if split_dimension is None:
+            return Access(index, reads=tuple((me, (src,) + i) for src in g),
+                          detail={"device": d, "group": g, "position": me})
+        b = int(np.shape(operands[0])[1 + split_dimension]) // len(g)
+        k, j = divmod(i[split_dimension], b)
+        oi = i[:split_dimension] + (me * b + j,) + i[split_dimension + 1:]
+        return Access(index, reads=((0, (g[k],) + oi),),
+                      detail={"device": d, "group": g, "position": me, "block": k, "block_size": b,
+                              "source_device": g[k], "operand_index": oi})
+    return _collective_map("all-to-all", operands, shape, access)
+
+
+def _collective_permute_index_map(*operands, shape, ctx=None, source_target_pairs, channel_id=None):
+    """``result@t = operand@s`` for each pair ``(s, t)``; a device that is no target gets zeros."""
+    from .index_map import Access
+    views = _views("CollectivePermute", operands, ctx)
+    mode = _group_mode(channel_id, None)
+    source = []
+    for v in views:
+        me, count = _domain(v, mode)
+        ids = [s for s, t in source_target_pairs if t == me]
+        source.append(_devices(v, mode, ids)[0] if ids else None)
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        s = source[d]
+        if s is None:
+            return Access(index, source="init", detail={"device": d, "source_device": None})
+        return Access(index, reads=tuple((k, (s,) + i) for k in range(len(operands))),
+                      detail={"device": d, "source_device": s})
+    return _collective_map("collective-permute", operands, shape, access)
+
+
+def _reduce_scatter_index_map(*operands, shape, ctx=None, computation, scatter_dimension, replica_groups=(),
+                              channel_id=None, use_global_device_ids=False, shard_count=None):
+    """``result@g[me]`` is block ``me`` of the group's AllReduce: element ``i`` reads
+    element ``i`` with ``i[dim] += me * b`` of every group member's operand."""
+    from .index_map import Access
+    views = _views("ReduceScatter", operands, ctx)
+    groups = _groups_of("ReduceScatter", views, replica_groups,
+                        _group_mode(channel_id, bool(use_global_device_ids)))
+    b = int(_shapes(shape)[0].dims[scatter_dimension])
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        me = g.index(d)
+        oi = i[:scatter_dimension] + (me * b + i[scatter_dimension],) + i[scatter_dimension + 1:]
+        return Access(index, reads=tuple((k, (s,) + oi) for s in g for k in range(len(operands))),
+                      detail={"device": d, "group": g, "position": me, "operand_index": oi})
+    return _collective_map("reduce-scatter", operands, shape, access, kind="reduce")
+
+
+def _collective_broadcast_index_map(operand, *, shape, ctx=None, replica_groups=(), channel_id=None):
+    """``result@g[i] = operand@g[0]``; a device in no group gets zeros."""
+    from .index_map import Access
+    views = _views("CollectiveBroadcast", [operand], ctx)
+    groups = _groups_of("CollectiveBroadcast", views, replica_groups, _group_mode(channel_id, None), none_ok=True)
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        if g is None:
+            return Access(index, source="init", detail={"device": d, "group": None})
+        return Access(index, reads=((0, (g[0],) + i),), detail={"device": d, "group": g, "source_device": g[0]})
+    return _collective_map("collective-broadcast", [operand], shape, access)
+
+
+# the maps join the ops registered above (they share the group rules defined with them)
+for _opcode, _map in (("all-reduce", _all_reduce_index_map), ("all-gather", _all_gather_index_map),
+                      ("all-to-all", _all_to_all_index_map), ("collective-permute", _collective_permute_index_map),
+                      ("reduce-scatter", _reduce_scatter_index_map),
+                      ("collective-broadcast", _collective_broadcast_index_map)):
+    registry.OPS[_opcode].index_map = _map
 
 
 # -- channels: Infeed, Outfeed, Send, Recv ---------------------------------------------------
@@ -837,6 +1026,7 @@ registry.register("infeed", "Infeed", "collective", _infeed_shape_rule, _infeed_
                   attrs=(Attr("config", "qstr", hlo="infeed_config", default=""),),
                   attrs_from_shape=lambda shape: {"shape": shape.tuple_shapes[0]} if shape.is_tuple else {},
                   needs_context=True, categories=("other",))
+describe("infeed", shape={"kind": "shape"}, example={"shape": "f32[2,3]"})
 
 
 def Outfeed(operand, shape_with_layout=None, outfeed_config=""):
@@ -986,11 +1176,14 @@ def _token_reference(*values, shape, ctx=None, **attrs):
 
 registry.register("send", "Send", "collective", _send_shape_rule, _send_reference, attrs=_send_attrs(),
                   needs_context=True, categories=("other",))
+describe("send", channel_handle={"kind": "int", "minimum": 1}, example={"operand": "f32[2,3]", "channel_handle": 1})
 registry.register("send-done", "SendDone", "collective", _send_done_shape_rule, _token_reference,
                   attrs=_send_attrs(), categories=("other",))
 registry.register("recv", "Recv", "collective", _recv_shape_rule, _recv_reference, attrs=_send_attrs(),
                   attrs_from_shape=lambda shape: {"shape": shape.tuple_shapes[0]} if shape.is_tuple else {},
                   needs_context=True, categories=("other",))
+describe("recv", shape={"kind": "shape"}, channel_handle={"kind": "int", "minimum": 1},
+         example={"shape": "f32[2,3]", "channel_handle": 1})
 registry.register("recv-done", "RecvDone", "collective", _recv_done_shape_rule, _recv_done_reference,
                   attrs=_send_attrs(), needs_context=True, categories=("other",))
 

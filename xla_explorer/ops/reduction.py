@@ -28,8 +28,9 @@ from ..hlo.attrs import int_tuples
 from ..errors import ShapeError
 from ..hlo.attrs import Attr, Window, parse_ints
 from ..shapes import Shape
+from .arguments import describe
 from . import registry
-from .index_map import Access, IndexMap
+from .index_map import Access, Candidates, IndexMap, is_unknown
 
 
 # -- helpers shared by the ops of this family -------------------------------------------
@@ -273,6 +274,8 @@ registry.register("reduce", "Reduce", "reduction", _reduce_shape_rule, _reduce_r
                   attrs=(Attr("dimensions", "ints"), Attr("computation", "computation", hlo="to_apply")),
                   index_map=_reduce_index_map, computation_params=_reduce_params,
                   categories=("reduction",))
+describe("reduce", init_values={"of": "operands"}, example={"operands": ["f32[2,3]"], "init_values": [("f32[]", 0)], "computation": "Add",
+                           "dimensions": [1]})
 
 
 # -- windows (ReduceWindow, SelectAndScatter) -------------------------------------------
@@ -558,6 +561,8 @@ registry.register("reduce-window", "ReduceWindow", "reduction", _reduce_window_s
                   attrs=(_REDUCE_WINDOW, Attr("computation", "computation", hlo="to_apply")),
                   index_map=_reduce_window_index_map, computation_params=_reduce_params,
                   categories=("reduction",))
+describe("reduce-window", init_values={"of": "operands"}, example={"operands": ["f32[4,4]"], "init_values": [("f32[]", 0)], "computation": "Add",
+                                  "window_dimensions": [2, 2], "window_strides": [2, 2], "padding": [(0, 0), (0, 0)]})
 
 
 # -- SelectAndScatter --------------------------------------------------------------------
@@ -689,14 +694,22 @@ def _select_and_scatter_index_map(operand, source, init_value, *, shape, select,
     element it is scattered to (``writes``; none when the window is all padding), and
     ``detail`` as ReduceWindow's plus ``selected``.  The selection runs ``select`` on the
     operand's values, as the reference does."""
-    operand = np.asarray(operand)
+    unknown = is_unknown(operand)  # shapes only: which element is selected is not known
+    operand = operand if unknown else np.asarray(operand)
     wd, ws, pad, bd, wdl = _window_attrs("SelectAndScatter", operand.shape, window_dimensions, window_strides,
                                          padding)
-    selected = _selected_cells(operand, _callable(select), np.shape(source), (wd, ws, pad, bd, wdl))
+    selected = None if unknown else _selected_cells(operand, _callable(select), np.shape(source),
+                                                    (wd, ws, pad, bd, wdl))
 
     def fn(source_index):
         cells = _window_cells(source_index, operand.shape, wd, ws, pad, bd, wdl)
         reads = tuple((0, c[3]) for c in cells if c[2] == "operand")
+        if unknown:  # the selected element is one of the window's
+            return Access(source_index, reads=reads, writes=tuple(index for _, index in reads),
+                          source="operand" if reads else "padding", unknown=True,
+                          detail={"window_position": tuple(int(r * s) for r, s in zip(source_index, ws)),
+                                  "cells": cells, "padding_cells": tuple(c[0] for c in cells if c[2] == "padding"),
+                                  "selected": None, "source_index": source_index})
         flat = int(selected[source_index])
         written = tuple(int(i) for i in np.unravel_index(flat, operand.shape)) if flat >= 0 else None
         detail = {"window_position": tuple(int(r * s) for r, s in zip(source_index, ws)), "cells": cells,
@@ -716,6 +729,10 @@ registry.register("select-and-scatter", "SelectAndScatter", "reduction", _select
                          Attr("scatter", "computation")),
                   index_map=_select_and_scatter_index_map, computation_params=_select_and_scatter_params,
                   categories=("reduction", "data_movement"))
+describe("select-and-scatter", select={"region": "select"},
+         example={"operand": {"shape": "f32[4,4]", "source": "random"}, "select": "Compare(a, b, 'GE')",
+                  "window_dimensions": [2, 2], "window_strides": [2, 2], "padding": [(0, 0), (0, 0)],
+                  "source": "f32[2,2]", "init_value": ("f32[]", 0), "scatter": "Add"})
 
 
 # -- Sort --------------------------------------------------------------------------------
@@ -724,6 +741,7 @@ class _SortDimension:
     """``dimensions={1}`` <-> ``dimension=1`` (sort names one dimension, in braces)."""
 
     hlo, kws = "dimensions", ("dimension",)
+    arg_kinds = {"dimension": "dim"}
 
     def parse(self, raw, resolve):
         dims = parse_ints(raw)
@@ -863,7 +881,9 @@ def _stable_python_sort(comparator, columns):
     return order
 
 
-def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
+def _sort_order(operands, comparator, dimension):
+    """(rows of the operands with ``dimension`` last, the permutation ``[rows, m]``):
+    sorted row ``r`` is ``columns[r, order[r]]``."""
     moved = [np.moveaxis(op, dimension, -1) for op in operands]
     lead, m = moved[0].shape[:-1], moved[0].shape[-1]
     rows = int(np.prod(lead, dtype=np.int64))
@@ -874,15 +894,50 @@ def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
     if order is None:
         order = _stable_python_sort(comparator, columns) if m > 1 and rows > 0 else \
             np.broadcast_to(np.arange(m), (rows, m))
-    results = [np.moveaxis(np.take_along_axis(c, order, axis=1).reshape(moved[0].shape), -1, dimension)
+    return moved[0].shape, columns, order
+
+
+def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
+    moved_shape, columns, order = _sort_order(operands, comparator, dimension)
+    results = [np.moveaxis(np.take_along_axis(c, order, axis=1).reshape(moved_shape), -1, dimension)
                for c in columns]
     return tuple(results) if shape.is_tuple else results[0]
+
+
+def _sort_index_map(*operands, shape, comparator, dimension, is_stable=False):
+    """Per result index: the operand position it came from (the same for every operand:
+    ``reads[j]`` is what result ``j`` copies).  The permutation is the reference's own,
+    computed from the keys once; with unknown keys (shapes only) it is unknown."""
+    dims = tuple(np.shape(operands[0]))
+    unknown = is_unknown(operands)
+    if not unknown:
+        moved_shape, _, order = _sort_order([np.asarray(o) for o in operands], comparator, dimension)
+        order = order.reshape(moved_shape)
+    rank = len(dims)
+
+    def access(result_index):
+        row = tuple(i for d, i in enumerate(result_index) if d != dimension)
+        position = result_index[dimension]
+        if unknown:  # any element of the row along `dimension`
+            ranges = [(0, n) if d == dimension else (i, i + 1) for d, (i, n) in enumerate(zip(result_index, dims))]
+            return Access(result_index, reads=Candidates(ranges, range(len(operands))), unknown=True,
+                          detail={"dimension": dimension, "position": position})
+        source = int(order[row + (position,)])
+        operand_index = tuple(source if d == dimension else i for d, i in enumerate(result_index))
+        return Access(result_index, reads=tuple((j, operand_index) for j in range(len(operands))),
+                      detail={"dimension": dimension, "position": position, "source_position": source,
+                              "operand_index": operand_index, "rank": rank})
+
+    return IndexMap("sort", dims, access, operand_shapes=tuple(Shape.of(o) for o in operands), result_shape=shape,
+                    kind="copy")
 
 
 registry.register("sort", "Sort", "reduction", _sort_shape_rule, _sort_reference,
                   attrs=(_SortDimension(), Attr("is_stable", "bool", default=False),
                          Attr("comparator", "computation", hlo="to_apply")),
-                  computation_params=_sort_params, categories=("data_movement",))
+                  index_map=_sort_index_map, computation_params=_sort_params, categories=("data_movement",))
+describe("sort", comparator={"region": "comparator"},
+         example={"operands": [{"shape": "f32[2,4]", "source": "random"}]})
 
 
 # -- TopK --------------------------------------------------------------------------------
@@ -923,16 +978,42 @@ def _total_order_key(x):
     return x
 
 
-def _topk_reference(operand, *, shape, k, largest=True):
+def _topk_order(operand, k, largest):
     key = _total_order_key(operand)
     # a stable sort, descending (~key reverses the order of integers) or ascending
-    order = np.argsort(~key if largest else key, axis=-1, kind="stable")[..., :k]
+    return np.argsort(~key if largest else key, axis=-1, kind="stable")[..., :k]
+
+
+def _topk_reference(operand, *, shape, k, largest=True):
+    order = _topk_order(operand, k, largest)
     values = np.take_along_axis(operand, order, axis=-1)
     return values, order.astype(np.int32)
 
 
+def _topk_index_map(operand, *, shape, k, largest=True):
+    """Per result index ``[..., p]``: the operand element ``[..., q]`` that is the p-th
+    largest (smallest); ``values`` copies it and ``indices`` holds ``q``."""
+    unknown = is_unknown(operand)
+    order = None if unknown else _topk_order(np.asarray(operand), k, largest)
+    dims = tuple(np.shape(operand))[:-1] + (int(k),)
+
+    def access(result_index):
+        if unknown:  # any element of the last dimension's row
+            n = np.shape(operand)[-1]
+            return Access(result_index, reads=Candidates([(i, i + 1) for i in result_index[:-1]] + [(0, n)]),
+                          unknown=True, detail={"position": result_index[-1]})
+        q = int(order[result_index])
+        operand_index = tuple(result_index[:-1]) + (q,)
+        return Access(result_index, reads=((0, operand_index),),
+                      detail={"position": result_index[-1], "source_position": q, "operand_index": operand_index,
+                              "largest": largest})
+
+    return IndexMap("topk", dims, access, operand_shapes=(Shape.of(operand),), result_shape=shape, kind="copy")
+
+
 registry.register("topk", "TopK", "reduction", _topk_shape_rule, _topk_reference,
                   attrs=(Attr("k", "int"), Attr("largest", "bool", default=True, always_print=True)),
-                  categories=("data_movement",))
+                  index_map=_topk_index_map, categories=("data_movement",))
+describe("topk", k={"minimum": 0}, example={"operand": {"shape": "f32[2,5]", "source": "random"}, "k": 2})
 
 __all__ = ["Reduce", "ReduceWindow", "SelectAndScatter", "Sort", "TopK"]
