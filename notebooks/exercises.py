@@ -15,15 +15,15 @@
 #
 # `xe.exercises` generates exercises on XLA's ops from a seed and a level, so every student
 # can get their own sheet and the teacher can regenerate it. Each exercise shows the
-# operands and attributes as the spec writes them, checks an answer, gives progressive
-# hints and a worked solution. The answers are never typed in by hand: the library's own
-# shape rules, NumPy references and index maps judge them, so a generated exercise is as
-# right as the executable spec.
+# operands and attributes as the spec writes them, checks an answer and gives progressive
+# hints. The answers are never typed in by hand: the library's own shape rules, NumPy
+# references and index maps judge them, so a generated exercise is as right as the
+# executable spec.
 #
-# Five kinds: predict the result **shape**, say whether a call is **legal** (and which
-# argument breaks a rule), predict the **values**, say which element a result element
-# **reads**, and fill in an **attribute** that produces a target. Levels go from 1 (small,
-# rank 1-2) to 3 (batching dimensions, negative padding, dilations, out-of-bounds starts).
+# This is the student's sheet: feedback says what is wrong and where to look, never the
+# right answer. The teacher's copy (`make(..., teacher=True)`) shows worked solutions, and
+# `python -m xla_explorer.exercises assignment ...` turns a sheet into an nbgrader
+# assignment (see the README).
 
 # %%
 import numpy as np
@@ -42,35 +42,34 @@ ex = xe.exercises.make("gather", seed=3, level=1, kind="shape")
 ex
 
 # %% [markdown]
-# A student's answer, checked by Gather's shape rule. A wrong answer gets the reasoning:
-# where each dimension of the result comes from, with the values of this call.
+# A student's answer, checked by Gather's shape rule. A wrong answer is told which
+# dimension is wrong and which formula to follow.
 
 # %%
 ex.check("s32[3,2]")
 
 # %% [markdown]
-# Hints come one at a time, from the general idea to the first step with the values:
+# Hints come one at a time, from the general idea to the values of this exercise:
 
 # %%
 print(ex.hint())
 print(ex.hint())
-
-# %%
-ex.check(ex.solution().answer)
 
 # %% [markdown]
 # ## 2. Which element is read?
 #
-# At level 2 the index can be out of bounds. The answer comes from Gather's index map, and
-# the solution walks through the spec's intermediate indices (`batch_index`,
-# `full_start_index`, the clamping, `operand_index`).
+# At level 2 the index can be out of bounds: Gather clamps the start so the slice fits.
+# The hints name the spec's intermediate indices to work out in order (`batch_index`,
+# `full_start_index`, `operand_index`).
 
 # %%
 ex = xe.exercises.make("gather", seed=9, level=2, kind="read")
 ex
 
 # %%
-ex.solution()
+print(ex.check((0, 0)))
+for _ in range(4):
+    print(ex.hint())
 
 # %% [markdown]
 # ## 3. Fill in the attribute
@@ -95,32 +94,38 @@ ex.check([(0, 1, 0), (2, 2, 0)])
 # %%
 ex = xe.exercises.make("divide", seed=0, level=3, kind="values")
 print(ex.prompt)
-print(ex.check("{0, 0, 4, 1, 0}", reveal=False))
+print(ex.check("{0, 0, 4, 1, 0}"))
+
+# %% [markdown]
+# Whatever is typed gets feedback, never a traceback: malformed text, an answer of the
+# wrong kind, something huge.
 
 # %%
-print(ex.solution())
+for answer in ["{1, 2", "f32[2,4]", "[" * 100_000, range(10**12)]:
+    print(ex.check(answer).message.splitlines()[0][:110])
 
 # %% [markdown]
 # ## 5. A quiz for the class
 #
-# `quiz` assembles a sheet; the same seed gives the same sheet. `answer_key()` is for the
-# teacher, `check(answers)` and `score(answers)` grade a student's list of answers.
+# `quiz` assembles a sheet; the same seed gives the same sheet. `check(answers)` and
+# `score(answers)` grade a student's list of answers (None: not answered). The answer key
+# is in the teacher's copy: `quiz(..., teacher=True).answer_key()`.
 
 # %%
 sheet = xe.exercises.quiz(ops=["slice", "dynamic-slice", "reduce-window", "scatter"], n=4, seed=2021, level=2)
 sheet
 
 # %%
-print(sheet.answer_key())
-
-# %%
-print("score of the answer key:", sheet.score([ex.solution() for ex in sheet]), "/", len(sheet))
+answers = ["illegal: limit_indices", [[3, 7]], None, "s32[3,2]"]
+for i, feedback in enumerate(sheet.check(answers), 1):
+    print(i, feedback.message.splitlines()[0][:100])
+print("score:", sheet.score(answers), "/", len(sheet))
 
 # %% [markdown]
 # ## 6. In a widget
 #
-# With ipywidgets installed, `ex.widget()` gives a text box with Check, Hint and Solution
-# buttons (answers typed as Python or spec literals).
+# With ipywidgets installed, `ex.widget()` gives a text box with Check and Hint buttons
+# (answers typed as Python or spec literals).
 
 # %%
 ex = xe.exercises.make("reverse", seed=4, level=2, kind="read")

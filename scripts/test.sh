@@ -20,4 +20,16 @@ if ! command -v dot >/dev/null 2>&1; then
          "Install it: apt-get install graphviz | brew install graphviz | conda install -c conda-forge graphviz"
   fi
 fi
+# Debian's Chromium is the browser of the real-browser tests (tests/e2e/, driven by
+# Playwright; never a browser download): installed here when we can, else those tests skip
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Chromium (apt-get install chromium) for the browser tests ..."
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+      || echo "note: could not install Chromium; the browser tests (tests/e2e) will be skipped"
+  else
+    echo "note: /usr/bin/chromium is not installed; the browser tests (tests/e2e) will be skipped." \
+         "Install it: apt-get install chromium"
+  fi
+fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
