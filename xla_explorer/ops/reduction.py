@@ -1168,5 +1168,9 @@ registry.register("scan", "Scan", "reduction", _scan_shape_rule, _scan_reference
                          Attr("is_reverse", "bool", default=False), Attr("is_associative", "bool", default=None),
                          Attr("computation", "computation", hlo="to_apply")),
                   index_map=_scan_index_map, computation_params=_scan_params, categories=("reduction",))
+describe("scan", inputs={"kind": "arrays"}, inits={"kind": "arrays"}, computation={"region": "scanner"},
+         dimension={"kind": "dim", "of": "inputs"},
+         example={"inputs": [{"shape": "f32[2,4]", "source": "random"}], "inits": [("f32[2]", 0)],
+                  "computation": "running Add", "dimension": 1})
 
 __all__ = ["Reduce", "ReduceWindow", "SelectAndScatter", "Sort", "TopK", "Scan"]
