@@ -180,3 +180,13 @@ def test_gather_single_elements(K, index_vector_dim, n):
 def test_gather_single_elements_with_batching_dimensions():
     comp, args = _element_gather([40000, 6], "f32", 40000, 1, 1, batching=True)
     _check(comp, *args)
+
+
+def test_gather_without_start_indices_reads_the_first_element():
+    # start_index_map empty: every position reads the one element at the origin
+    b = xe.XlaBuilder("origin")
+    x = xe.Parameter(b, 0, xe.Shape("s32", (4, 3)), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", (PARALLEL_THRESHOLD + 7, 0)), "i")
+    comp = b.build(xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[],
+                             index_vector_dim=1, slice_sizes=[1, 1]))
+    _check(comp, _values((4, 3), "s32"), np.zeros((PARALLEL_THRESHOLD + 7, 0), np.int32))

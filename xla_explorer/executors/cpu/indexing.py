@@ -228,7 +228,7 @@ def _elems(lo, hi, out, src, idx, K, inner, imap, bmap):
     coordinate's stride.  The index vectors of one to three components, last in the
     indices and without batching, are spelled out branch-free so that the loop
     vectorises (AVX-512 gathers); any other layout runs the general loop."""
-    if inner == 1 and bmap.shape[1] == 0 and K <= 3:
+    if inner == 1 and bmap.shape[1] == 0 and 1 <= K <= 3:
         s0, t0 = imap[0, 0], imap[1, 0]
         if K == 1:
             for p in range(lo, hi):
