@@ -1,6 +1,7 @@
 """The index-map view in a real JupyterLab: hovering a result cell lights the operand cells
-it reads (the kernel draws, the browser forwards the hover); clicking pins; the matplotlib
-animation's player shows its first frame after Run All without a click."""
+it reads (the kernel draws, the browser forwards the hover); clicking pins; the
+animation's player shows its first frame after Run All without a click, and the stepper
+a picture (not the text of a Figure) in a fresh kernel."""
 import json
 
 import nbformat
@@ -18,6 +19,11 @@ ANIMATION = """
 xe.animate("reverse", np.arange(12, dtype=np.float32).reshape(3, 4), dimensions=[1], max_steps=4)
 """
 
+STEPPER = """
+xe.animate("pad", np.arange(6, dtype=np.float32).reshape(2, 3), np.float32(0),
+           padding_config=[(1, 1, 1), (0, 1, 0)], max_steps=5).stepper()
+"""
+
 
 def _cell(page, grid, index):
     return page.locator(f'.xe-index-map-view rect[data-grid="{grid}"][data-index="{json.dumps(list(index))}"]')
@@ -29,7 +35,7 @@ def _read_cells(page):
 
 
 def test_hover_lights_the_operand_cells_read(notebook):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(ANIMATION)])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in (SETUP, ANIMATION, STEPPER)])
     notebook.open(nb, "index_map_view.ipynb")
     notebook.run_all()
     page = notebook.page
@@ -62,3 +68,10 @@ def test_hover_lights_the_operand_cells_read(notebook):
     page.locator(".xe-animation button[data-act=next]").first.click()
     page.locator(".xe-animation .xe-count", has_text="2 / 4").wait_for()
     notebook.screenshot("animation_player", page.locator(".xe-animation").first)
+    # the stepper shows a picture in a fresh kernel (no '<Figure size ...>' text)
+    out = page.locator(".jp-OutputArea-output").nth(2)
+    stepper_img = out.locator("img").first
+    stepper_img.wait_for()
+    assert "Figure size" not in out.inner_text()
+    assert page.evaluate("(e) => e.complete && e.naturalWidth > 100", stepper_img.element_handle())
+    notebook.screenshot("animation_stepper", out)

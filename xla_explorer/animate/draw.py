@@ -19,9 +19,12 @@ from .scene import layout
 
 # -- scenes of an animation ----------------------------------------------------------------------
 
-def scenes(anim, *, max_rows=10, max_cols=12):
-    """The Scene of every frame of ``anim``, one size for all of them (cached)."""
-    key = (max_rows, max_cols)
+def scenes(anim, *, max_rows=10, max_cols=12, width=None):
+    """The Scene of every frame of ``anim``, one size for all of them (cached).  ``width``:
+    the layout's width in pixels (default 1600; the formula goes under the grids when it
+    does not fit beside them)."""
+    width = width or getattr(anim, "width", None) or 1600
+    key = (max_rows, max_cols, width)
     cache = getattr(anim, "_scenes", None)
     if cache is not None and cache[0] == key:
         return cache[1]
@@ -29,7 +32,8 @@ def scenes(anim, *, max_rows=10, max_cols=12):
     domain = anim.grid(anim.domain)
     out = []
     for f in anim.frames:
-        out.append(layout(anim, f, max_rows=max_rows, max_cols=max_cols, counter=f"{anim.counter(f)}   "
+        out.append(layout(anim, f, max_rows=max_rows, max_cols=max_cols, max_width=width,
+                          counter=f"{anim.counter(f)}   "
                           f"({anim.summary})", visited=set(visited)))
         visited.add(domain.position(f.index))
     if out:

@@ -708,6 +708,8 @@ class Animation:
         self.title = f"{ctx.op.name}" + (f" {ctx.label}" if ctx.label and ctx.label != ctx.op.name else "")
         self.frames = self._frames(shown)
         self.fps = 2
+        #: the drawn frames' layout width in pixels (None: 1600); set it before drawing
+        self.width = None
 
     def _frames(self, shown):
         ctx, animator = self.context, self.animator
