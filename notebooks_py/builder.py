@@ -33,9 +33,11 @@ from xla_explorer.widgets import BuilderWidget, IndexMapStepper, StepperWidget
 # ## 1. The builder
 #
 # Try it: add a parameter `f32[3,4]` named `x` and one `s32[2,1]` named `i`, choose
-# the *indexing* family and `Gather`, type `x` and `i` as operands, and fill the fields.
-# Attributes are Python literals (`[1, 4]`); a computation is the name of an op function
-# (`Add`, `Max`); a value is its name (`gather.1`).
+# the *indexing* family and `Gather`, type `x` and `i` as operands (Enter adds each),
+# and fill the fields. Attributes are Python literals (`[1, 4]`); a computation is the
+# name of an op function (`Add`, `Max`) or of a sub-computation built below; a value is
+# its name (`gather.1`). An error shows beside the field it is about; "Undo" takes the
+# last op back. The module returns every value no other op uses (pick one as `root`).
 
 # %%
 bw = BuilderWidget("demo")
@@ -77,14 +79,79 @@ bw.add()
 print(bw.hlo)
 
 # %% [markdown]
-# `bw.computation` is the `XlaComputation` built so far; `bw.run(...)` runs it.
-# Row index 7 is out of bounds: Gather clamps the start so that the whole slice stays
-# inside the operand, so it reads the last row.
+# `bw.computation` is the `XlaComputation` built so far; `bw.run(...)` runs it (the
+# "Run" row does the same with the backend picked and the inputs typed per parameter:
+# `iota`, `zeros`, `ones`, `random`, `random(7)` or a literal). Row index 7 is out of
+# bounds: Gather clamps the start so that the whole slice stays inside the operand, so it
+# reads the last row.
 
 # %%
 x_val = np.arange(12, dtype=np.float32).reshape(3, 4)
 i_val = np.array([[1], [7]], dtype=np.int32)
 bw.run(x_val, i_val)
+
+# %%
+bw.inputs["i"].value = "[[1], [7]]"
+bw.run()
+print(bw.run_text)
+
+# %% [markdown]
+# `bw.python_code()` is the Python that rebuilds the same module with the library's own
+# functions (the "Python" tab shows it too): copy it into a script.
+
+# %%
+print(bw.python_code())
+
+# %% [markdown]
+# ## 1b. Control flow: sub-computations in nested builders
+#
+# A `While` needs two computations: the condition and the body. "New sub-computation"
+# (or `bw.new_computation(name, *parameter_shapes)`) opens a nested builder; what it
+# builds is called by its name in any argument field. Here the loop state is
+# `(i, v)`: the body doubles `v` and counts `i` up, the condition stops at `i == 3`.
+# A Python function works too: `bw.add_computation(name, fn, *parameter_shapes)`.
+
+# %%
+loop = BuilderWidget("doubling")
+loop.add_parameter("f32[3]", "v")
+
+
+def add(b, op_name, operands, attrs=""):
+    """Pick the op, its operands and arguments, press Add (what the controls do)."""
+    b.op_name, b.operands, b.attrs_text = op_name, operands, attrs
+    result = b.add()
+    assert result is not None, b.error
+    return result.name
+
+
+zero = add(loop, "Constant", [], "value=0")
+init = add(loop, "Tuple", [zero, "v"])
+
+cond = loop.new_computation("cond", "(s32[], f32[3])")
+i = add(cond, "GetTupleElement", ["p0"], "index=0")
+add(cond, "Compare", [i, add(cond, "Constant", [], "value=3")], "comparison_direction='LT'")
+
+body = loop.new_computation("body", "(s32[], f32[3])")
+i = add(body, "GetTupleElement", ["p0"], "index=0")
+v = add(body, "GetTupleElement", ["p0"], "index=1")
+one = add(body, "Constant", [], "value=1")
+add(body, "Tuple", [add(body, "Add", [i, one]), add(body, "Add", [v, v])])
+
+add(loop, "While", [], f"condition=cond, body=body, init={init}")
+print(loop.hlo)
+loop
+
+# %%
+loop.run(np.ones(3, np.float32))
+
+# %% [markdown]
+# A body that returns the wrong shape is refused, with the rule beside the `body` field:
+
+# %%
+half = loop.new_computation("half", "(s32[], f32[3])")
+add(half, "GetTupleElement", ["p0"], "index=0")
+loop.op_name, loop.operands, loop.attrs_text = "While", [], f"condition=cond, body=half, init={init}"
+print(loop.error_control, "->", loop.error)
 
 # %% [markdown]
 # ## 2. Step through it
