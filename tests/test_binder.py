@@ -113,7 +113,8 @@ def test_a_fresh_environment_from_binder_alone_runs_the_tour_and_a_lesson():
         env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", XLA_EXPLORER_CACHE=str(pathlib.Path(tmp) / "cache"),
                    JUPYTER_PLATFORM_DIRS="1", PIP_DISABLE_PIP_VERSION_CHECK="1", JUPYTER_CONFIG_DIR=str(pathlib.Path(tmp) / "jupyter"))
         env.pop("NUMBA_ENABLE_CUDASIM", None)
-        pip = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-r", "binder/requirements.txt"],
+        pip = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", "-r",
+                    "binder/requirements.txt"],
                    env, 600, "pip install -r binder/requirements.txt")
         versions = subprocess.run([str(venv / "bin" / "python"), "-c",
                                    "import jax, numpy, numba, xla_explorer; print(jax.__version__, numpy.__version__, "
