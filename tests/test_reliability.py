@@ -288,3 +288,34 @@ def test_deep_calls_are_refused_before_running():
     for backend in ("numpy", "numba"):
         with pytest.raises(xe.ShapeError, match="call each other .* deep"):
             comp.run(np.float32(1), backend=backend)
+
+
+# -- 8: bounded compile time ----------------------------------------------------------------------------
+
+def _random_chain(n, seed=0):
+    import random
+    rng = random.Random(seed)
+    b = xe.XlaBuilder("chain")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (64,)), "x")
+    ops = [lambda y: xe.Add(y, x), lambda y: xe.Mul(y, xe.Constant(b, F32(0.5))), lambda y: xe.Sub(y, x),
+           lambda y: xe.Max(y, x), lambda y: xe.Min(y, x), lambda y: xe.Neg(y), lambda y: xe.Abs(y),
+           lambda y: xe.Tanh(y), lambda y: xe.Select(xe.Gt(y, x), y, x)]
+    y = x
+    for _ in range(n):
+        y = rng.choice(ops)(y)
+    return b.build(y)
+
+
+def test_fused_loops_are_capped_so_compile_work_is_bounded():
+    from xla_explorer.executors import fusion
+    comp = _random_chain(10000)
+    groups = comp.fusion_plan().groups
+    assert max(len(g.members) for g in groups) <= fusion.MAX_FUSED
+    kinds = {tuple((m.opcode, m.shape.element_type) for m in g.members) for g in groups if len(g.members) > 1}
+    assert len(kinds) <= fusion.MAX_FUSED_LOOPS
+
+
+def test_a_long_chain_runs_on_numba_and_agrees_with_the_reference():
+    comp = _random_chain(1500, seed=1)
+    x = np.linspace(-2, 2, 64).astype(F32)
+    np.testing.assert_allclose(comp.run(x, backend="numba"), comp.run(x), rtol=1e-5, atol=1e-6)

@@ -8,11 +8,24 @@ through the broadcast's map instead of being materialised); scalar constants and
 them).  Everything else is a step of its own.  The plan is a
 pure description (no Numba): the CPU and CUDA backends generate code from it, the graph
 renderer can draw its groups.
+
+Compile time stays bounded: Numba's compile time grows with a loop's body, so a group
+holds at most ``MAX_FUSED`` instructions (a longer chain is cut into several loops), and
+one computation compiles at most ``MAX_FUSED_LOOPS`` distinct fused loops (groups of the
+same structure share one); the instructions of the groups beyond run op by op, each through its layer's
+kernel (the element-wise ones: the reference's vectorised NumPy code; nothing to compile),
+a broadcast or iota as a loop of its own (one per kind, shared).  A 10,000-op element-wise chain then compiles a bounded amount of
+code instead of one loop of 10,000 statements.
 """
 from ..ops import registry
 
 #: opcodes that can be part of a fused loop besides the element-wise ones
 _INDEX_OPS = {"broadcast", "iota"}
+#: the most instructions in one fused loop
+MAX_FUSED = 32
+#: the most distinct fused loops one computation compiles (measured: ~0.7-1 s of Numba
+#: compile time each, whatever its length up to MAX_FUSED; a corpus program has at most 11)
+MAX_FUSED_LOOPS = 8
 _NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng", "after-all"}
 
 
@@ -115,6 +128,32 @@ def _duplicate(inst, users, group_of, computation):
     return True
 
 
+def _within_budget(groups, group_of):
+    """Keep fused loops (in program order) while there are at most MAX_FUSED_LOOPS distinct
+    ones; the instructions of the groups beyond leave the plan's loops (they run op by op),
+    except broadcasts and iotas, which have no other kernel."""
+    kinds, out = set(), []
+    for g in reversed(groups):   # groups were made from the root backwards
+        if len(g.members) > 1:
+            key = tuple((m.opcode, m.shape.element_type, tuple(sorted(m.attrs)),
+                         tuple(g.members.index(o) if o in g.members else -1 for o in m.operands))
+                        for m in g.members)
+            if key in kinds or len(kinds) < MAX_FUSED_LOOPS:
+                kinds.add(key)
+            else:
+                for m in g.members:
+                    if m.opcode in _INDEX_OPS:
+                        single = FusionGroup(m)
+                        group_of[m] = single
+                        out.append(single)
+                    else:
+                        del group_of[m]
+                continue
+        out.append(g)
+    out.reverse()
+    return out
+
+
 def fusion_plan(computation, fuse=True):
     """Group ``computation``'s instructions into fused loops and single steps (cached)."""
     cached = getattr(computation, "_fusion_plan", None)
@@ -141,7 +180,8 @@ def fusion_plan(computation, fuse=True):
             g = group_of.get(us[0])
             if (g is not None and len(gs) == 1
                     and not any(u.opcode == "broadcast" for u in us)  # a broadcast's operand is read, not fused
-                    and (inst.shape.dims == g.dims or (inst.opcode == "constant"))):
+                    and (inst.shape.dims == g.dims or (inst.opcode == "constant"))
+                    and len(g.members) < MAX_FUSED):  # a long chain is cut into several loops
                 target = g
         if target is None:
             target = FusionGroup(inst)
@@ -149,6 +189,7 @@ def fusion_plan(computation, fuse=True):
         else:
             target.members.append(inst)
         group_of[inst] = target
+    groups = _within_budget(groups, group_of)
     for g in list(groups):
         if len(g.members) == 1 and g.root.opcode == "constant":
             # a lone scalar constant is a value, not a loop

@@ -50,6 +50,7 @@ from ..builder import Constant, XlaOp, apply_op, literal_array
 from ..errors import ShapeError
 from ..hlo.attrs import Attr
 from ..shapes import Shape, infer_dim, infer_shape
+from .arguments import describe
 from . import registry
 
 # -- dtype classes (XLA element type names) ---------------------------------------------------
@@ -557,6 +558,7 @@ def _binary(opcode, name, types, fn, formula, example, result_type=_same, refere
 
     registry.register(opcode, name, "elementwise", shape_rule, reference or _elementwise(fn),
                       categories=("elementwise", "binary"))
+    describe(opcode, broadcast_dimensions={"kind": "dims", "of": "lhs"})
 
     def api(lhs, rhs, broadcast_dimensions=None):
         return apply_op(opcode, list(_broadcast_binary(name, lhs, rhs, broadcast_dimensions)))
@@ -880,6 +882,8 @@ registry.register("compare", "Compare", "elementwise", _compare_shape_rule, _com
                   attrs=(Attr("comparison_direction", "str", hlo="direction", choices=_DIRECTIONS),
                          Attr("compare_type", "str", hlo="type", default=None, choices=_COMPARE_TYPES)),
                   categories=("elementwise", "comparison"))
+describe("compare", broadcast_dimensions={"kind": "dims", "of": "lhs"},
+         example={"lhs": "f32[2,3]", "rhs": {"shape": "f32[2,3]", "source": "random"}, "comparison_direction": "LT"})
 
 
 def _comparison(direction, total_order=False):
@@ -957,6 +961,8 @@ def _select_reference(pred, on_true, on_false, *, shape):
 
 registry.register("select", "Select", "elementwise", _select_shape_rule, _select_reference,
                   categories=("elementwise",))
+describe("select", example={"pred": {"shape": "pred[2,3]", "source": "random"}, "on_true": "f32[2,3]",
+                           "on_false": ("f32[2,3]", 0)})
 
 
 # -- Clamp ---------------------------------------------------------------------------------------
@@ -1000,6 +1006,7 @@ def _clamp_reference(min, operand, max, *, shape):  # noqa: A002
 
 registry.register("clamp", "Clamp", "elementwise", _clamp_shape_rule, _clamp_reference,
                   categories=("elementwise",))
+describe("clamp", example={"min": ("f32[]", 1), "operand": "f32[2,3]", "max": ("f32[]", 4)})
 
 
 # -- ConvertElementType --------------------------------------------------------------------------
@@ -1066,6 +1073,8 @@ def _convert_reference(operand, *, shape, new_element_type):
 registry.register("convert", "ConvertElementType", "elementwise", _convert_shape_rule, _convert_reference,
                   attrs_from_shape=lambda shape: {"new_element_type": shape.element_type},
                   categories=("elementwise", "unary"))
+describe("convert", new_element_type={"kind": "dtype"},
+         example={"operand": {"shape": "f32[2,3]", "source": "random"}, "new_element_type": "s32"})
 
 
 # -- BitcastConvertType --------------------------------------------------------------------------
@@ -1122,6 +1131,8 @@ registry.register("bitcast-convert", "BitcastConvertType", "elementwise", _bitca
                   _bitcast_convert_reference,
                   attrs_from_shape=lambda shape: {"new_element_type": shape.element_type},
                   categories=("other",))  # not element-wise when the widths differ
+describe("bitcast-convert", new_element_type={"kind": "dtype"},
+         example={"operand": "f32[2,3]", "new_element_type": "s32"})
 
 
 # -- ReducePrecision -----------------------------------------------------------------------------
@@ -1188,6 +1199,8 @@ registry.register("reduce-precision", "ReducePrecision", "elementwise", _reduce_
                   _reduce_precision_reference,
                   attrs=(Attr("exponent_bits", "int"), Attr("mantissa_bits", "int")),
                   categories=("elementwise", "unary"))
+describe("reduce-precision", example={"operand": {"shape": "f32[2,3]", "source": "random"},
+                                     "exponent_bits": 5, "mantissa_bits": 2})
 
 
 __all__ = [

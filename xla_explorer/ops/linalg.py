@@ -23,6 +23,7 @@ from ..coerce import as_int, as_int_list
 from ..errors import HloParseError, ShapeError
 from ..hlo.attrs import Attr, Window, int_tuples
 from ..shapes import Shape
+from .arguments import describe
 from . import custom_call, registry
 from .index_map import Access, IndexMap
 
@@ -299,6 +300,11 @@ registry.register(
     # the result type is the preferred element type (HLO writes it only in the result shape)
     attrs_from_shape=lambda shape: {"preferred_element_type": shape.element_type},
     categories=("linalg",))
+describe("dot", dimension_numbers={"kind": "skip"}, precision_config={"kind": "skip"},
+         preferred_element_type={"kind": "dtype"}, rhs_contracting_dimensions={"of": "rhs"},
+         rhs_batch_dimensions={"of": "rhs"},
+         example={"lhs": "f32[2,3]", "rhs": "f32[3,2]", "lhs_contracting_dimensions": [1],
+                  "rhs_contracting_dimensions": [0]})
 registry.NAMES.setdefault("Dot", "dot")
 
 
@@ -401,6 +407,7 @@ class DimLabels:
 
     hlo = "dim_labels"
     kws = ("dimension_numbers",)
+    arg_kinds = {"dimension_numbers": "str"}  # HLO's dim_labels text, "b01f_01io->b01f"
 
     def parse(self, raw, resolve):
         try:
@@ -801,6 +808,11 @@ registry.register(
     index_map=_conv_index_map,
     attrs_from_shape=lambda shape: {"preferred_element_type": shape.element_type},
     categories=("linalg",))
+describe("convolution", window_strides={"drop": 2}, padding={"drop": 2}, lhs_dilation={"drop": 2},
+         rhs_dilation={"drop": 2}, window_reversal={"drop": 2}, precision_config={"kind": "skip"},
+         preferred_element_type={"kind": "dtype"},
+         example={"lhs": "f32[1,1,4,4]", "rhs": ("f32[1,1,3,3]", 1), "window_strides": [1, 1],
+                  "padding": [(1, 1), (1, 1)]})
 for _name in ("Conv", "ConvWithGeneralPadding", "ConvWithGeneralDimensions", "ConvGeneral"):
     registry.NAMES.setdefault(_name, "convolution")
 
@@ -893,6 +905,7 @@ def _fft_reference(operand, *, shape, fft_type, fft_length):
 registry.register("fft", "Fft", "linalg", _fft_shape_rule, _fft_reference,
                   attrs=(Attr("fft_type", "str", choices=FFT_TYPES), Attr("fft_length", "ints")),
                   categories=("linalg",))
+describe("fft", example={"operand": "c64[4]", "fft_type": "FFT", "fft_length": [4]})
 
 
 # ---------------------------------------------------------------------------------------
@@ -966,6 +979,7 @@ def _cholesky_reference(a, *, shape, lower=False):
 
 registry.register("cholesky", "Cholesky", "linalg", _cholesky_shape_rule, _cholesky_reference,
                   attrs=(Attr("lower", "bool", default=False),), categories=("linalg",))
+describe("cholesky", example={"a": ("f32[3,3]", [[4, 2, 0], [2, 5, 1], [0, 1, 3]]), "lower": True})
 
 
 # ---------------------------------------------------------------------------------------
@@ -1059,6 +1073,8 @@ registry.register(
            Attr("unit_diagonal", "bool", default=False),
            Attr("transpose_a", "str", default="NO_TRANSPOSE", always_print=True, choices=TRANSPOSE_KINDS)),
     categories=("linalg",))
+describe("triangular-solve", example={"a": ("f32[3,3]", [[2, 0, 0], [1, 3, 0], [0, 1, 4]]), "b": "f32[3,2]",
+                                     "left_side": True, "lower": True})
 
 
 # ---------------------------------------------------------------------------------------
@@ -1183,10 +1199,19 @@ def _bn_grad_reference(operand, scale, mean, variance, grad_output, *, shape, ep
 _BN_ATTRS = (Attr("epsilon", "float"), Attr("feature_index", "int"))
 registry.register("batch-norm-training", "BatchNormTraining", "linalg", _bn_training_shape_rule,
                   _bn_training_reference, attrs=_BN_ATTRS, categories=("linalg",))
+describe("batch-norm-training", feature_index={"kind": "dim"},
+         example={"operand": {"shape": "f32[2,3]", "source": "random"}, "scale": ("f32[3]", 1), "offset": ("f32[3]", 0),
+                  "epsilon": 0.001, "feature_index": 1})
 registry.register("batch-norm-inference", "BatchNormInference", "linalg", _bn_inference_shape_rule,
                   _bn_inference_reference, attrs=_BN_ATTRS, categories=("linalg",))
+describe("batch-norm-inference", feature_index={"kind": "dim"},
+         example={"operand": {"shape": "f32[2,3]", "source": "random"}, "scale": ("f32[3]", 1), "offset": ("f32[3]", 0),
+                  "mean": ("f32[3]", 0), "variance": ("f32[3]", 1), "epsilon": 0.001, "feature_index": 1})
 registry.register("batch-norm-grad", "BatchNormGrad", "linalg", _bn_grad_shape_rule, _bn_grad_reference,
                   attrs=_BN_ATTRS, categories=("linalg",))
+describe("batch-norm-grad", feature_index={"kind": "dim"},
+         example={"operand": {"shape": "f32[2,3]", "source": "random"}, "scale": ("f32[3]", 1), "mean": ("f32[3]", 0),
+                  "variance": ("f32[3]", 1), "grad_output": ("f32[2,3]", 1), "epsilon": 0.001, "feature_index": 1})
 
 
 # ---------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from ..hlo.attrs import int_tuples
 from ..errors import ShapeError
 from ..hlo.attrs import Attr, Window, parse_ints
 from ..shapes import Shape
+from .arguments import describe
 from . import registry
 from .index_map import Access, Candidates, IndexMap, is_unknown
 
@@ -273,6 +274,8 @@ registry.register("reduce", "Reduce", "reduction", _reduce_shape_rule, _reduce_r
                   attrs=(Attr("dimensions", "ints"), Attr("computation", "computation", hlo="to_apply")),
                   index_map=_reduce_index_map, computation_params=_reduce_params,
                   categories=("reduction",))
+describe("reduce", init_values={"of": "operands"}, example={"operands": ["f32[2,3]"], "init_values": [("f32[]", 0)], "computation": "Add",
+                           "dimensions": [1]})
 
 
 # -- windows (ReduceWindow, SelectAndScatter) -------------------------------------------
@@ -558,6 +561,8 @@ registry.register("reduce-window", "ReduceWindow", "reduction", _reduce_window_s
                   attrs=(_REDUCE_WINDOW, Attr("computation", "computation", hlo="to_apply")),
                   index_map=_reduce_window_index_map, computation_params=_reduce_params,
                   categories=("reduction",))
+describe("reduce-window", init_values={"of": "operands"}, example={"operands": ["f32[4,4]"], "init_values": [("f32[]", 0)], "computation": "Add",
+                                  "window_dimensions": [2, 2], "window_strides": [2, 2], "padding": [(0, 0), (0, 0)]})
 
 
 # -- SelectAndScatter --------------------------------------------------------------------
@@ -724,6 +729,10 @@ registry.register("select-and-scatter", "SelectAndScatter", "reduction", _select
                          Attr("scatter", "computation")),
                   index_map=_select_and_scatter_index_map, computation_params=_select_and_scatter_params,
                   categories=("reduction", "data_movement"))
+describe("select-and-scatter", select={"region": "select"},
+         example={"operand": {"shape": "f32[4,4]", "source": "random"}, "select": "Compare(a, b, 'GE')",
+                  "window_dimensions": [2, 2], "window_strides": [2, 2], "padding": [(0, 0), (0, 0)],
+                  "source": "f32[2,2]", "init_value": ("f32[]", 0), "scatter": "Add"})
 
 
 # -- Sort --------------------------------------------------------------------------------
@@ -732,6 +741,7 @@ class _SortDimension:
     """``dimensions={1}`` <-> ``dimension=1`` (sort names one dimension, in braces)."""
 
     hlo, kws = "dimensions", ("dimension",)
+    arg_kinds = {"dimension": "dim"}
 
     def parse(self, raw, resolve):
         dims = parse_ints(raw)
@@ -926,6 +936,8 @@ registry.register("sort", "Sort", "reduction", _sort_shape_rule, _sort_reference
                   attrs=(_SortDimension(), Attr("is_stable", "bool", default=False),
                          Attr("comparator", "computation", hlo="to_apply")),
                   index_map=_sort_index_map, computation_params=_sort_params, categories=("data_movement",))
+describe("sort", comparator={"region": "comparator"},
+         example={"operands": [{"shape": "f32[2,4]", "source": "random"}]})
 
 
 # -- TopK --------------------------------------------------------------------------------
@@ -1002,5 +1014,6 @@ def _topk_index_map(operand, *, shape, k, largest=True):
 registry.register("topk", "TopK", "reduction", _topk_shape_rule, _topk_reference,
                   attrs=(Attr("k", "int"), Attr("largest", "bool", default=True, always_print=True)),
                   index_map=_topk_index_map, categories=("data_movement",))
+describe("topk", k={"minimum": 0}, example={"operand": {"shape": "f32[2,5]", "source": "random"}, "k": 2})
 
 __all__ = ["Reduce", "ReduceWindow", "SelectAndScatter", "Sort", "TopK"]
