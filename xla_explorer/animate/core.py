@@ -25,6 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import progress
 from ..ops import registry
 
 #: dynamic roles, lowest priority first: (colour, legend text).  A cell with two roles
@@ -639,10 +640,14 @@ class Animation:
         writer = writer_class(anim.drawing, **kw)
         canvas = anim.drawing.fig.canvas
         canvas.skip_idle = True  # the writer renders each frame itself (see _Drawing.render)
-        try:
-            anim.save(str(path), writer=writer, dpi=dpi)
-        finally:
-            canvas.skip_idle = False
+        n = len(self.frames)
+        # a notebook's progress bar (announced for many frames: seconds of rendering)
+        with progress.task(f"rendering {self.title}", total=n, announce=n > 60) as t:
+            try:
+                anim.save(str(path), writer=writer, dpi=dpi,
+                          progress_callback=lambda i, total: t.advance(detail=f"frame {i + 1} of {total}"))
+            finally:
+                canvas.skip_idle = False
         return writer
 
     def to_jshtml(self, dpi=60, fps=None):
