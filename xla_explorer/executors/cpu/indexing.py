@@ -216,6 +216,64 @@ def take1_ser(out, src, idx, nb, top, stride):
         out[uint64(p)] = src[uint64(v * stride)]
 
 
+@njit(inline="always", **_opts)
+def _clamped(idx, at, top):
+    return min(max(np.int64(idx[uint64(at)]), 0), top)
+
+
+@njit(inline="always", **_opts)
+def _elems(lo, hi, out, src, idx, K, inner, imap, bmap):
+    """Positions [lo, hi) of a gather of single elements: each start index clamped into
+    the operand ([0, dim - 1]), times its stride; batching dimensions add their
+    coordinate's stride.  The index vectors of one to three components, last in the
+    indices and without batching, are spelled out branch-free so that the loop
+    vectorises (AVX-512 gathers); any other layout runs the general loop."""
+    if inner == 1 and bmap.shape[1] == 0 and 1 <= K <= 3:
+        s0, t0 = imap[0, 0], imap[1, 0]
+        if K == 1:
+            for p in range(lo, hi):
+                out[uint64(p)] = src[uint64(_clamped(idx, p, t0) * s0)]
+        elif K == 2:
+            s1, t1 = imap[0, 1], imap[1, 1]
+            for p in range(lo, hi):
+                out[uint64(p)] = src[uint64(_clamped(idx, 2 * p, t0) * s0 + _clamped(idx, 2 * p + 1, t1) * s1)]
+        else:
+            s1, t1, s2, t2 = imap[0, 1], imap[1, 1], imap[0, 2], imap[1, 2]
+            for p in range(lo, hi):
+                out[uint64(p)] = src[uint64(_clamped(idx, 3 * p, t0) * s0 + _clamped(idx, 3 * p + 1, t1) * s1
+                                            + _clamped(idx, 3 * p + 2, t2) * s2)]
+        return
+    stride = imap[0].copy()
+    top = imap[1].copy()
+    nbat = bmap.shape[1]
+    for p in range(lo, hi):
+        if inner == 1:
+            base = p * K
+        else:
+            q = p // inner
+            base = q * K * inner + (p - q * inner)
+        so = 0
+        for k in range(K):
+            so += _clamped(idx, base + k * inner, top[k]) * stride[k]
+        for i in range(nbat):
+            so += ((p // bmap[1, i]) % bmap[2, i]) * bmap[0, i]
+        out[uint64(p)] = src[uint64(so)]
+
+
+@njit(parallel=True, **_opts)
+def elems_par(out, src, idx, nb, K, inner, imap, bmap):
+    """A gather of single elements (every slice size 1, any number of start indices, batching
+    dimensions): position p's result is one element, at out[p] whatever the offset
+    dimensions (they all have size 1).  Blocks of 4096 positions in parallel."""
+    for c in prange((nb + 4095) // 4096):
+        _elems(c * 4096, min(nb, (c + 1) * 4096), out, src, idx, K, inner, imap, bmap)
+
+
+@njit(**_opts)
+def elems_ser(out, src, idx, nb, K, inner, imap, bmap):
+    _elems(0, nb, out, src, idx, K, inner, imap, bmap)
+
+
 @kernel("gather")
 def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, start_index_map, index_vector_dim,
            slice_sizes, operand_batching_dims=(), start_indices_batching_dims=(), indices_are_sorted=False):
@@ -230,7 +288,10 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
                             tuple(offset_dims), tuple(collapsed_slice_dims), tuple(start_index_map),
                             int(index_vector_dim), tuple(slice_sizes), tuple(operand_batching_dims),
                             tuple(start_indices_batching_dims))
-        if plan.take and plan.sl[0, 0] == 1:
+        if plan.nrows == 1 and plan.sl[0, 0] == 1 and not plan.take:
+            (elems_par if n >= PARALLEL_THRESHOLD else elems_ser)(
+                out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap)
+        elif plan.take and plan.sl[0, 0] == 1:
             (take1_par if n >= PARALLEL_THRESHOLD else take1_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0])
         elif plan.take:
