@@ -484,8 +484,10 @@ class BuilderWidget(w.VBox):
             self._show(None, _Refused(frozen, "parameter"))
             return None
         number = len(self.builder.parameters)
-        name = name or f"p{number}"
-        if name in self.values or (name in self._session.subs and self._session.subs[name] is not self):
+        # names are unique across the module (as XLA's verifier wants; the trace finds
+        # instructions by name): a nested builder's parameters are named after it
+        name = name or (f"p{number}" if self.parent is None else f"{self.name}_p{number}")
+        if name in self._all_value_names() or name in self._session.subs or name == self._root_widget().name:
             self._show(None, _Refused(f"Parameter: the name {name!r} is taken", "parameter"))
             return None
         state = self._transaction()
@@ -533,7 +535,7 @@ class BuilderWidget(w.VBox):
         self._show(result, None)
         return result
 
-    def _rename(self, insts):
+    def _rename(self, insts, traced=False):
         """Readable names: gather.3 for the 3rd op of the session; computations traced from
         callables (``computation=Add``) and what they contain, too."""
         known = {id(s.module().entry) for s in self._session.subs.values() if s.module() is not None}
@@ -545,14 +547,16 @@ class BuilderWidget(w.VBox):
             seen.add(id(comp))
             comp.name = f"{comp.name.rsplit('.', 1)[0]}.{self._session.next()}"
             for inst in comp.instructions:
-                if inst.opcode != "parameter":
-                    inst.name = f"{inst.opcode}.{self._session.next()}"
+                # p0 of every traced computation: numbered too, so that names stay unique
+                inst.name = f"{inst.opcode if inst.opcode != 'parameter' else inst.name}.{self._session.next()}"
                 for callee in inst.called_computations():
                     visit(callee)
 
         for inst in insts:
             if inst.opcode != "parameter":
                 inst.name = f"{inst.opcode}.{self._session.next()}"
+            elif traced:
+                inst.name = f"{inst.name}.{self._session.next()}"
             for callee in inst.called_computations():
                 visit(callee)
 
@@ -604,6 +608,8 @@ class BuilderWidget(w.VBox):
         for sub in self._session.subs.values():
             if isinstance(sub, BuilderWidget):
                 names |= set(sub.values)
+            else:
+                names |= {i.name for c in sub.computation.computations for i in c.instructions}
         return names
 
     def new_computation(self, name, *parameter_shapes):
@@ -617,7 +623,7 @@ class BuilderWidget(w.VBox):
             return None
         sub = BuilderWidget(name, _parent=self._root_widget())
         for k, shape in enumerate(parameter_shapes):
-            if sub.add_parameter(shape, f"p{k}") is None:
+            if sub.add_parameter(shape) is None:
                 self._sub_error(_Refused(f"{name}: parameter {k}: {sub.error}", "computation name"))
                 return None
         self._register_sub(name, sub)
@@ -631,6 +637,11 @@ class BuilderWidget(w.VBox):
             self._check_sub_name(name)
             if isinstance(fn, XlaComputation):
                 comp = fn
+                clash = sorted({i.name for c in comp.computations for i in c.instructions} & self._all_value_names())
+                if clash:
+                    raise _Refused(f"{name}: instruction names {clash} are taken in this module (names are "
+                                   "unique across a module); rename them in the given computation",
+                                   "computation name")
                 code = _module_code(comp, name, self._session.taken)
             elif callable(fn):
                 shapes = [xe.Shape.parse(s) if isinstance(s, str) else s for s in parameter_shapes]
@@ -642,7 +653,7 @@ class BuilderWidget(w.VBox):
                                    "computation name") from None
                 entry.name = name
                 comp = XlaComputation(entry)
-                self._rename([i for i in entry.instructions])
+                self._rename(list(entry.instructions), traced=True)
                 code = _module_code(comp, name, self._session.taken)
             else:
                 raise _Refused(f"{name}: expected an XlaComputation or a callable, got {type(fn).__name__}",
