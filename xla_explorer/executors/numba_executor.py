@@ -11,7 +11,7 @@ exchange is a simulation, not a computation): they run the reference's code.
 """
 import numpy as np
 
-from .. import fpenv
+from .. import fpenv, progress
 from ..errors import ExecutionError
 from ..ops import registry
 from ..shapes import check_size
@@ -300,10 +300,25 @@ def _device_tree(v, backend):
 
 def evaluate(computation, args, ctx, backend, on_value=None):
     plan = fusion_plan(computation, fuse=backend.fuse)
+    # the run's progress, for a notebook's progress bar (a first run compiles its kernels:
+    # announced); nested computations run inside the outer run's task
+    if progress.current() is not None:
+        return _evaluate(computation, plan, args, ctx, backend, on_value, None)
+    first = not computation.__dict__.get("_ran_on_" + backend.layer)
+    with progress.task(f"{backend.layer}: {computation.name}", total=len(plan.steps), announce=first) as t:
+        out = _evaluate(computation, plan, args, ctx, backend, on_value, t)
+    computation.__dict__["_ran_on_" + backend.layer] = True
+    return out
+
+
+def _evaluate(computation, plan, args, ctx, backend, on_value, task):
     env = dict(zip(computation.parameters, args))
     root = computation.root
     for k, step in enumerate(plan.steps):
         inst = step.inst
+        if task is not None:
+            task.note(f"step {k + 1} of {len(plan.steps)}: " + (
+                f"a fused loop of {len(step.group.members)} ops" if step.group is not None else inst.name))
         if step.group is not None:
             # the loop's output (in its carrier type, f16 -> f32) is allocated: guard it first
             check_size(step.group.root.shape, f"{step.group.root.opcode} {step.group.root.name}",
@@ -314,6 +329,8 @@ def evaluate(computation, args, ctx, backend, on_value=None):
         else:
             value = run_op(inst, [env[o] for o in inst.operands], ctx, backend)
         env[inst] = value
+        if task is not None:
+            task.advance()
         if on_value is not None:
             on_value(inst, value)
         reads = step.group.inputs if step.group is not None else inst.operands

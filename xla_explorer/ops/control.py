@@ -3,6 +3,7 @@ AfterAll, OptimizationBarrier, GetDimensionSize, SetDimensionSize; and what opti
 adds (fusion, copy, bitcast)."""
 import numpy as np
 
+from .. import progress
 from ..builder import apply_op
 from ..errors import ExecutionError, ShapeError
 from ..hlo.attrs import Attr
@@ -222,9 +223,11 @@ def _while_shape_rule(init, *, condition, body):
 
 
 def _while_reference(init, *, shape, condition, body):
-    state = init
+    state, k = init, 0
     while bool(condition(state)):
         state = body(state)
+        k += 1
+        progress.beat(f"while: iteration {k}")  # a long loop shows it is alive, and stops on interrupt
     return state
 
 
