@@ -237,3 +237,26 @@ def test_non_finite_kernel_over_padding_and_holes_as_xla_cpu(case, backend):
         x, k, [1], [pad], lhs_dilation=[ld], rhs_dilation=[1]))
     got = comp.run(np.ones((1, 1, n), dt), np.array(kernel, dt).reshape(1, 1, -1), backend=backend)
     np.testing.assert_array_equal(got.ravel(), np.array(want, dt))
+
+
+# -- NaN payloads in HLO text ------------------------------------------------------------------
+
+def test_nan_payload_constants_keep_their_bits_and_print_as_xla_prints_them():
+    """XLA prints a NaN that is not the canonical quiet one with its mantissa bits
+    (``nan(0x7fffff)``, ``-nan(0x1)``), e.g. in StableHLO's interpreter tests converted to HLO
+    by jaxlib's ``mlir_module_to_xla_computation``; the bits must survive parse and print."""
+    text = ("HloModule m\nENTRY e {\n"
+            "  a = f32[4] constant({nan(0x7fffff), -nan(0x1), nan, -nan})\n"
+            "  b = c128[] constant((nan(0x1), 0))\n"
+            "  c = bf16[2] constant({nan(0x7f), -inf})\n"
+            "  d = f64[] constant(nan(0xfffffffffffff))\n"
+            "  ROOT t = (f32[4], c128[], bf16[2], f64[]) tuple(a, b, c, d)\n}\n")
+    comp = xe.parse_hlo(text)
+    a, b, c, d = comp.run()
+    assert [int(v) for v in a.view(np.uint32)] == [0x7FFFFFFF, 0xFF800001, 0x7FC00000, 0xFFC00000]
+    assert [int(v) for v in b.reshape(1).view(np.uint64)] == [0x7FF0000000000001, 0]
+    assert [int(v) for v in c.view(np.uint16)] == [0x7FFF, 0xFF80]
+    assert int(d.reshape(1).view(np.uint64)[0]) == 0x7FFFFFFFFFFFFFFF
+    printed = comp.as_hlo_text()
+    assert "{nan(0x7fffff), -nan(0x1), nan, -nan}" in printed and "(nan(0x1), 0)" in printed
+    assert xe.parse_hlo(printed).as_hlo_text() == printed
