@@ -260,3 +260,17 @@ def test_nan_payload_constants_keep_their_bits_and_print_as_xla_prints_them():
     printed = comp.as_hlo_text()
     assert "{nan(0x7fffff), -nan(0x1), nan, -nan}" in printed and "(nan(0x1), 0)" in printed
     assert xe.parse_hlo(printed).as_hlo_text() == printed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bitcast_convert_to_and_from_pred_bits(backend):
+    """StableHLO's bitcast_convert_op_test_f64_to_i1 / _i1_to_i64: a pred is one bit, the
+    lowest first (the interpreter's expected values; XLA:CPU stores pred in a byte and gives 8
+    values for f64 -> pred[64])."""
+    _backend_ok(backend)
+    bits = [(0x0123456789ABCDEF >> k) & 1 for k in range(64)]
+    to_pred = _comp("f64_pred", ["f64[]"], lambda v: xe.BitcastConvertType(v, "pred"))
+    got = to_pred.run(np.array(0x0123456789ABCDEF, np.uint64).view(np.float64), backend=backend)
+    np.testing.assert_array_equal(got, np.array(bits, bool))
+    back = _comp("pred_s64", ["pred[64]"], lambda v: xe.BitcastConvertType(v, "s64"))
+    assert int(back.run(np.array(bits, bool), backend=backend)) == 0x0123456789ABCDEF

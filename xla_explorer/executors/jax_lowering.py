@@ -617,7 +617,23 @@ def _convert(x, *, shape, ctx, **_):
 def _bitcast_convert(x, *, shape, ctx, **_):
     if jnp.iscomplexobj(x) and np.dtype(x.dtype) != shape.dtype:
         return _bitcast_complex_width(x, shape.dtype)
+    if np.bool_ in (np.dtype(x.dtype).type, shape.dtype.type) and np.dtype(x.dtype) != shape.dtype:
+        return _bitcast_pred(x, shape.dtype)
     return lax.bitcast_convert_type(x, shape.dtype)
+
+
+def _bitcast_pred(x, dtype):
+    """To or from pred, a pred being one bit (StableHLO's i1; lax refuses bool): pred k is bit k
+    of an element, the lowest first -- shifts and masks on the unsigned integer of the width."""
+    if dtype == np.bool_:
+        width = np.dtype(x.dtype).itemsize * 8
+        u = lax.bitcast_convert_type(x, np.dtype(f"u{width // 8}"))
+        k = jnp.arange(width, dtype=u.dtype)
+        return ((u[..., None] >> k) & 1).astype(np.bool_)
+    width = np.dtype(dtype).itemsize * 8
+    unsigned = np.dtype(f"u{width // 8}")
+    u = jnp.sum(x.astype(unsigned) << jnp.arange(width, dtype=unsigned), axis=-1, dtype=unsigned)
+    return lax.bitcast_convert_type(u, dtype)
 
 
 def _bitcast_complex_width(x, dtype):
