@@ -263,14 +263,18 @@ def test_nan_payload_constants_keep_their_bits_and_print_as_xla_prints_them():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_bitcast_convert_to_and_from_pred_bits(backend):
-    """StableHLO's bitcast_convert_op_test_f64_to_i1 / _i1_to_i64: a pred is one bit, the
-    lowest first (the interpreter's expected values; XLA:CPU stores pred in a byte and gives 8
-    values for f64 -> pred[64])."""
+def test_bitcast_convert_to_and_from_pred_bytes(backend):
+    """XLA stores pred in a byte: jaxlib converts StableHLO's f64 -> 64 x i1
+    (bitcast_convert_op_test_f64_to_i1) to ``pred[8] bitcast-convert(f64[])``, and XLA:CPU gives
+    8 x true for 0x0123456789ABCDEF (every byte is not zero); pred[8] -> s64 puts 0 or 1 in
+    each byte."""
     _backend_ok(backend)
-    bits = [(0x0123456789ABCDEF >> k) & 1 for k in range(64)]
     to_pred = _comp("f64_pred", ["f64[]"], lambda v: xe.BitcastConvertType(v, "pred"))
-    got = to_pred.run(np.array(0x0123456789ABCDEF, np.uint64).view(np.float64), backend=backend)
-    np.testing.assert_array_equal(got, np.array(bits, bool))
-    back = _comp("pred_s64", ["pred[64]"], lambda v: xe.BitcastConvertType(v, "s64"))
-    assert int(back.run(np.array(bits, bool), backend=backend)) == 0x0123456789ABCDEF
+    xla = to_pred.run(np.array(0x0123456789ABCDEF, np.uint64).view(np.float64), backend=backend)
+    np.testing.assert_array_equal(xla, [True] * 8)                       # XLA:CPU's answer
+    # bytes that are zero read as false (and every pred is a clean 0 or 1)
+    got = to_pred.run(np.array(0x0100FF0000000001, np.uint64).view(np.float64), backend=backend)
+    np.testing.assert_array_equal(got, [True, False, False, False, False, True, False, True])
+    assert got.view(np.uint8).max() == 1
+    back = _comp("pred_s64", ["pred[8]"], lambda v: xe.BitcastConvertType(v, "s64"))
+    assert int(back.run(np.array([1, 0, 1, 1, 0, 0, 0, 1], bool), backend=backend)) == 0x0100000001010001

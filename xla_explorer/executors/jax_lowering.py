@@ -623,17 +623,11 @@ def _bitcast_convert(x, *, shape, ctx, **_):
 
 
 def _bitcast_pred(x, dtype):
-    """To or from pred, a pred being one bit (StableHLO's i1; lax refuses bool): pred k is bit k
-    of an element, the lowest first -- shifts and masks on the unsigned integer of the width."""
+    """To or from pred, a pred being a byte (as XLA stores it; lax refuses bool bitcasts):
+    through u8, a byte that is not zero reading as true."""
     if dtype == np.bool_:
-        width = np.dtype(x.dtype).itemsize * 8
-        u = lax.bitcast_convert_type(x, np.dtype(f"u{width // 8}"))
-        k = jnp.arange(width, dtype=u.dtype)
-        return ((u[..., None] >> k) & 1).astype(np.bool_)
-    width = np.dtype(dtype).itemsize * 8
-    unsigned = np.dtype(f"u{width // 8}")
-    u = jnp.sum(x.astype(unsigned) << jnp.arange(width, dtype=unsigned), axis=-1, dtype=unsigned)
-    return lax.bitcast_convert_type(u, dtype)
+        return lax.bitcast_convert_type(x, np.uint8) != 0
+    return lax.bitcast_convert_type(x.astype(np.uint8), dtype)
 
 
 def _bitcast_complex_width(x, dtype):
