@@ -179,6 +179,11 @@ class BuilderWidget(w.VBox):
         ]
         if _parent is None:
             rows += [self._subs_box(), self._run_box()]
+        self.add_class("xe-builder" if _parent is None else "xe-builder-nested")
+        for part, cls in ((self._operand_entry, "xe-operand-entry"), (self._operands, "xe-operands"),
+                          (self._result, "xe-result"), (self._hlo, "xe-hlo"), (self._graph, "xe-graph"),
+                          (self._signature, "xe-signature")):
+            part.add_class(cls)
         self.children = rows + [tabs]
         self._on_family({"new": self._family.value})
         self._refresh_module()
@@ -187,6 +192,8 @@ class BuilderWidget(w.VBox):
 
     def _error_label(self, control):
         label = w.HTML(layout=w.Layout(max_width="60%"))
+        label.add_class("xe-error")  # CSS classes: what browser tests find the parts by
+        label.add_class("xe-error-" + control.replace(" ", "-"))
         self._errors[control] = label
         return label
 
@@ -293,7 +300,10 @@ class BuilderWidget(w.VBox):
                 field = w.Text(**common)
             field.observe(self._on_field, names="value")
             fields[p.name] = field
-            rows.append(w.HBox([field, self._error_label(p.name)]))
+            row = w.HBox([field, self._error_label(p.name)])
+            row.add_class("xe-row")
+            row.add_class(f"xe-arg-{p.name}")
+            rows.append(row)
         for name in set(self._errors) - set(fields) - _FIXED_CONTROLS:
             if not name.startswith("input "):
                 del self._errors[name]
@@ -695,7 +705,7 @@ class BuilderWidget(w.VBox):
         self._sub_name = w.Text(placeholder="body", description="name", continuous_update=False,
                                 layout=w.Layout(width="200px"))
         new = w.Button(description="New sub-computation", tooltip="a nested builder for a while body, a "
-                       "reduce combiner, a sort comparator, a branch...")
+                       "reduce combiner, a sort comparator, a branch...", layout=w.Layout(width="auto"))
         new.on_click(lambda _: self.new_computation(self._sub_name.value.strip()))
         self._subs = w.Accordion(children=[])
         self._given = w.HTML()

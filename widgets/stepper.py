@@ -175,8 +175,9 @@ class StepperWidget(w.VBox):
     def _refuse(self, message, control):
         self.set_trait("error", message)
         self.set_trait("error_control", control)
-        for name, label in self._error_labels.items():
-            label.value = pre(message, RED) if name == control else ""
+        for label in self._error_labels.values():
+            label.value = ""
+        self._error_labels[control].value = pre(message, RED)
         return self
 
     def _clear_error(self):
@@ -385,16 +386,28 @@ class StepperWidget(w.VBox):
         self._breaks.observe(self._on_breaks, names="value")
         self._toggle = button("breakpoint here", "toggle a breakpoint at the current instruction",
                               self.toggle_breakpoint, "circle")
-        self._error_labels = {k: w.HTML() for k in ("step", "step into", "step out", "back", "continue",
-                                                    "run to", "breakpoints")}
+        # the buttons share one line for their refusals, right under them
+        commands = w.HTML()
+        commands.add_class("xe-error-commands")
+        self._error_labels = {k: commands for k in ("restart", "step", "step into", "step out", "back", "continue")}
+        self._error_labels.update({k: w.HTML() for k in ("run to", "breakpoints")})
         self._location = w.HTML()
         self._instruction = w.HTML()
         self._values = w.HTML()
         self._graph = w.HTML()
+        # CSS classes: what browser tests (and a notebook's own styles) find the parts by
+        self.add_class("xe-stepper")
+        for part, cls in ((self._location, "xe-location"), (self._instruction, "xe-instruction"),
+                          (self._values, "xe-values"), (self._graph, "xe-graph"), (self._run_to, "xe-run-to"),
+                          (self._breaks, "xe-breakpoints")):
+            part.add_class(cls)
+        for name, label in self._error_labels.items():
+            label.add_class("xe-error")
+            if label is not commands:
+                label.add_class("xe-error-" + name.replace(" ", "-"))
         row1 = w.HBox(list(self._buttons.values()))
-        errors = w.VBox([self._error_labels[k] for k in ("step", "step into", "step out", "back", "continue")])
         self.children = [
-            row1, errors, w.HBox([self._play, self._slider]),
+            row1, commands, w.HBox([self._play, self._slider]),
             w.HBox([self._run_to, self._error_labels["run to"]]),
             w.HBox([w.Label("breakpoints"), self._breaks, self._toggle, self._error_labels["breakpoints"]]),
             self._location, self._instruction, self._values,
