@@ -383,9 +383,11 @@ def main(argv=None):
         extra["first_call"] = {f"{n} [{lay}]": first_call_latency(n, lay) for n, lay in LATENCY_CASES}
         for n, lat in extra["first_call"].items():
             print(f"first call in a fresh process, {n}: {lat}")
+    full = not args.only and not args.sizes and not args.no_sweep and not args.no_programs
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(
+    # a partial run (--only, --sizes, ...) leaves the full run's files alone
+    (out / ("results.json" if full else "partial.json")).write_text(json.dumps(
         {"sweep": [r for points in sweep.values() for r in points.values()],
          "programs": [dict(r, program=n, hlo=h) for (n, h), r in programs.items()], **extra}, indent=1))
     sizes_seen = sorted({s for points in sweep.values() for s in points})
@@ -395,7 +397,7 @@ def main(argv=None):
     if sweep:
         md.append("numba / JAX by operand size (below 1: numba is faster; bold: slower):\n\n"
                   + sweep_table(sweep, sizes_seen, bw))
-        plot(sweep, ROOT / "docs" / "images" / "benchmarks.png")
+        plot(sweep, ROOT / "docs" / "images" / "benchmarks.png" if full else out / "partial.png")
     load = info.get("load_average")
     md.append(
         f"Machine: {info['cpu']}, {info['cores']} cores, Numba {info['numba']} on {info['numba_threads']} threads "
@@ -415,7 +417,7 @@ def main(argv=None):
     text = "\n\n".join(md)
     print()
     print(text)
-    if not args.no_readme and not args.only and not args.sizes:
+    if full and not args.no_readme:
         update_readme(text)
 
 
