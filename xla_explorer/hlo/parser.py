@@ -72,12 +72,16 @@ def parse_hlo(text):
         i = 1
     blocks, entry_name = {}, None
     order = []
+    debug_sections = {}
     while i < len(lines):
         line = lines[i]
         if line.text.strip() in _DEBUG_SECTIONS:
-            # optimized dumps list source locations in sections of numbered lines: not HLO
+            # source locations (what metadata's stack_frame_id points at), in sections of
+            # numbered lines: not HLO; kept as text for the graph's source locations
+            section = debug_sections.setdefault(line.text.strip(), [])
             i += 1
             while i < len(lines) and lines[i].text.strip()[:1].isdigit():
+                section.append(lines[i].text.strip())
                 i += 1
             continue
         m = _COMP.match(line.text)
@@ -122,8 +126,10 @@ def parse_hlo(text):
 
     entry = resolve(entry_name)
     computations = [resolve(n) for n in order]
-    return XlaComputation(entry, name=module_name, module_attrs=module_attrs,
-                          computations=[c for c in computations if c is not entry] + [entry])
+    module = XlaComputation(entry, name=module_name, module_attrs=module_attrs,
+                            computations=[c for c in computations if c is not entry] + [entry])
+    module.debug_sections = debug_sections
+    return module
 
 
 def _module_header(line):
