@@ -6,6 +6,8 @@
   result values from the reference executor.
 - ``IndexMapStepper(comp, "gather.1", *args)``: one index-map step at a time (the
   animation's stepper when ``xla_explorer.animate`` is there, text otherwise).
+- ``GraphWidget(comp)``: the graph of a big module to explore (anywidget): click a group
+  to open it, search, hover, pan and zoom, export the view; ``.highlight(location)``.
 
 Installed as ``xla_explorer.widgets``; the core package never imports ipywidgets.
 """
@@ -15,7 +17,8 @@ from xla_explorer.ops import registry
 
 from ._text import buildable_ops
 
-_CLASSES = {"BuilderWidget": ".builder", "StepperWidget": ".stepper", "IndexMapStepper": ".stepper"}
+_CLASSES = {"BuilderWidget": ".builder", "StepperWidget": ".stepper", "IndexMapStepper": ".stepper",
+            "GraphWidget": ".graph"}
 
 
 class _BuilderLayer:

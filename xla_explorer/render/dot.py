@@ -119,6 +119,12 @@ def to_dot(model, *, legend=True, rankdir="TB", images=None, dpi=None):
     # init_rank" on some graphs of closed groups, and is no faster)
     graph_attrs = [f"rankdir={rankdir}", "compound=true", "newrank=true", f'fontname="{FONT}"', "fontsize=11",
                    "nodesep=0.25", "ranksep=0.3", "labelloc=t", f"label={quoted(model.title)}"]
+    if model.quick_layout:
+        # measured on the graphs of closed groups (long edges between layers, hundreds of
+        # ranks): an edge label is a node of the layout, and the x-coordinates' network
+        # simplex runs to convergence over every virtual node of every long edge; labels
+        # placed after the layout and nslimit=1 make a 58-node picture 25x faster (0.3 s)
+        graph_attrs.append("nslimit=1")
     if images:
         graph_attrs.append(f"imagepath={quoted(images)}")
     if dpi:
@@ -154,7 +160,7 @@ def to_dot(model, *, legend=True, rankdir="TB", images=None, dpi=None):
     for e in model.edges:
         attrs = []
         if e.label:
-            attrs.append(f"label={quoted(e.label)}")
+            attrs.append(f"{'xlabel' if model.quick_layout else 'label'}={quoted(e.label)}")
         if e.kind == "call":
             # drawn from the root to the caller (so the callee sits above its caller) with
             # the arrow reversed: it reads "caller calls the computation"

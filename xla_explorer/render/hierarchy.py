@@ -33,6 +33,7 @@ metadata's ``source_file``/``source_line`` or its ``stack_frame_id`` (with the m
 """
 import collections
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -53,11 +54,16 @@ class Item:
     callees: list = field(default_factory=list)   # (attribute, Group) of the computations it opens
     calls: list = field(default_factory=list)     # (attribute, computation) it calls, trivial ones too
     users: list = field(default_factory=list)     # the Items using its value
+    meta: dict = field(default_factory=dict)      # its metadata (op_name, source_file, stack_frame_id...)
     constant: bool = False       # a function of literals only (constant, iota, broadcasts of them)
 
     @property
     def name(self):
         return self.inst.name
+
+    def __repr__(self):
+        where = self.group.key if self.group is not None else "?"
+        return f"<Item {self.inst.name} ({self.inst.opcode}) in {where!r}>"
 
 
 @dataclass(eq=False)
@@ -108,27 +114,35 @@ def metadata_of(inst):
     return {k: (v[1:-1] if v.startswith('"') else v) for k, v in _META.findall(raw)}
 
 
+@functools.lru_cache(maxsize=65536)
 def scope_of_op_name(op_name):
     """The scopes of an ``op_name``: ``"jit(f)/transpose(jvp(g))/mul"`` -> ``("jit(f)",
     "transpose(jvp(g))")`` (the last part, the primitive, is no scope).  XLA joins the
     names of merged ops with ``;``: the first one counts."""
     if not op_name:
         return ()
-    first = op_name.split(";", 1)[0] if "(" not in op_name else _split_depth0(op_name, ";")[0]
+    first = _split_depth0(op_name, ";")[0]
     parts = [p for p in _split_depth0(first, "/") if p]
     return tuple(parts[:-1])
 
 
+_BRACKETS = re.compile(r"[()\[\]{}/;]")
+
+
 def _split_depth0(text, sep):
+    """``text`` split at each ``sep`` outside brackets."""
+    if "(" not in text and "[" not in text and "{" not in text:
+        return text.split(sep)
     out, depth, start = [], 0, 0
-    for i, c in enumerate(text):
+    for m in _BRACKETS.finditer(text):
+        c = m.group()
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
         elif c == sep and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
+            out.append(text[start:m.start()])
+            start = m.end()
     out.append(text[start:])
     return out
 
@@ -162,9 +176,9 @@ class SourceLocations:
         function = self.functions.get(loc.get("function_name_id", ""), "")
         return file, int(loc.get("line", 0) or 0), function
 
-    def stack(self, inst, depth=8):
+    def stack(self, inst, depth=8, meta=None):
         """The call stack of an instruction, innermost first: [(file, line, function)]."""
-        meta = metadata_of(inst)
+        meta = metadata_of(inst) if meta is None else meta
         if "source_file" in meta:
             return [(meta["source_file"], int(meta.get("source_line", 0) or 0), "")]
         out, frame_id, seen = [], meta.get("stack_frame_id"), set()
@@ -178,9 +192,9 @@ class SourceLocations:
             frame_id = parent if parent and parent != "0" else None
         return out
 
-    def where(self, inst):
+    def where(self, inst, meta=None):
         """``"model.py:12"`` (file base name and line) or ``""``."""
-        stack = self.stack(inst, depth=1)
+        stack = self.stack(inst, depth=1, meta=meta)
         if not stack:
             return ""
         file, line, _ = stack[0]
@@ -203,6 +217,7 @@ class Hierarchy:
         self.max_children, self.use_scopes = max(2, max_children), scopes
         self.sources = SourceLocations(debug_sections)
         self.items, self.groups = [], {}
+        self._summaries, self._shape_texts = {}, {}
         self.item_of = {}            # id(instruction) -> Item
         self.computation_group = {}  # id(computation) -> Group
         self.root = self._computation(entry, None, None)
@@ -218,11 +233,12 @@ class Hierarchy:
         kind = "module" if caller is None else "computation"
         group = self._new_group(comp.name, kind, comp.name, comp, parent, caller=caller)
         self.computation_group[id(comp)] = group
-        scopes = self._scopes(comp) if self.use_scopes else {}
+        metas = {id(i): metadata_of(i) for i in comp.instructions}
+        scopes = self._scopes(comp, metas) if self.use_scopes else {}
         tops = {}  # scope tuple -> Group (the trie of this computation's scopes)
         for inst in comp.instructions:
             target = self._scope_group(group, scopes.get(id(inst), ()), tops)
-            item = Item(len(self.items), inst, comp, target)
+            item = Item(len(self.items), inst, comp, target, meta=metas[id(inst)])
             self.items.append(item)
             self.item_of[id(inst)] = item
             target.children.append(item)
@@ -258,10 +274,10 @@ class Hierarchy:
         tops[scope] = g
         return g
 
-    def _scopes(self, comp):
+    def _scopes(self, comp, metas):
         """id(instruction) -> scope tuple; an instruction without one takes the deepest
         scope all its users share (constants, parameters, broadcasts of constants)."""
-        own = {id(i): scope_of_op_name(metadata_of(i).get("op_name", "")) for i in comp.instructions}
+        own = {id(i): scope_of_op_name(metas[id(i)].get("op_name", "")) for i in comp.instructions}
         # the scopes every instruction shares (``jit(f)``; a fusion's whole layer) group nothing
         shared = None
         for scope in own.values():
@@ -328,8 +344,8 @@ class Hierarchy:
                 nonlocal number
                 if _weight(run) > 1:
                     number += 1
-                    part = self._new_group(f"{group.key}#{number}", "part", f"{group.label} · {_weight(run)} ops",
-                                           group.computation, group)
+                    part = self._new_group(f"{group.key}#{number}", "part",
+                                           f"{_child_name(run[0])} … {_child_name(run[-1])}", group.computation, group)
                     part.children = list(run)
                     self._cut(part)
                     new.append(part)
@@ -357,7 +373,7 @@ class Hierarchy:
                     parts.append(chunk[0])
                     continue
                 key = f"{group.key}#{'.' * level}{j}"
-                part = self._new_group(key, "part", f"{group.label} · part {j}/{len(chunks)}",
+                part = self._new_group(key, "part", f"{_child_name(chunk[0])} … {_child_name(chunk[-1])}",
                                        group.computation, group)
                 part.children = chunk
                 parts.append(part)
@@ -442,6 +458,47 @@ class Hierarchy:
         item = self.item(target, computation)
         return self.enclosing(item), item
 
+    def shape_text(self, inst):
+        """``shape_text(inst.shape)``, worked out once per instruction."""
+        text = self._shape_texts.get(id(inst))
+        if text is None:
+            text = self._shape_texts[id(inst)] = shape_text(inst.shape)
+        return text
+
+    def summary(self, group):
+        """(Counter of opcodes, {file: [count, first line, last line]}) of the instructions
+        in ``group``, called computations included; worked out once per group."""
+        cached = self._summaries.get(group.key)
+        if cached is not None:
+            return cached
+        ops, files = collections.Counter(), {}
+
+        def add_files(other):
+            for file, (k, lo, hi) in other.items():
+                mine = files.setdefault(file, [0, lo, hi])
+                mine[0] += k
+                mine[1], mine[2] = min(mine[1], lo), max(mine[2], hi)
+
+        def add_item(it):
+            ops[it.inst.opcode] += 1
+            stack = self.sources.stack(it.inst, depth=1, meta=it.meta)
+            if stack and stack[0][1]:
+                file = stack[0][0].rsplit("/", 1)[-1]
+                add_files({file: [1, stack[0][1], stack[0][1]]})
+            for _, callee in it.callees:
+                sub_ops, sub_files = self.summary(callee)
+                ops.update(sub_ops)
+                add_files(sub_files)
+        for child in group.children:
+            if isinstance(child, Group):
+                sub_ops, sub_files = self.summary(child)
+                ops.update(sub_ops)
+                add_files(sub_files)
+            else:
+                add_item(child)
+        self._summaries[group.key] = ops, files
+        return ops, files
+
     def _named(self, name):
         if not hasattr(self, "_by_name"):
             self._by_name = collections.defaultdict(list)
@@ -469,9 +526,9 @@ class Hierarchy:
                 hit = True
             elif field_ in (None, "op") and (inst.opcode == text if field_ else inst.opcode.lower() == text):
                 hit = True
-            elif field_ in (None, "shape") and text in shape_text(inst.shape).lower():
+            elif field_ in (None, "shape") and text in self.shape_text(inst).lower():
                 hit = True
-            elif field_ in (None, "scope") and text in metadata_of(inst).get("op_name", "").lower():
+            elif field_ in (None, "scope") and text in it.meta.get("op_name", "").lower():
                 hit = True
             if hit:
                 out.append(it)
@@ -483,7 +540,9 @@ class Hierarchy:
     def default_open(self, max_nodes):
         """The groups the first picture opens: level by level from the module's, a whole
         level at a time (scopes and parts before called computations) while the picture
-        stays within ``max_nodes`` nodes (constants not counted)."""
+        stays within ``max_nodes`` nodes (constants not counted); of the first level that
+        does not fit, while the picture is less than half full, the groups that still do,
+        in program order."""
         opened = {self.root.key}
         visible = _weight(self.root.children)
         frontier = [self.root]
@@ -495,15 +554,29 @@ class Hierarchy:
                         scopes.append(child)
                     else:
                         computations.extend(callee for _, callee in child.callees)
-            frontier = []
+            frontier, partial = [], False
             for level in (scopes, computations):
                 grow = sum(_weight(g.children) - (g.kind != "computation") for g in level)
-                if not level or visible + grow > max_nodes:
+                if visible + grow <= max_nodes:
+                    opened |= {g.key for g in level}
+                    visible += grow
+                    frontier += level
                     continue
-                opened |= {g.key for g in level}
-                visible += grow
-                frontier += level
+                if visible * 2 > max_nodes:
+                    continue  # half the picture is there: opening some groups of this level unbalances it
+                for g in level:  # the level does not fit: its first groups that do, and stop
+                    grow = _weight(g.children) - (g.kind != "computation")
+                    if visible + grow <= max_nodes:
+                        opened.add(g.key)
+                        visible += grow
+                        partial = True
+            if partial:
+                break
         return opened
+
+
+def _child_name(child):
+    return child.label if isinstance(child, Group) else child.inst.name
 
 
 def _weight(children):

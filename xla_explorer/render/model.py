@@ -110,6 +110,9 @@ class GraphModel:
     clusters: list = field(default_factory=list)
     #: categories present, in legend order
     legend: list = field(default_factory=list)
+    #: lay out for speed (pictures of closed groups): edge labels placed after the layout
+    #: (``xlabel``) and a bounded network simplex (see ``dot.to_dot``)
+    quick_layout: bool = False
 
     def by_id(self, node_id):
         for n in self.nodes:
@@ -226,17 +229,16 @@ def trivial_summary(comp):
 def called(inst, module_computations):
     """(hlo attribute, computation) pairs an instruction calls.  Unregistered opcodes keep
     their attributes as raw text; names of the module's computations there count too."""
-    op = registry.OPS.get(inst.opcode)
-    hlo_key = {kw: a.hlo for a in op.attrs for kw in a.kws} if op else {}
     out = []
     for kw, value in inst.attrs.items():
         if isinstance(value, HloComputation):
-            out.append((hlo_key.get(kw, kw), value))
-        elif isinstance(value, (list, tuple)) and value and all(isinstance(c, HloComputation) for c in value):
-            key = hlo_key.get(kw, kw)
+            out.append((_hlo_key(inst.opcode, kw), value))
+        elif isinstance(value, (list, tuple)) and value and isinstance(value[0], HloComputation) and \
+                all(isinstance(c, HloComputation) for c in value):
+            key = _hlo_key(inst.opcode, kw)
             out.extend((f"{key}[{i}]" if len(value) > 1 else key, c) for i, c in enumerate(value))
     for key, raw in inst.extra.items():
-        if not isinstance(raw, str):
+        if not isinstance(raw, str) or key in NOISE:  # metadata and the like name no computation
             continue
         text = raw.strip()
         names = split_top(text[1:-1]) if text.startswith("{") and text.endswith("}") else [text]
@@ -245,6 +247,15 @@ def called(inst, module_computations):
             out.extend((f"{key}[{i}]" if len(names) > 1 else key, module_computations[n])
                        for i, n in enumerate(names))
     return out
+
+
+def _hlo_key(opcode, kw):
+    """The HLO attribute name of an op's keyword argument (``computation`` -> ``to_apply``)."""
+    op = registry.OPS.get(opcode)
+    for a in (op.attrs if op else ()):
+        if kw in a.kws:
+            return a.hlo
+    return kw
 
 
 # -- building ---------------------------------------------------------------------------------

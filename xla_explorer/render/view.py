@@ -62,6 +62,7 @@ class _View:
         self.edges()
         self.mark(highlight)
         self.model.title = title
+        self.model.quick_layout = self.scope_clusters
         self.model.update_legend()
         return self.model
 
@@ -99,7 +100,7 @@ class _View:
         node = instruction_node(inst, f"n{item.index}", item.calls, all_attributes=self.all_attributes,
                                 max_constant_elements=self.max_constant_elements)
         node.cluster, node.is_root = cluster, inst is item.computation.root
-        node.source = self.hier.sources.where(inst)
+        node.source = self.hier.sources.where(inst, meta=item.meta)
         if node.source:
             node.tooltip += f"\n{node.source}"
         self.model.nodes.append(node)
@@ -163,7 +164,7 @@ class _View:
                 if src == dst or src is None or dst is None:  # None: a constant not drawn
                     continue
                 if src in self.inst_nodes and dst in self.inst_nodes:
-                    text = shape_text(u.shape)
+                    text = self.hier.shape_text(u)
                     if len(text) > 40:
                         text = text[:39] + "…"
                     model.edges.append(Edge(src, dst, "operand", label=f"{i}: {text}" if many else text,
@@ -179,7 +180,7 @@ class _View:
                     outs[src][id(u)] = u
         for (src, dst), (vals, indices) in grouped.items():
             vals = list(vals.values())
-            label = _values_label(vals)
+            label = _values_label(vals, self.hier.shape_text)
             if indices and len(vals) == 1:
                 label = f"{','.join(map(str, sorted(set(indices))))}: {label}"
             model.edges.append(Edge(src, dst, "operand", label=label,
@@ -214,24 +215,21 @@ class _View:
 
     def describe(self, node, group, ins, outs):
         """The lines of a closed group's node: what it holds, what goes in and out."""
-        counts = collections.Counter(it.inst.opcode for it in group.items() if it.inst.opcode != "parameter")
+        counts, files = self.hier.summary(group)
+        counts = collections.Counter({op: k for op, k in counts.items() if op != "parameter"})
         ops = [f"{op} ×{k}" if k > 1 else op for op, k in counts.most_common(3)]
         if len(counts) > 3:
             ops.append("…")
         if ops:
             node.attributes.append(" · ".join(ops))
         if ins:
-            node.attributes.append("in: " + _shapes_line(ins))
+            node.attributes.append("in: " + _shapes_line(ins, self.hier.shape_text))
         if outs:
-            node.shape = "out: " + _shapes_line(outs)
-        sources = [self.hier.sources.stack(it.inst, depth=1) for it in group.items()]
-        where = collections.Counter(s[0][0].rsplit("/", 1)[-1] for s in sources if s)
-        if where:
-            file = where.most_common(1)[0][0]
-            lines = sorted(s[0][1] for s in sources if s and s[0][0].rsplit("/", 1)[-1] == file and s[0][1])
-            if lines:
-                node.source = f"{file}:{lines[0]}" + (f"–{lines[-1]}" if lines[-1] != lines[0] else "")
-                node.attributes.append(node.source)
+            node.shape = "out: " + _shapes_line(outs, self.hier.shape_text)
+        if files:
+            file, (_, lo, hi) = max(files.items(), key=lambda f: f[1][0])
+            node.source = f"{file}:{lo}" + (f"–{hi}" if hi != lo else "")
+            node.attributes.append(node.source)
         scope = group.scope or group.key
         node.tooltip = (f"{group.kind} {scope}\n{group.size:,} instructions in {group.computation.name}"
                         "\nclick (or graph.expand(...)) to open")
@@ -290,17 +288,17 @@ def _has_nonfinite(value):
         return False
 
 
-def _shapes_line(insts):
+def _shapes_line(insts, text_of):
     """``f32[16,64] ×3, f32[64,64]``: the shapes of some values, commonest first."""
-    counts = collections.Counter(shape_text(i.shape) for i in insts)
+    counts = collections.Counter(text_of(i) for i in insts)
     parts = [f"{s} ×{k}" if k > 1 else s for s, k in counts.most_common(MAX_SHAPES)]
     if len(counts) > MAX_SHAPES:
         parts.append(f"+{len(counts) - MAX_SHAPES} more")
     return ", ".join(parts)
 
 
-def _values_label(vals):
-    shapes = {shape_text(v.shape) for v in vals}
+def _values_label(vals, text_of):
+    shapes = {text_of(v) for v in vals}
     if len(shapes) == 1:
         text = next(iter(shapes))
         if len(text) > 40:
