@@ -8,7 +8,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e ".[test]"
+# versions: constraints.txt, the one place they are pinned (binder/ installs through it too)
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[test]"
 # Graphviz's dot draws the graphs (tests/test_graph.py): installed here when we can
 if ! command -v dot >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -18,6 +19,18 @@ if ! command -v dot >/dev/null 2>&1; then
   else
     echo "note: Graphviz's dot is not installed; tests that draw graphs will be skipped." \
          "Install it: apt-get install graphviz | brew install graphviz | conda install -c conda-forge graphviz"
+  fi
+fi
+# Debian's Chromium is the browser of the real-browser tests (tests/e2e/, driven by
+# Playwright; never a browser download): installed here when we can, else those tests skip
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Chromium (apt-get install chromium) for the browser tests ..."
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+      || echo "note: could not install Chromium; the browser tests (tests/e2e) will be skipped"
+  else
+    echo "note: /usr/bin/chromium is not installed; the browser tests (tests/e2e) will be skipped." \
+         "Install it: apt-get install chromium"
   fi
 fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -27,7 +27,7 @@ CASES = [(op, kind, level) for op, kinds in E.available().items() for kind in ki
 
 
 def _exercises(op, kind, level):
-    return [E.make(op, seed=s, level=level, kind=kind) for s in SEEDS]
+    return [E.make(op, seed=s, level=level, kind=kind, teacher=True) for s in SEEDS]
 
 
 # -- perturbing an answer so that it is wrong -------------------------------------------------------
@@ -74,6 +74,11 @@ def _perturb(ex, answer):
     if ex.kind == "shape":
         if str(answer).startswith("illegal"):
             return (1, 2, 3)
+        if str(answer).startswith("("):  # a tuple-shaped result: one size of its last element off
+            last = xe.Shape.parse(answer).tuple_shapes[-1]
+            dims = list(last.dims)
+            dims[-1] += 1
+            return str(answer)[:str(answer).rindex(str(last))] + str(xe.Shape(last.element_type, dims)) + ")"
         dims = list(xe.Shape.parse(answer).dims)
         if not dims:
             return (1,)
@@ -85,6 +90,12 @@ def _perturb(ex, answer):
         if isinstance(answer, tuple):
             return (_perturb_array(answer[0]),) + answer[1:]
         return _perturb_array(answer)
+    if ex.kind == "replicas":
+        return [_perturb_array(answer[0])] + list(answer[1:])
+    if ex.kind == "implement":
+        def off_by_one(*operands, **attrs):
+            return np.asarray(answer(*operands, **attrs)) + 1
+        return off_by_one
     if ex.kind == "read":
         if answer in ("padding", "skipped"):
             return tuple(0 for _ in ex.index) if answer == "skipped" else (0,) * np.ndim(ex.call.values[0])
@@ -116,13 +127,13 @@ def test_status_table_exercise_column_is_filled():
 @pytest.mark.parametrize("op,kind,level", CASES, ids=[f"{o}-{k}-{lv}" for o, k, lv in CASES])
 def test_solution_passes_and_a_perturbed_answer_fails(op, kind, level):
     for ex in _exercises(op, kind, level):
-        sol = ex.solution()
+        sol = ex.solution(teacher=True)
         fb = ex.check(sol)
         assert fb.correct, f"{ex!r}: its own solution fails:\n{ex.prompt}\n{fb}"
         assert ex.check(copy.deepcopy(sol.answer)).correct
         wrong = _perturb(ex, sol.answer)
         fb = ex.check(wrong)
-        if kind == "attribute" and fb.correct:
+        if kind in ("attribute", "fix", "indexing") and fb.correct:
             # a different attribute may give the same target: the check must have run it
             attrs = dict(ex.call.attrs, **({ex.hidden[0]: wrong} if len(ex.hidden) == 1 else wrong))
             attrs = {k: ex.generator.normalize_attr(k, v) for k, v in attrs.items()}
@@ -160,7 +171,7 @@ def test_prompts_show_operands_and_attributes(op):
             ex = E.make(op, seed=1, level=level, kind=kind)
             text = ex.prompt
             assert ex.call.api + "(" in text
-            hidden = getattr(ex, "hidden", ())
+            hidden = ex.hidden if kind in ("attribute", "indexing") else ()
             for entry in ex.call.display:
                 if entry[0] in ("attr", "shown"):
                     kw = entry[1]
@@ -183,7 +194,7 @@ def test_exercises_are_deterministic_per_seed(op):
     for level in E.LEVELS:
         a, b = E.make(op, seed=5, level=level), E.make(op, seed=5, level=level)
         assert a.kind == b.kind and a.prompt == b.prompt
-        assert str(a.solution()) == str(b.solution())
+        assert str(a.solution(teacher=True)) == str(b.solution(teacher=True))
     prompts = {E.make(op, seed=s, level=2, kind=E.available()[op][0]).prompt for s in range(6)}
     assert len(prompts) > 1, "different seeds should give different exercises"
 
@@ -219,7 +230,7 @@ def test_op_names_resolve():
 
 def test_shape_answers_in_many_forms():
     ex = next(e for s in range(40) for e in [E.make("gather", seed=s, level=1, kind="shape")])
-    shape = xe.Shape.parse(ex.solution().answer)
+    shape = xe.Shape.parse(ex.solution(teacher=True).answer)
     for answer in (str(shape), shape, tuple(shape.dims), list(shape.dims), "x".join(map(str, shape.dims)),
                    str(tuple(shape.dims))):
         assert ex.check(answer).correct, answer
@@ -233,14 +244,16 @@ def test_an_illegal_shape_exercise_takes_illegal_as_the_answer():
     ex = next(e for s in range(200) for e in [E.make("gather", seed=s, level=2, kind="shape")] if e.error)
     assert ex.check("illegal").correct
     assert ex.check(ShapeError).correct
-    assert ex.check(ex.solution().answer).correct
+    assert ex.check(ex.solution(teacher=True).answer).correct
     fb = ex.check((2, 3))
+    assert not fb.correct and "illegal" in fb.message and "Gather:" not in fb.message  # a student: no answer
+    fb = ex.check((2, 3), teacher=True)
     assert not fb.correct and "Gather:" in fb.message
 
 
 def test_legal_answers_name_the_argument():
     ex = next(e for s in range(100) for e in [E.make("slice", seed=s, level=1, kind="legal")] if e.error)
-    arg = ex.solution().answer.split(":")[1].strip()
+    arg = ex.solution(teacher=True).answer.split(":")[1].strip()
     assert ex.check(arg).correct and ex.check(f"illegal: {arg}").correct
     fb = ex.check("illegal")
     assert not fb.correct and "which argument" in fb.message
@@ -252,7 +265,7 @@ def test_legal_answers_name_the_argument():
 
 def test_values_answers_in_spec_text_and_nested_lists():
     ex = E.make("pad", seed=0, level=1, kind="values")
-    expected = ex.solution().answer
+    expected = ex.solution(teacher=True).answer
     assert ex.check(spec_literal(expected)).correct
     assert ex.check(expected.tolist()).correct
     fb = ex.check(expected.tolist()[:-1])
@@ -264,7 +277,7 @@ def test_values_answers_in_spec_text_and_nested_lists():
 def test_values_checks_floats_to_the_types_precision():
     ex = next(e for s in range(50) for e in [E.make("convert", seed=s, level=3, kind="values")]
               if e.call.attrs["new_element_type"] == "f16")
-    expected = np.asarray(ex.solution().answer, np.float64)
+    expected = np.asarray(ex.solution(teacher=True).answer, np.float64)
     assert ex.check(expected.tolist()).correct
     wrong = expected.copy()
     finite = np.isfinite(wrong) & (wrong != 0)
@@ -275,15 +288,15 @@ def test_values_checks_floats_to_the_types_precision():
 
 def test_read_answers_padding_skipped_and_operand_names():
     pad = next(e for s in range(100) for e in [E.make("pad", seed=s, level=2, kind="read")]
-               if e.solution().answer == "padding")
+               if e.solution(teacher=True).answer == "padding")
     assert pad.check("padding").correct and not pad.check((0, 0)).correct
     sc = next(e for s in range(100) for e in [E.make("scatter", seed=s, level=3, kind="read")]
-              if e.solution().answer == "skipped")
+              if e.solution(teacher=True).answer == "skipped")
     assert sc.check("skipped").correct
     fb = sc.check((0, 0))
     assert not fb.correct and "skip" in fb.message
     dus = E.make("dynamic-update-slice", seed=0, level=1, kind="read")
-    name, idx = dus.solution().answer
+    name, idx = dus.solution(teacher=True).answer
     assert dus.check((name, idx)).correct and dus.check(f"({name!r}, {tuple(idx)})").correct
     other = "operand" if name == "update" else "update"
     assert not dus.check((other, idx)).correct
@@ -291,7 +304,7 @@ def test_read_answers_padding_skipped_and_operand_names():
 
 def test_read_answers_for_windows_are_sets():
     ex = E.make("reduce-window", seed=0, level=1, kind="read")
-    answer = ex.solution().answer
+    answer = ex.solution(teacher=True).answer
     assert ex.check(list(reversed(answer))).correct
     assert ex.check([i[0] for i in answer]).correct  # rank 1: plain integers
 
@@ -306,14 +319,14 @@ def test_gather_read_explains_with_the_index_map_detail():
 
 def test_attribute_answers_accept_any_attribute_that_gives_the_target():
     ex = E.make("slice", seed=0, level=1, kind="attribute")
-    sol = ex.solution().answer
+    sol = ex.solution(teacher=True).answer
     assert ex.check(sol).correct
     assert ex.check(tuple(sol[h] for h in ex.hidden)).correct
     starts, limits = sol["start_indices"], sol["limit_indices"]
     fb = ex.check({"start_indices": starts, "limit_indices": (limits[0] + 50,)})
     assert not fb.correct and "illegal" in fb.message and "limit_indices" in fb.message
     pad = E.make("pad", seed=2, level=1, kind="attribute")
-    assert pad.check(str(list(pad.solution().answer))).correct  # typed as text
+    assert pad.check(str(list(pad.solution(teacher=True).answer))).correct  # typed as text
 
 
 # -- hints, solutions, quizzes --------------------------------------------------------------------------
@@ -324,12 +337,13 @@ def test_hints_are_progressive():
     assert hints[0].startswith("Hint 1/") and hints[1].startswith("Hint 2/")
     assert len(set(hints[:-1])) == len(ex.hints)
     assert "no more hints" in hints[-1]
-    assert any("First step" in h for h in ex.hints)
+    assert not any("First step" in h for h in ex.hints)  # the worked solution's first step: teachers only
+    assert any("First step" in h for h in E.make("gather", seed=3, level=1, kind="read", teacher=True).hints)
 
 
 def test_solution_carries_runnable_code():
     ex = E.make("slice", seed=2, level=2, kind="values")
-    sol = ex.solution()
+    sol = ex.solution(teacher=True)
     scope = {}
     exec(sol.code, scope)  # noqa: S102 - the generated snippet, run as a student would
     np.testing.assert_array_equal(scope["result"], sol.answer)
@@ -340,11 +354,13 @@ def test_quiz_sheet():
     q = E.quiz(ops=["gather", "pad", "Slice"], n=5, seed=1)
     assert len(q) == 5 and {ex.opcode for ex in q} <= {"gather", "pad", "slice"}
     assert str(q) == str(E.quiz(ops=["gather", "pad", "Slice"], n=5, seed=1))
-    answers = [ex.solution() for ex in q]
+    answers = [ex.solution(teacher=True) for ex in q]
     assert all(f.correct for f in q.check(answers)) and q.score(answers) == 5
     assert q.score([None] * 5) == 0
     assert "Exercise 5" in q._repr_markdown_() and "<h3>" in q._repr_html_()
-    assert "1." in q.answer_key()
+    with pytest.raises(E.TeacherOnly):
+        q.answer_key()
+    assert "1." in q.answer_key(teacher=True)
     only = E.quiz(n=4, seed=0, kinds=["values"])
     assert all(ex.kind == "values" for ex in only)
     assert all(ex.kind == "shape" for ex in E.quiz(n=6, seed=3, kinds=["shape"]))  # ops without shape kinds skipped
@@ -390,18 +406,20 @@ def test_widget_front_end():
     pytest.importorskip("ipywidgets")
     ex = E.make("pad", seed=0, level=1, kind="values")
     ui = ex.widget()
-    ui.answer_box.value = spec_literal(ex.solution().answer)
+    ui.answer_box.value = spec_literal(ex.solution(teacher=True).answer)
     ui.buttons[0].click()
     assert "Correct" in ui.output.value
     ui.buttons[1].click()
     assert "Hint 1" in ui.output.value
-    ui.buttons[2].click()
-    assert "Answer" in ui.output.value
+    assert [b.description for b in ui.buttons] == ["Check", "Hint"]  # no Solution button for students
+    ui.answer_box.value = spec_literal(ex.solution(teacher=True).answer + 1)
+    ui.buttons[0].click()
+    assert "Not quite" in ui.output.value and spec_literal(ex.solution(teacher=True).answer) not in ui.output.value
 
 
 def test_the_module_imports_no_optional_dependency_and_is_deterministic_across_processes():
     code = ("import sys, xla_explorer.exercises as E; ex = E.make('gather', seed=1, level=3, kind='read'); "
-            "ex.solution(); "
+            "ex.solution(teacher=True); "
             "heavy = [m for m in ('numba', 'matplotlib', 'ipywidgets', 'jax', 'graphviz', 'scipy') "
             "if m in sys.modules]; "
             "print(heavy); print(ex.prompt); sys.exit(1 if heavy else 0)")
@@ -409,3 +427,38 @@ def test_the_module_imports_no_optional_dependency_and_is_deterministic_across_p
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert E.make("gather", seed=1, level=3, kind="read").prompt in out.stdout
+
+
+def test_every_data_movement_op_and_every_family_has_exercises():
+    bank = E.available()
+    missing = sorted(registry.CATEGORIES["data_movement"] - set(bank))
+    assert not missing, f"data-movement ops without exercises: {missing}"
+    families = {op.family for op in registry.OPS.values()}
+    covered = {registry.get(op).family for op in bank}
+    assert families <= covered, f"families without exercises: {sorted(families - covered)}"
+    kinds = {k for ks in bank.values() for k in ks}
+    assert {"indexing", "fix", "implement", "replicas"} <= kinds
+    assert {"gather", "scatter"} <= {op for op, ks in bank.items() if "indexing" in ks}
+    assert {op for op, ks in bank.items() if "replicas" in ks} >= {"all-reduce", "all-gather", "all-to-all",
+                                                                  "collective-permute"}
+
+
+def test_indexing_stories_cover_the_five_described_indexings():
+    titles = {E.make(op, seed=s, level=lv, kind="indexing").call.story[0].split(":")[0].split(" ")[-1]
+              for op in ("gather", "scatter") for lv in E.LEVELS for s in range(2)}
+    text = " ".join(sorted(titles)).lower()
+    for name in ("lookup", "gather_nd", "take_along_axis", "sum", "encoding"):
+        assert name in text, (name, titles)
+
+
+def test_implement_runs_the_students_function_on_generated_configurations():
+    ex = E.make("pad", seed=0, level=1, kind="implement")
+    calls = []
+
+    def spy(operand, padding_value, *, padding_config):
+        calls.append(padding_config)
+        return np.asarray(xe.Pad(operand, padding_value, padding_config=padding_config))
+    assert ex.check(spy).correct and len({str(c) for c in calls}) > 10
+    fb = ex.check(lambda operand, padding_value, *, padding_config: operand)  # ignores the padding
+    assert not fb.correct and "Pad(" in fb.message and fb.expected is None
+    assert not ex.check("np.pad").correct  # text is not a function (and is never run)

@@ -170,8 +170,9 @@ def signature_text(fn):
     return f"{fn.__name__}{sig}" + (f" — {doc[0]}" if doc else "")
 
 
-#: dotted names ("gather.1", as XLA names instructions) are not Python: swapped before parsing
-_DOTTED = re.compile(r"(?<![\w.\"'])([A-Za-z_]\w*(?:\.\w+)+)")
+#: dotted names ("gather.1", "get-tuple-element.3", as XLA names instructions) are not Python:
+#: swapped before parsing
+_DOTTED = re.compile(r"(?<![\w.\"'-])([A-Za-z_]\w*(?:-[A-Za-z_]\w*)*(?:\.\w+)+)")
 
 
 def _protect(text):
@@ -315,3 +316,234 @@ def buildable_ops():
         if fn is not None:
             out[opcode] = (opdef, fn)
     return out
+
+
+# -- the builder's extras: doc lines, errors beside their control, inputs, generated code ------
+
+def doc_html(fn):
+    """The signature (monospace) and the docstring's first paragraph, ``code`` spans as <code>."""
+    sig = html.escape(f"{fn.__name__}{inspect.signature(fn)}")
+    doc = (inspect.getdoc(fn) or "").strip().split("\n\n")[0]  # the first paragraph
+    first = html.escape(" ".join(doc.split()))
+    first = re.sub(r"``(.+?)``", r"<code>\1</code>", first)
+    return (f"<div style='font-size:12px'><code>{sig}</code>"
+            + (f"<br><span>{first}</span>" if first else "") + "</div>")
+
+
+def fault_of(message, names):
+    """Which of ``names`` (argument names) an error message is about: the one it mentions
+    first (``slice_sizes[1]=5 ...`` -> ``slice_sizes``), or None.  ``parameter_number`` also
+    matches "parameter number"."""
+    body = message.split(":", 1)[1] if ":" in message[:40] else message  # skip "Gather: "
+    best = None
+    for name in names:
+        for form in {name, name.replace("_", " ")}:
+            m = re.search(r"(?<![\w.])" + re.escape(form) + r"s?(?![\w])", body)
+            if m and (best is None or m.start() < best[0]):
+                best = (m.start(), name)
+    return best[1] if best else None
+
+
+def make_input(text, shape, seed=0):
+    """A value of ``shape`` from an input box: ``iota``, ``zeros``, ``ones``, ``random``
+    (``random(seed)``) or a Python literal (a number, nested lists; a tuple for a tuple shape)."""
+    from xla_explorer import dtypes
+    text = (text or "").strip() or "iota"
+    if shape.is_token:
+        from xla_explorer.executors.reference import Token
+        return Token()
+    if shape.is_tuple:
+        if text in ("iota", "zeros", "ones") or text.startswith("random"):
+            return tuple(make_input(text, s, seed + k) for k, s in enumerate(shape.tuple_shapes))
+        value = parse_value(text)
+        if not isinstance(value, tuple) or len(value) != len(shape.tuple_shapes):
+            raise ValueError(f"expected a tuple of {len(shape.tuple_shapes)} values for {shape}, got {text!r}")
+        return tuple(make_input(repr(v), s) for v, s in zip(value, shape.tuple_shapes))
+    dtype = dtypes.to_numpy(shape.element_type)
+    dims = tuple(shape.dims)
+    if None in dims:
+        raise ValueError(f"{shape} has a dynamic dimension: type the values as a list")
+    size = int(np.prod(dims, dtype=np.int64))
+    if text == "iota":
+        if np.dtype(dtype).kind == "b":
+            return (np.arange(size) % 2 == 1).reshape(dims)
+        return np.arange(size).astype(dtype).reshape(dims)
+    if text in ("zeros", "ones"):
+        return (np.zeros if text == "zeros" else np.ones)(dims, dtype)
+    m = re.fullmatch(r"random(?:\((\d*)\))?", text)
+    if m:
+        rng = np.random.default_rng(int(m.group(1)) if m.group(1) else seed)
+        kind = np.dtype(dtype).kind
+        if kind == "b":
+            return rng.random(dims) < 0.5
+        if kind in "iu":
+            return rng.integers(0, 10, dims).astype(dtype)
+        if kind == "c":
+            return (rng.uniform(-1, 1, dims) + 1j * rng.uniform(-1, 1, dims)).astype(dtype)
+        return rng.uniform(-1, 1, dims).astype(dtype)
+    value = parse_value(text)
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise ValueError(f"cannot make an array of {text!r}")
+    if arr.shape != dims:
+        raise ValueError(f"{text!r} has shape {list(arr.shape)}, the parameter is {shape}")
+    out = arr.astype(dtype)
+    if np.dtype(dtype).kind in "iub" and arr.dtype.kind == "f" and not np.array_equal(out, arr):
+        raise ValueError(f"{text!r} has fractions; the parameter is {shape}")
+    return out
+
+
+_KEYWORDS = set(__import__("keyword").kwlist) | {"np", "xe", "comp", "names"}
+
+
+def identifier(name, taken):
+    """A Python name for ``name`` (``gather.1`` -> ``gather_1``), not in ``taken``; added to it."""
+    base = re.sub(r"\W", "_", str(name)) or "v"
+    if base[0].isdigit():
+        base = "v_" + base
+    if base in _KEYWORDS:
+        base += "_"
+    out, k = base, 1
+    while out in taken:
+        k += 1
+        out = f"{base}_{k}"
+    taken.add(out)
+    return out
+
+
+def expression_code(text, names):
+    """The Python source of an input expression (a literal with names), each name replaced
+    by ``names[name]`` (a variable, ``xe.Add``); raises ValueError for an unknown name."""
+    src, found = _protect(text.strip())
+    try:
+        tree = ast.parse(src, mode="eval")
+    except SyntaxError as e:
+        raise ValueError(f"cannot read {text!r} ({e.msg})") from None
+
+    class Swap(ast.NodeTransformer):
+        def visit_Name(self, node):
+            name = found.get(node.id, node.id)
+            if name not in names:
+                raise ValueError(f"unknown name {name!r} in {text!r}")
+            return ast.copy_location(ast.parse(names[name], mode="eval").body, node)
+
+        def visit_Constant(self, node):
+            if isinstance(node.value, str):
+                node.value = _restore(node.value, found)
+            return node
+    return ast.unparse(Swap().visit(tree).body)
+
+
+def literal_code(value):
+    """Python source for an attribute or constant value: numbers, strings, lists, tuples,
+    NumPy arrays and scalars (``np.array([...], dtype=np.float32)``), Shapes."""
+    from xla_explorer.shapes import Shape
+    if isinstance(value, Shape):
+        return f"xe.Shape.parse({str(value)!r})"
+    if isinstance(value, (list, tuple)):
+        items = [literal_code(v) for v in value]
+        if isinstance(value, tuple):
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        return "[" + ", ".join(items) + "]"
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        data = literal_code(_plain_list(arr))
+        if getattr(np, arr.dtype.name, None) is arr.dtype.type:  # np.float32(2.0), np.array([...], np.int32)
+            kind = f"np.{arr.dtype.name}"
+            return f"{kind}({data})" if arr.ndim == 0 else f"np.array({data}, {kind})"
+        from xla_explorer import dtypes  # bf16, f8...: the library's own name for the type
+        return f"np.asarray({data}, dtype=xe.dtypes.to_numpy({dtypes.from_numpy(arr.dtype)!r}))"
+    if isinstance(value, float):
+        if np.isnan(value) or np.isinf(value):
+            return f"float({repr(value)!r})"
+        return repr(value)
+    if isinstance(value, complex):
+        return f"complex({literal_code(value.real)}, {literal_code(value.imag)})"
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    raise ValueError(f"no Python literal for {type(value).__name__} {value!r}")
+
+
+def _plain_list(arr):
+    if arr.ndim == 0:
+        v = arr.item()
+        return v if isinstance(v, (bool, int, float, complex)) else float(v)
+    return [_plain_list(a) for a in arr]
+
+
+# -- values as tables, differing elements marked ------------------------------------------------
+
+#: rows and columns of a value table (bigger values show this corner and a summary)
+TABLE_ROWS, TABLE_COLUMNS = 12, 16
+
+
+def _cell(x):
+    if isinstance(x, (bool, np.bool_)):
+        return "T" if x else "F"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (complex, np.complexfloating)):
+        return f"{complex(x).real:.3g}{complex(x).imag:+.3g}j"
+    return f"{float(x):.4g}"
+
+
+def value_html(value, name="value", want=None, shape=None):
+    """A value as a table of its elements (a big one: its top-left corner and a summary);
+    with ``want`` (XLA's value of the same instruction) the elements that differ beyond
+    the type's tolerance (``xla_explorer.diff``) are red, XLA's value on hover."""
+    from xla_explorer import dtypes
+    from xla_explorer.diff import compare_arrays
+    if isinstance(value, tuple):
+        shapes = shape.tuple_shapes if shape is not None and shape.is_tuple else [None] * len(value)
+        wants = want if isinstance(want, tuple) and len(want) == len(value) else [None] * len(value)
+        return ("<div style='display:flex; flex-wrap:wrap; column-gap:16px'>"  # a tuple's elements side by side
+                + "".join(value_html(v, f"{name}[{k}]", wv, s) for k, (v, wv, s) in enumerate(zip(value, wants, shapes)))
+                + "</div>")
+    if not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
+        return pre(f"{name}: {value!r}")
+    arr = np.asarray(value)
+    head = f"{name}: {type_text(arr)}"
+    bad = wanted = None
+    if want is not None:
+        wanted = np.asarray(want)
+        try:
+            etype = shape.element_type if shape is not None and not shape.is_tuple else dtypes.from_numpy(arr.dtype)
+            bad = compare_arrays(arr, wanted, etype)[2]
+        except Exception as e:  # shapes differ: said, no marks
+            head += f"  (XLA's value differs in shape: {e})"
+            bad = wanted = None
+    note = ""
+    if bad is not None:
+        n = int(np.count_nonzero(bad))
+        note = (f"<span style='color:{'#b00020' if n else '#1a7f37'}'>"
+                f"{f'{n} of {arr.size} elements differ from XLA (red; hover for its value)' if n else 'equal to XLA'}"
+                "</span>")
+    if arr.size > TABLE_ROWS * TABLE_COLUMNS or arr.ndim > 2:
+        head += f"  ({arr.size} elements)  {summary(arr)}"
+    grid = arr.reshape(1, 1) if arr.ndim == 0 else arr.reshape(1, -1) if arr.ndim == 1 else \
+        arr.reshape(-1, arr.shape[-1])
+    bgrid = None if bad is None else np.asarray(bad).reshape(grid.shape)
+    wgrid = None if wanted is None else wanted.reshape(grid.shape)
+    lead = arr.shape[:-1] if arr.ndim > 1 else ()
+    rows = []
+    for i in range(min(grid.shape[0], TABLE_ROWS)):
+        label = ""
+        if arr.ndim > 1:
+            label = "[" + ",".join(str(int(j)) for j in np.unravel_index(i, lead)) + "]"
+        cells = [f"<td style='color:#888; padding:0 4px'>{label}</td>"] if arr.ndim > 1 else []
+        for j in range(min(grid.shape[1], TABLE_COLUMNS)):
+            style = "border:1px solid #ddd; padding:1px 4px; text-align:right"
+            title = ""
+            if bgrid is not None and bgrid[i, j]:
+                style += "; background:#fdd; border-color:#b00020; color:#b00020; font-weight:bold"
+                title = f" title='XLA: {_cell(wgrid[i, j])}'"
+            cells.append(f"<td style='{style}'{title}>{_cell(grid[i, j])}</td>")
+        if grid.shape[1] > TABLE_COLUMNS:
+            cells.append("<td>…</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    if grid.shape[0] > TABLE_ROWS:
+        rows.append("<tr><td>⋮</td></tr>")
+    table = ("<table style='border-collapse:collapse; font-family:monospace; font-size:12px; margin:2px 0'>"
+             + "".join(rows) + "</table>") if arr.size else ""
+    return (f"<div class='xe-value'><code style='font-size:12px'>{html.escape(head)}</code>"
+            + (f"<br><small>{note}</small>" if note else "") + table + "</div>")

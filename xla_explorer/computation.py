@@ -56,14 +56,36 @@ class XlaComputation:
         return self.entry.signature()
 
     # -- running ------------------------------------------------------------------------
-    def run(self, *args, backend="numpy", **options):
-        """Run on NumPy arrays; one array, or a tuple for a tuple-shaped result."""
-        return _backend(backend)(self, args, **options)
+    def run(self, *args, backend="numpy", denormals=None, **options):
+        """Run on NumPy arrays; one array, or a tuple for a tuple-shaped result.
+
+        ``denormals="flush"`` (XLA:CPU's: denormal operands read as 0, denormal results written
+        as 0) or ``"ieee"`` sets the floating-point environment of this run only; by default
+        the current one (``xe.get_float_env()``, ``xe.float_env(...)``)."""
+        if denormals is None:
+            return _backend(backend)(self, args, **options)
+        from .fpenv import float_env
+        with float_env(denormals):
+            return _backend(backend)(self, args, **options)
 
     def run_replicated(self, per_replica_args, backend="numpy", **options):
         """Run once per replica (device), collectives exchanging data; one result per replica."""
         from .executors.reference import run_replicated
         return run_replicated(self, per_replica_args, backend=backend, **options)
+
+    def trace(self, *args, keep=None, max_bytes=None, **options):
+        """Run the NumPy reference on ``args`` and record every invocation of every
+        instruction, in every computation: a ``Trace`` (``t.result``, ``t.get(name, k)``,
+        ``t.value(name, k)``, ``t.records`` ...).  ``keep``: instruction names (their
+        operands kept too) or a predicate on records; ``max_bytes``: the budget for kept
+        values.  See ``xla_explorer.trace``."""
+        from .trace import trace
+        return trace(self, *args, keep=keep, max_bytes=max_bytes, **options)
+
+    def trace_replicated(self, per_replica_args, keep=None, max_bytes=None, **options):
+        """``run_replicated`` traced: ``t.for_device(d)`` is device ``d``'s trace."""
+        from .trace import trace_replicated
+        return trace_replicated(self, per_replica_args, keep=keep, max_bytes=max_bytes, **options)
 
     # -- JAX ----------------------------------------------------------------------------
     def to_jax(self):
@@ -103,8 +125,9 @@ class XlaComputation:
         return fusion_plan(self.entry, fuse=fuse)
 
     def verify(self):
-        """Re-infer every instruction's shape with the shape rules; raise on disagreement."""
-        from .executors.reference import verify_module
+        """The check every backend runs first (``hlo.verify``): parameter numbering, operand
+        order, every declared shape against its op's shape rule, the size limit."""
+        from .hlo.verify import verify_module
         verify_module(self)
         return self
 

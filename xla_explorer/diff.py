@@ -1,7 +1,7 @@
 """``comp.diff(*args)``: an executor against real XLA (through JAX), instruction by instruction.
 
-The executor under test (``backend``, the NumPy reference) runs the module once and keeps
-every entry instruction's value.  Then each entry instruction is evaluated *again* by
+The executor under test (``backend``, the NumPy reference) runs the module once, traced
+(``comp.trace``), keeping every entry instruction's value.  Then each entry instruction is evaluated *again* by
 ``against`` (``"jax"``: its ``jax.lax`` lowering, eagerly, on XLA) on the **same operand
 values** the reference gave it, so a difference shows up at the instruction that makes
 it and does not spread to the instructions after it.  Per instruction the report has the
@@ -240,29 +240,23 @@ def _compare(inst, got, want, rtol, atol, max_indices, stacked):
 # Running both sides
 
 def _reference_values(module, args, channels=None):
-    """Per device, {instruction: value} for the entry's instructions (the reference)."""
-    from .executors import reference, spmd
-    if spmd.is_partitioned(module):
-        info = spmd.SpmdInfo(module)
-        n = info.num_replicas * info.num_partitions
-        per_device = [dict() for _ in range(n)]
-
-        def work(ctx):
-            record = per_device[ctx.device_id].__setitem__
-            return reference.run(module, args, ctx=ctx, on_value=record)
-
-        error = None
-        try:
-            reference.run_on_devices(work, info.num_replicas, info.num_partitions, channels=channels, spmd=info)
-        except Exception as e:  # noqa: BLE001 - what ran is still compared
-            error = f"the reference failed: {type(e).__name__}: {e}"
-        return per_device, error
-    values, error = {}, None
+    """Per device, {instruction: value} for the entry's instructions: the reference's run
+    trace, keeping the entry's values only (what runs inside called computations is
+    compared through the instruction that calls it)."""
+    from .trace import trace
+    error = None
     try:
-        reference.run(module, args, on_value=values.__setitem__, channels=channels)
-    except Exception as e:  # noqa: BLE001
+        t = trace(module, *args, keep=_entry_only, max_bytes=float("inf"), channels=channels)
+    except Exception as e:  # noqa: BLE001 - what ran is still compared
+        t = getattr(e, "trace", None)
         error = f"the reference failed: {type(e).__name__}: {e}"
-    return [values], error
+        if t is None:
+            return [{}], error
+    return [t.for_device(d).entry_values() for d in range(t.num_devices)], error
+
+
+def _entry_only(record):
+    return record.parent is None
 
 
 def _operand_value(template, per_device, inst, positions):
@@ -321,6 +315,23 @@ def diff(module, *args, against="jax", backend="numpy", rtol=None, atol=None, ma
     return DiffReport(module, rows, backend, against, error)
 
 
+def diff_instruction(inst, operand_values, value, against="jax", module=None, rtol=None, atol=None,
+                     max_indices=20):
+    """One instruction, anywhere in a module (a loop body, a branch, a fusion): ``against``
+    (``"jax"``: XLA) evaluates ``inst`` on ``operand_values`` (what the reference gave it,
+    from a trace record) and its value is compared with the reference's ``value``, as
+    ``diff`` compares the entry's instructions.  A ``DiffRow`` (status "error" when XLA
+    could not evaluate it); single-device modules only."""
+    if against != "jax":
+        raise ValueError(f"diff_instruction: against={against!r}; the oracle is 'jax' (real XLA through JAX)")
+    from .executors import jax_lowering as jl
+    try:
+        want = jl.eval_instruction(inst, list(operand_values), jl.LoweringContext(module))
+    except Exception as e:  # noqa: BLE001 - reported in the row
+        return DiffRow(inst.name, inst.opcode, inst.shape, "error", got=value, note=f"{against}: {type(e).__name__}: {e}")
+    return _compare(inst, value, _unwrap(want), rtol, atol, max_indices, False)
+
+
 def _plain_template(value):
     if isinstance(value, (tuple, list)):
         return tuple(_plain_template(v) for v in value)
@@ -343,4 +354,4 @@ def _unwrap(value):
     return value
 
 
-__all__ = ["diff", "DiffReport", "DiffRow", "compare_arrays", "tolerance"]
+__all__ = ["diff", "diff_instruction", "DiffReport", "DiffRow", "compare_arrays", "tolerance"]

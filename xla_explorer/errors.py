@@ -14,7 +14,12 @@ class HloParseError(ValueError):
             where = f"line {line}, column {column}: "
         caret = ""
         if text_line is not None and column is not None:
-            caret = f"\n  {text_line}\n  {' ' * (column - 1)}^"
+            # a window of the line around the column (lines of HLO can be very long)
+            start = max(0, column - 1 - 60)
+            shown = text_line[start:column - 1 + 60]
+            prefix = "..." if start else ""
+            caret = f"\n  {prefix}{shown}{'...' if len(text_line) > column - 1 + 60 else ''}" \
+                    f"\n  {' ' * (len(prefix) + column - 1 - start)}^"
         super().__init__(f"{where}{message}{caret}")
         self.line, self.column = line, column
 

@@ -6,23 +6,65 @@
 Layouts (``{1,0}``) are accepted by the parser and kept for printing, but never change
 a value: values here are logical arrays.
 """
+import math
+import os
 import re
 
 from . import dtypes
 from .errors import ShapeError
 
-#: refuse results larger than this many elements before allocating (changeable)
-MAX_ELEMENTS = 1 << 31
+#: a dimension must be below this (XLA stores sizes as int64)
+MAX_DIMENSION = 1 << 63
+#: tuple shapes nest at most this deep (deeper nesting is refused, never recursed into)
+MAX_NESTING = 64
+
+
+def _limit_from_environment():
+    text = os.environ.get("XLA_EXPLORER_MAX_BYTES", "")
+    try:
+        return int(float(text)) if text.strip() else 2 << 30
+    except ValueError:
+        return 2 << 30
+
+
+#: The one size limit: no array xla_explorer allocates -- a result, an intermediate, an
+#: eager op's value, an index map's or an animation's operands, every simulated device's
+#: copy of a collective's result -- may need more than this many bytes; it is refused
+#: (SizeLimitError) before anything is allocated.  Default 2 GiB; set it with
+#: ``xla_explorer.set_size_limit(nbytes)`` or the environment variable
+#: ``XLA_EXPLORER_MAX_BYTES`` (read at import).
+MAX_BYTES = _limit_from_environment()
+
+
+def size_limit():
+    """The size limit in bytes (see ``MAX_BYTES``)."""
+    return MAX_BYTES
+
+
+def set_size_limit(nbytes):
+    """Set the size limit (bytes) for every backend; returns the previous limit."""
+    global MAX_BYTES
+    from .coerce import as_int
+    old, MAX_BYTES = MAX_BYTES, as_int("set_size_limit", "nbytes", nbytes, minimum=0)
+    return old
 
 
 class Shape:
-    __slots__ = ("element_type", "dims", "bounds", "layout", "tuple_shapes")
+    __slots__ = ("element_type", "dims", "bounds", "layout", "tuple_shapes", "_depth")
 
     def __init__(self, element_type, dims=(), bounds=None, layout=None, tuple_shapes=None):
+        self._depth = 0
         if tuple_shapes is not None or element_type == "tuple":
             self.element_type = "tuple"
             self.tuple_shapes = tuple(tuple_shapes or ())
             self.dims, self.bounds, self.layout = (), (), None
+            for i, s in enumerate(self.tuple_shapes):
+                if not isinstance(s, Shape):
+                    raise ShapeError(f"Shape: tuple element {i} is {s!r}, not a Shape")
+            self._depth = 1 + max((s._depth for s in self.tuple_shapes), default=0)
+            if self._depth > MAX_NESTING:
+                raise ShapeError(f"Shape: tuple shapes nest {self._depth} deep; at most {MAX_NESTING} levels "
+                                 f"are supported")
             return
         if not isinstance(element_type, str):
             element_type = dtypes.from_numpy(element_type)
@@ -42,9 +84,20 @@ class Shape:
                 else:
                     d = int(d)
             elif d is not None:
-                d = int(d)  # accepts numpy integers
+                from .coerce import is_int, short
+                if not is_int(d):  # 2.9 is not a size (nor True); numpy integers are
+                    raise ShapeError(f"Shape: dimension {i} must be an integer, got {short(d)} "
+                                     f"({type(d).__name__}) in {element_type}{short(list(dims))}")
+                d = int(d)
                 if d < 0:
                     raise ShapeError(f"Shape: dimension {i} is negative ({d}) in {element_type}{list(dims)}")
+            if d is not None and d >= MAX_DIMENSION:
+                raise ShapeError(f"Shape: dimension {i} is {d}, not below 2**63 (XLA's sizes are int64)")
+            if b is not None:
+                from .coerce import as_int
+                b = as_int("Shape", f"bound of dimension {i}", b, minimum=0)
+                if b >= MAX_DIMENSION:
+                    raise ShapeError(f"Shape: the bound of dimension {i} is {b}, not below 2**63")
             out_dims.append(d)
             out_bounds.append(b)
         self.dims = tuple(out_dims)
@@ -78,6 +131,8 @@ class Shape:
         import numpy as np
         if isinstance(value, (tuple, list)):
             return cls.tuple([cls.of(v) for v in value])
+        if hasattr(value, "xla_shape"):  # ops.index_map.Unknown: a shape without values
+            return value.xla_shape
         arr = np.asarray(value)
         return cls(dtypes.from_numpy(arr.dtype), arr.shape)
 
@@ -113,10 +168,16 @@ class Shape:
 
     @property
     def numel(self):
+        """The element count, a Python int (a dynamic size counts its bound, or 0)."""
         n = 1
         for i, d in enumerate(self.dims):
             n *= d if d is not None else (self.bounds[i] or 0)
         return n
+
+    @property
+    def nbytes(self):
+        """The bytes the array (or every leaf of a tuple) takes, a Python int."""
+        return sum(leaf.numel * leaf.dtype.itemsize for leaf in self.leaves() if leaf.is_array)
 
     def with_type(self, element_type):
         return Shape(element_type, self.dims, self.bounds)
@@ -183,7 +244,8 @@ class _ShapeText:
         self.text, self.pos = text, pos
 
     def error(self, what):
-        raise ShapeError(f"Shape.parse: expected {what} at column {self.pos + 1} of {self.text!r}")
+        text = self.text if len(self.text) <= 80 else self.text[max(0, self.pos - 40):self.pos + 40]
+        raise ShapeError(f"Shape.parse: expected {what} at column {self.pos + 1} of {text!r}")
 
     def skip(self):
         while self.pos < len(self.text) and self.text[self.pos] in " \t\n":
@@ -210,15 +272,17 @@ class _ShapeText:
         if self.peek():
             self.error("the end of the shape")
 
-    def shape(self):
+    def shape(self, depth=0):
         if self.peek() == "(":
+            if depth >= MAX_NESTING:
+                self.error(f"at most {MAX_NESTING} levels of nested tuples, not more")
             self.pos += 1
             parts = []
             if self.peek() != ")":
-                parts.append(self.shape())
+                parts.append(self.shape(depth + 1))
                 while self.peek() == ",":
                     self.pos += 1
-                    parts.append(self.shape())
+                    parts.append(self.shape(depth + 1))
             self.expect(")")
             return Shape.tuple(parts)
         m = self._TOKEN.match(self.text, self.pos)
@@ -347,10 +411,40 @@ def _fmt(dims):
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def check_size(shape, op):
-    """Refuse a result with more than MAX_ELEMENTS elements, before anything is allocated."""
+def check_size(shape, op, *, itemsize=None, copies=1, what="the result"):
+    """Refuse an array of ``shape`` that would take more than the size limit, before anything
+    is allocated.  ``itemsize``: bytes per element when it is computed wider than its type
+    (the reference computes f32 in f64: 8); ``copies``: how many such arrays exist at once
+    (one per simulated device, or an executor's temporaries).  Returns the bytes."""
+    total, wide = 0, ""
     for leaf in shape.leaves():
-        if leaf.is_array and leaf.numel > MAX_ELEMENTS:
-            from .errors import SizeLimitError
-            raise SizeLimitError(f"{op}: the result {leaf} has {leaf.numel:,} elements, more than the "
-                                 f"limit of {MAX_ELEMENTS:,} (xla_explorer.shapes.MAX_ELEMENTS)")
+        if not leaf.is_array:
+            continue
+        size = leaf.dtype.itemsize
+        if itemsize and itemsize > size:
+            size, wide = itemsize, f" (computed at {itemsize} bytes an element)"
+        total += leaf.numel * size * copies
+    if total > MAX_BYTES:
+        from .errors import SizeLimitError
+        per = "" if copies == 1 else f" x {copies} copies"
+        raise SizeLimitError(f"{op}: {what} {shape} needs {total:,} bytes{wide}{per}, more than the limit of "
+                             f"{MAX_BYTES:,} bytes; refused before allocating (raise it with "
+                             f"xla_explorer.set_size_limit(nbytes) or XLA_EXPLORER_MAX_BYTES)")
+    return total
+
+
+def check_count(count, itemsize, op, what):
+    """The size guard for arrays that are not an instruction's value (index maps, animation
+    grids): ``count`` elements of ``itemsize`` bytes."""
+    total = int(count) * int(itemsize)
+    if total > MAX_BYTES:
+        from .errors import SizeLimitError
+        raise SizeLimitError(f"{op}: {what} needs {total:,} bytes ({int(count):,} elements), more than the limit "
+                             f"of {MAX_BYTES:,} bytes; refused before allocating (raise it with "
+                             f"xla_explorer.set_size_limit(nbytes) or XLA_EXPLORER_MAX_BYTES)")
+    return total
+
+
+def prod(dims):
+    """The product of sizes as a Python int (never wraps around, unlike np.prod)."""
+    return math.prod(int(d) for d in dims)

@@ -4,14 +4,28 @@
 group of its users when all its users are in that one group and it has the group's
 dimensions; a ``broadcast`` joins as an index transformation (its operand is read
 through the broadcast's map instead of being materialised); scalar constants and
-``iota`` are computed in the loop.  Everything else is a step of its own.  The plan is a
+``iota`` are computed in the loop (a broadcast or iota read by several loops in each of
+them).  Everything else is a step of its own.  The plan is a
 pure description (no Numba): the CPU and CUDA backends generate code from it, the graph
 renderer can draw its groups.
+
+Compile time stays bounded: Numba's compile time grows with a loop's body, so a group
+holds at most ``MAX_FUSED`` instructions (a longer chain is cut into several loops), and
+one computation compiles at most ``MAX_FUSED_LOOPS`` distinct fused loops (groups of the
+same structure share one); the instructions of the groups beyond run op by op, each through its layer's
+kernel (the element-wise ones: the reference's vectorised NumPy code; nothing to compile),
+a broadcast or iota as a loop of its own (one per kind, shared).  A 10,000-op element-wise chain then compiles a bounded amount of
+code instead of one loop of 10,000 statements.
 """
 from ..ops import registry
 
 #: opcodes that can be part of a fused loop besides the element-wise ones
 _INDEX_OPS = {"broadcast", "iota"}
+#: the most instructions in one fused loop
+MAX_FUSED = 32
+#: the most distinct fused loops one computation compiles (measured: ~0.7-1 s of Numba
+#: compile time each, whatever its length up to MAX_FUSED; a corpus program has at most 11)
+MAX_FUSED_LOOPS = 8
 _NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng", "after-all"}
 
 
@@ -96,6 +110,50 @@ class FusionPlan:
         return "\n".join(lines)
 
 
+def _duplicate(inst, users, group_of, computation):
+    """Put a broadcast or iota read by several fused loops into each of them (XLA duplicates
+    them too): recomputing it in each loop costs an index computation, materialising it a
+    whole array written and read back.  True when done."""
+    groups = [group_of.get(u) for u in users]
+    if (inst is computation.root or len(users) < 2 or any(g is None for g in groups)
+            or any(u.opcode == "broadcast" for u in users)
+            or any(g.dims != inst.shape.dims for g in groups)):
+        return False
+    seen = set()
+    for g in groups:
+        if id(g) not in seen:
+            seen.add(id(g))
+            g.members.append(inst)
+    group_of[inst] = groups[0]
+    return True
+
+
+def _within_budget(groups, group_of):
+    """Keep fused loops (in program order) while there are at most MAX_FUSED_LOOPS distinct
+    ones; the instructions of the groups beyond leave the plan's loops (they run op by op),
+    except broadcasts and iotas, which have no other kernel."""
+    kinds, out = set(), []
+    for g in reversed(groups):   # groups were made from the root backwards
+        if len(g.members) > 1:
+            key = tuple((m.opcode, m.shape.element_type, tuple(sorted(m.attrs)),
+                         tuple(g.members.index(o) if o in g.members else -1 for o in m.operands))
+                        for m in g.members)
+            if key in kinds or len(kinds) < MAX_FUSED_LOOPS:
+                kinds.add(key)
+            else:
+                for m in g.members:
+                    if m.opcode in _INDEX_OPS:
+                        single = FusionGroup(m)
+                        group_of[m] = single
+                        out.append(single)
+                    else:
+                        del group_of[m]
+                continue
+        out.append(g)
+    out.reverse()
+    return out
+
+
 def fusion_plan(computation, fuse=True):
     """Group ``computation``'s instructions into fused loops and single steps (cached)."""
     cached = getattr(computation, "_fusion_plan", None)
@@ -115,12 +173,15 @@ def fusion_plan(computation, fuse=True):
             continue
         target = None
         us = users[inst]
+        if fuse and inst.opcode in _INDEX_OPS and _duplicate(inst, us, group_of, computation):
+            continue
         if fuse and us and inst is not computation.root:
             gs = {id(group_of.get(u)) for u in us}
             g = group_of.get(us[0])
             if (g is not None and len(gs) == 1
                     and not any(u.opcode == "broadcast" for u in us)  # a broadcast's operand is read, not fused
-                    and (inst.shape.dims == g.dims or (inst.opcode == "constant"))):
+                    and (inst.shape.dims == g.dims or (inst.opcode == "constant"))
+                    and len(g.members) < MAX_FUSED):  # a long chain is cut into several loops
                 target = g
         if target is None:
             target = FusionGroup(inst)
@@ -128,6 +189,7 @@ def fusion_plan(computation, fuse=True):
         else:
             target.members.append(inst)
         group_of[inst] = target
+    groups = _within_budget(groups, group_of)
     for g in list(groups):
         if len(g.members) == 1 and g.root.opcode == "constant":
             # a lone scalar constant is a value, not a loop

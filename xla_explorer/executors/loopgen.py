@@ -6,7 +6,7 @@ at ``0`` (scalars) or through a broadcast's index map; every member is one state
 only, never on sizes or constant values (those are run-time arguments), so one compiled
 loop serves every size.
 """
-from .emit import EMITTERS, carrier_dtype, finish
+from .emit import carrier_dtype, emit, finish, flushes_result
 
 
 class LoopSource:
@@ -17,6 +17,7 @@ class LoopSource:
         self.param_values = []                    # how to compute them: ("bcast", input k, member) / ("iota", member)
         self.body = []
         self._names = {}
+        self._flushed = set()   # members whose value is already flushed to zero (fpenv)
         self._build()
 
     def _input_expr(self, operand, reader):
@@ -27,8 +28,20 @@ class LoopSource:
             p = f"bs{len(self.params)}"
             self.params.append(p)
             self.param_values.append(("bcast", operand, reader))
-            return f"in{k}[bcast_index(i, odims, {p})]"
-        return f"in{k}[i]"
+            return self.indexed_expr(f"in{k}", p)
+        return self.same_expr(f"in{k}")
+
+    # How an element is addressed (the CPU's row loops override these three)
+    def indexed_expr(self, array, p):
+        """``array`` read through a broadcast whose strides are the run-time argument ``p``."""
+        return f"{array}[bcast_index(i, odims, {p})]"
+
+    def same_expr(self, array):
+        """``array`` of the group's own dimensions, at the element computed."""
+        return f"{array}[i]"
+
+    def iota_expr(self, p):
+        return f"coordinate(i, {p}[0], {p}[1])"
 
     def _build(self):
         for n, m in enumerate(self.group.members):
@@ -45,10 +58,13 @@ class LoopSource:
                 p = f"io{len(self.params)}"
                 self.params.append(p)
                 self.param_values.append(("iota", m, None))
-                expr = f"coordinate(i, {p}[0], {p}[1])"
+                expr = self.iota_expr(p)
             else:
                 args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
-                expr = EMITTERS[m.opcode](m, *args)
+                flushed = [k for k, o in enumerate(m.operands) if o in self._flushed]
+                expr = emit(m, *args, flushed=flushed)
+                if flushes_result(m):
+                    self._flushed.add(m)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")
@@ -69,3 +85,23 @@ class LoopSource:
 
 def input_dtype(inst):
     return carrier_dtype(inst.shape.element_type)
+
+
+def broadcast_strides(reader, dims):
+    """The operand strides (in elements) of a broadcast ``reader`` along each of the result
+    dimensions ``dims``: 0 where the operand is broadcast or has size 1."""
+    operand_dims = reader.operands[0].shape.dims
+    strides = [0] * len(dims)
+    stride = 1
+    mapping = reader.attrs["broadcast_dimensions"]
+    for d in range(len(operand_dims) - 1, -1, -1):
+        strides[mapping[d]] = stride if operand_dims[d] != 1 else 0
+        stride *= operand_dims[d]
+    return strides
+
+
+def iota_strides(inst):
+    """An iota as the broadcast of 0, 1, 2, ... along its dimension: its strides."""
+    strides = [0] * inst.shape.rank
+    strides[inst.attrs["iota_dimension"]] = 1
+    return strides

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, fpenv, progress
 from ..errors import ExecutionError, ShapeError
 from ..hlo.ir import HloComputation
 from ..ops import registry
@@ -134,6 +134,8 @@ class ExecutionContext:
         self.spmd = spmd
         #: the instruction being run (ops whose meaning depends on the module look at it)
         self.instruction = None
+        #: a ``trace.Recorder`` when the run is traced (``comp.trace``), else None
+        self.tracer = None
         self._counters = {}
 
     @property
@@ -212,15 +214,59 @@ def bind_attrs(attrs, ctx, wrap=None):
     return out
 
 
+#: what the NumPy references allocate for one instruction, in bytes per element of its
+#: largest array (result or operand), measured with tracemalloc (scripts/probe_reliability.py
+#: --memory): they compute floats in f64 (each op rounds once) and keep a few temporaries --
+#: up to 65 bytes an f32 element (Clamp) -- and the data-movement and reduction ops build
+#: int64 index arrays, one row per dimension (Scatter: 170 bytes an element at rank 2)
+_WORK_PER_ELEMENT = 9          # x the widened item size (8 bytes; 16 for complex)
+_INDEX_WORK_PER_DIMENSION = 4  # x 8 bytes per dimension (+1) for the index-building ops
+
+
+def check_reference_size(op, where, values, shape, ctx=None):
+    """The size guard of the reference: refuse, before it runs, an instruction whose
+    reference would allocate more than the size limit (its result, widened to 64 bits, and
+    its temporaries; once per simulated device)."""
+    leaves = [s for s in shape.leaves() if s.is_array]
+    elements = max([s.numel for s in leaves] + [int(np.size(v)) for v in _array_leaves(values)] + [0])
+    if not elements:
+        return
+    rank = max([s.rank for s in leaves] + [int(np.ndim(v)) for v in _array_leaves(values)] + [0])
+    wide = 16 if any(s.element_type in dtypes.COMPLEX for s in leaves) else 8
+    per = _WORK_PER_ELEMENT * wide
+    if op.categories & {"data_movement", "reduction"}:
+        per += _INDEX_WORK_PER_DIMENSION * 8 * (rank + 1)
+    copies = ctx.num_devices if ctx is not None else 1
+    from ..shapes import MAX_BYTES
+    total = elements * per * copies
+    if total > MAX_BYTES:
+        from ..errors import SizeLimitError
+        per_device = "" if copies == 1 else f" x {copies} simulated devices"
+        raise SizeLimitError(f"{where}: the NumPy reference would need about {total:,} bytes for the result "
+                             f"{shape} ({elements:,} elements x {per} bytes of work each{per_device}), more than "
+                             f"the limit of {MAX_BYTES:,} bytes; refused before allocating (raise it with "
+                             f"xla_explorer.set_size_limit(nbytes), or use backend='numba')")
+
+
+def _array_leaves(values):
+    for v in values:
+        if isinstance(v, (tuple, list)):
+            yield from _array_leaves(v)
+        elif isinstance(v, np.ndarray) or isinstance(v, np.generic):
+            yield v
+
+
 def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
     if op.reference is None:
         raise NotImplementedError(f"{op.name} ({op.opcode}): the NumPy reference is not implemented "
                                   f"(see xla_explorer.status_table())")
-    check_size(shape, f"{op.name} {inst_name}")
+    check_size(shape, f"{op.name} {inst_name}", copies=ctx.num_devices)
+    check_reference_size(op, f"{op.name} {inst_name}", values, shape, ctx)
     kwargs = bind_attrs(attrs, ctx)
     kwargs.pop("shape", None)  # an op's declared result shape (iota, custom-call) is `shape` itself
     if op.needs_context:
         kwargs["ctx"] = ctx
+    values, flush_result = fpenv.prepare(op, values, shape, attrs)  # XLA:CPU's denormals-are-zero
     try:
         out = op.reference(*values, shape=shape, **kwargs)
     except (ShapeError, NotImplementedError, ExecutionError):
@@ -229,7 +275,8 @@ def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
         raise
     except Exception as e:
         raise ExecutionError(f"{op.name} {inst_name}: {type(e).__name__}: {e}") from e
-    return conform(out, shape, f"{op.name} {inst_name}", batched)
+    out = conform(out, shape, f"{op.name} {inst_name}", batched)
+    return fpenv.flush(out) if flush_result else out    # and flush-to-zero
 
 
 def conform(value, shape, where, batched=False):
@@ -260,14 +307,27 @@ def evaluate(computation, args, ctx, on_value=None, batched=False):
             last_use[o] = pos
     env = {}
     params = {p: a for p, a in zip(computation.parameters, args)}
+    # a traced run (``xla_explorer.trace``) reports each instruction's start and end; an
+    # ordinary run pays one test per instruction
+    tracer = ctx.tracer
+    frame = tracer.enter(computation, batched) if tracer is not None else None
     for pos, inst in enumerate(computation.instructions):
-        if inst.opcode == "parameter":
-            value = params[inst]
-        else:
-            op = registry.get(inst.opcode)
-            ctx.instruction = inst
-            value = run_instruction(op, inst.name, [env[o] for o in inst.operands], inst.shape,
-                                    inst.attrs, ctx, batched)
+        if tracer is not None:
+            record = tracer.start(frame, inst)
+        try:
+            if inst.opcode == "parameter":
+                value = params[inst]
+            else:
+                op = registry.get(inst.opcode)
+                ctx.instruction = inst
+                value = run_instruction(op, inst.name, [env[o] for o in inst.operands], inst.shape,
+                                        inst.attrs, ctx, batched)
+        except BaseException:
+            if tracer is not None:
+                tracer.fail()
+            raise
+        if tracer is not None:
+            tracer.finish(record, value, env)
         env[inst] = value
         if on_value is not None:
             on_value(inst, value)
@@ -278,21 +338,91 @@ def evaluate(computation, args, ctx, on_value=None, batched=False):
 
 
 def as_argument(value, shape, where):
-    """An argument for a parameter of ``shape``: Python values take the parameter's type."""
+    """An argument for a parameter of ``shape``.  NumPy arrays and scalars must have its
+    dtype; Python numbers and (nested) lists take the parameter's type where the conversion
+    is exact: ``2.9`` or ``2**40`` for an ``s32[]``, ``None``, text, a bool for a number,
+    a finite value that overflows to inf are refused with an ExecutionError naming the
+    parameter and the shape it expects."""
     if shape.is_tuple:
+        if not isinstance(value, (tuple, list)) or len(value) != len(shape.tuple_shapes):
+            raise ExecutionError(f"{where}: expected a tuple of {len(shape.tuple_shapes)} values for {shape}, "
+                                 f"got {_short(value)}")
         return tuple(as_argument(v, s, f"{where}[{i}]") for i, (v, s) in enumerate(zip(value, shape.tuple_shapes)))
     if shape.is_token:
         return Token()
     if not isinstance(value, (np.ndarray, np.generic)):
-        value = np.asarray(value, dtype=shape.dtype)
+        value = _exact_python_value(value, shape, where)
     arr = np.asarray(value)
     if arr.dtype != shape.dtype:
         raise ExecutionError(f"{where}: expected {shape} but the argument has dtype {arr.dtype} "
                              f"({dtypes.from_numpy(arr.dtype) if arr.dtype in dtypes._BY_DTYPE else '?'}); "
                              f"convert it with .astype(np.{shape.dtype.name})")
-    if len(shape.dims) != arr.ndim or any(d is not None and d != a for d, a in zip(shape.dims, arr.shape)):
+    if len(shape.dims) != arr.ndim or any(d is not None and d != a for d, a in zip(shape.dims, arr.shape)) \
+            or any(d is None and b is not None and a > b for d, b, a in zip(shape.dims, shape.bounds, arr.shape)):
         raise ExecutionError(f"{where}: expected {shape} but the argument has shape {list(arr.shape)}")
     return arr
+
+
+def _short(v):
+    from ..coerce import short
+    return f"{short(v)} ({type(v).__name__})"
+
+
+def _exact_python_value(value, shape, where):
+    """A Python value (number, bool, nested list) as an array of ``shape``'s type, or an
+    ExecutionError when that would change it."""
+    t = shape.element_type
+    if value is None or isinstance(value, (str, bytes, dict, set)) or callable(value):
+        raise ExecutionError(f"{where}: expected {shape}, got {_short(value)}")
+    try:
+        src = np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ExecutionError(f"{where}: expected {shape}, got {_short(value)} ({e})") from None
+    if src.dtype == object and src.size and all(isinstance(x, int) and not isinstance(x, bool) for x in src.flat):
+        pass  # Python ints beyond 64 bits: the range check below refuses them
+    elif src.dtype.kind not in "biufc":
+        raise ExecutionError(f"{where}: expected {shape}, got {_short(value)}: not an array of numbers")
+    kind = "b" if t == "pred" else "iu" if t in dtypes.INTEGRAL else "c" if t in dtypes.COMPLEX else "f"
+    if kind == "b" and src.dtype.kind != "b" and src.size:
+        raise ExecutionError(f"{where}: expected {shape} (True/False), got {_short(value)}")
+    if kind != "b" and src.dtype.kind == "b" and src.size:
+        raise ExecutionError(f"{where}: expected {shape} (numbers), got booleans {_short(value)}")
+    if kind == "iu" and src.size:
+        if src.dtype.kind in "fc":
+            if np.iscomplexobj(src) or not np.all(np.isfinite(src)) or np.any(src != np.trunc(src)):
+                raise ExecutionError(f"{where}: expected {shape} (integers), got {_short(value)}: not exactly an "
+                                     f"integer (no rounding here: convert it first)")
+        info = dtypes.iinfo(t)
+        lo, hi = (min(src.flat), max(src.flat)) if src.dtype == object else (src.min(), src.max())
+        if lo < int(info.min) or hi > int(info.max):
+            raise ExecutionError(f"{where}: expected {shape}, got {_short(value)}: "
+                                 f"{lo if lo < int(info.min) else hi} is outside [{int(info.min)}, {int(info.max)}]")
+        return np.asarray(src.astype(object) if src.dtype == object else src).astype(shape.dtype)
+    if kind == "f" and src.dtype.kind == "c" and src.size and np.any(np.imag(src) != 0):
+        raise ExecutionError(f"{where}: expected {shape} (real numbers), got complex {_short(value)}")
+    if src.dtype == object:
+        src = src.astype(np.float64)
+    with np.errstate(all="ignore"):
+        arr = (src.real if kind == "f" and src.dtype.kind == "c" else src).astype(shape.dtype)
+    if kind in "fc" and src.size and np.any(np.isinf(arr) & np.isfinite(src)):
+        raise ExecutionError(f"{where}: expected {shape}, got {_short(value)}: a value overflows {t} to inf")
+    return arr
+
+
+def entry_arguments(module, args):
+    """What every backend does first: verify the module (``hlo.verify``: the same
+    ShapeError everywhere for a module that lies), then check and convert the arguments
+    (the same ExecutionError everywhere for an argument that does not fit)."""
+    from ..hlo.verify import verify
+    verify(module)
+    entry = module.entry
+    if not isinstance(args, (list, tuple)):
+        args = (args,)
+    if len(args) != len(entry.parameters):
+        raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments "
+                             f"({', '.join(str(p.shape) for p in entry.parameters)}), got {len(args)}")
+    return [as_argument(a, p.shape, f"{module.name}: argument {i} ({p.name}: {p.shape})")
+            for i, (a, p) in enumerate(zip(args, entry.parameters))]
 
 
 def run(module, args, ctx=None, on_value=None, channels=None):
@@ -303,14 +433,24 @@ def run(module, args, ctx=None, on_value=None, channels=None):
     arguments and simulates its devices (see ``executors.spmd``)."""
     from . import spmd
     if ctx is None and spmd.is_partitioned(module):
+        from ..hlo.verify import verify
+        verify(module)
         return spmd.run_partitioned(module, args, on_value=on_value, channels=channels)
     entry = module.entry
-    if len(args) != len(entry.parameters):
-        raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments "
-                             f"({', '.join(str(p.shape) for p in entry.parameters)}), got {len(args)}")
-    args = [as_argument(a, p.shape, f"argument {i} ({p.name})") for i, (a, p) in enumerate(zip(args, entry.parameters))]
+    args = entry_arguments(module, args)
     ctx = ctx or ExecutionContext(channels=channels)
-    return evaluate(entry, args, ctx, on_value)
+    if progress.current() is not None:  # inside another run (a replica, a JAX comparison)
+        return evaluate(entry, args, ctx, on_value)
+    # the run's progress (a notebook's progress bar), one step per entry instruction
+    with progress.task(f"numpy: {module.name}", total=len(entry.instructions)) as t:
+        if t is progress.QUIET:  # nobody listens: not one call more per instruction
+            return evaluate(entry, args, ctx, on_value)
+
+        def step(inst, value):
+            t.advance(detail=inst.name)
+            if on_value is not None:
+                on_value(inst, value)
+        return evaluate(entry, args, ctx, step)
 
 
 def run_replicated(module, per_replica_args, backend="numpy", num_partitions=None, channels=None,
@@ -322,6 +462,11 @@ def run_replicated(module, per_replica_args, backend="numpy", num_partitions=Non
     shards: they are placed into the global arguments its program starts from, and each
     device's results are cut back to its own shards."""
     from . import spmd
+    from ..hlo.verify import verify
+    verify(module)
+    if not isinstance(per_replica_args, (list, tuple)) or not all(isinstance(a, (list, tuple))
+                                                                    for a in per_replica_args):
+        raise ExecutionError("run_replicated: give one list of arguments per device, e.g. [[a0], [a1]]")
     n = len(per_replica_args)
     if num_partitions is None:
         num_partitions = spmd.num_partitions(module)
@@ -399,14 +544,6 @@ def eager(op, values, shape, attrs):
 
 
 def verify_module(module):
-    """Check every instruction's shape against its op's shape rule (layouts ignored)."""
-    from ..builder import infer_shape
-    for comp in module.computations:
-        for inst in comp.instructions:
-            if inst.opcode == "parameter":
-                continue
-            op = registry.get(inst.opcode)
-            inferred = infer_shape(op, [o.shape for o in inst.operands], inst.attrs)
-            if not inferred.compatible(inst.shape):
-                raise ShapeError(f"{op.name} {inst.name}: the module says {inst.shape} but the shape "
-                                 f"rule infers {inferred}")
+    """Check every instruction's shape against its op's shape rule (see ``hlo.verify``)."""
+    from ..hlo.verify import verify_module as _verify
+    _verify(module)

@@ -14,7 +14,6 @@ generator wrote down:
 
 So a teacher can trust a generated exercise: its answer is the executable spec's.
 """
-import ast
 import html
 import re
 import zlib
@@ -25,6 +24,7 @@ from ..builder import _trace_computations, apply_op, infer_shape
 from ..errors import ShapeError
 from ..ops import registry
 from ..shapes import Shape
+from .answers import AnswerError, bounded, parse_literal, short_repr
 
 LEVELS = (1, 2, 3)
 
@@ -163,8 +163,9 @@ class Call:
 
     # -- variants --------------------------------------------------------------------------
     def copy(self):
-        c = Call(self.opcode, self.operands, self.attrs, self.display, self.api, self.args, self.note)
-        c.broken = self.broken
+        c = type(self).__new__(type(self))  # subclasses (collective calls) stay what they are
+        c.__dict__.update(self.__dict__)
+        c.operands, c.attrs, c.display, c.args = list(self.operands), dict(self.attrs), list(self.display), dict(self.args)
         return c
 
     def with_attrs(self, **changes):
@@ -213,7 +214,8 @@ class Call:
 
     def index_map(self):
         op, shapes, traced = self._traced()
-        return op.index_map(*self.values, shape=infer_shape(op, shapes, traced), **traced)
+        # ops whose attribute is their result shape (bitcast, dynamic-reshape) get it once
+        return op.index_map(*self.values, **dict(traced, shape=infer_shape(op, shapes, traced)))
 
     def argument_names(self):
         names = set()
@@ -233,6 +235,8 @@ class Call:
                 out.append(entry[1])
             elif entry[0] == "kwoperand":  # an operand passed by keyword: While(..., init=init)
                 out.append(f"{entry[1]}={entry[1]}")
+            elif entry[0] == "pos":  # an argument of the API form passed positionally: its value alone
+                out.append(py_attr(entry[2]) if python else spec_attr(entry[2]))
             elif entry[0] == "list":
                 out.append(("[" if python else "{") + ", ".join(entry[1]) + ("]" if python else "}"))
             else:
@@ -325,78 +329,7 @@ def wrap_call(name, args, width=88):
 # Reading answers
 # =========================================================================================
 
-_TOKEN = re.compile(r"""\s*(?:
-    (?P<num>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf(?:inity)?|nan)(?![A-Za-z_0-9]))
-  | (?P<word>[A-Za-z_][A-Za-z_0-9]*)
-  | (?P<str>"[^"]*"|'[^']*')
-  | (?P<open>[\[{(])
-  | (?P<close>[\]})])
-  | (?P<comma>,)
-  | (?P<colon>:))""", re.X | re.I)
-
-
-def parse_literal(text):
-    """Answers typed as text: Python literals, or the spec's ``{{1, 2}, {3, 4}}``, ``true``,
-    ``NaN``, ``-inf``; bare words become strings (``padding``, ``skipped``)."""
-    if "{" not in text:  # braces are the spec's arrays (or dicts), never Python sets
-        try:
-            return ast.literal_eval(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
-    tokens, pos = [], 0
-    text = text.strip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m or m.end() == pos:
-            raise ValueError(f"cannot read {text!r} at {text[pos:pos + 10]!r}")
-        pos = m.end()
-        kind = m.lastgroup
-        tokens.append((kind, m.group(kind)))
-    items, i = _parse_value(tokens, 0)
-    if i != len(tokens):
-        if tokens[i][0] == "comma":  # "1, 2" without brackets: a tuple
-            rest = [items]
-            while i < len(tokens) and tokens[i][0] == "comma":
-                v, i = _parse_value(tokens, i + 1)
-                rest.append(v)
-            if i == len(tokens):
-                return tuple(rest)
-        raise ValueError(f"cannot read {text!r}: unexpected {tokens[i][1]!r}")
-    return items
-
-
-def _parse_value(tokens, i):
-    if i >= len(tokens):
-        raise ValueError("the answer ends too early")
-    kind, text = tokens[i]
-    if kind == "num":
-        low = text.lower().lstrip("+")
-        if "nan" in low:
-            return float("nan"), i + 1
-        if "inf" in low:
-            return (-np.inf if low.startswith("-") else np.inf), i + 1
-        return (float(text) if any(c in text for c in ".eE") else int(text)), i + 1
-    if kind == "word":
-        return {"true": True, "false": False}.get(text.lower(), text), i + 1
-    if kind == "str":
-        return text[1:-1], i + 1
-    if kind == "open":
-        close = {"[": "]", "{": "}", "(": ")"}[text]
-        items, keys, i = [], [], i + 1
-        while i < len(tokens) and tokens[i][1] != close:
-            v, i = _parse_value(tokens, i)
-            if i < len(tokens) and tokens[i][0] == "colon":
-                keys.append(v)
-                v, i = _parse_value(tokens, i + 1)
-            items.append(v)
-            if i < len(tokens) and tokens[i][0] == "comma":
-                i += 1
-        if i >= len(tokens):
-            raise ValueError(f"missing {close!r}")
-        if keys:
-            return dict(zip(keys, items)), i + 1
-        return (tuple(items) if text == "(" else items), i + 1
-    raise ValueError(f"unexpected {text!r}")
+# parse_literal and the limits on what an answer may be: see .answers
 
 
 def unwrap(answer):
@@ -492,11 +425,13 @@ class Exercise:
 
     kind = None
 
-    def __init__(self, generator, call, *, seed, level, rng):
+    def __init__(self, generator, call, *, seed, level, rng, teacher=False):
         self.generator = generator
         self.opcode = generator.opcode
         self.call = call
         self.seed, self.level = seed, level
+        #: made for the teacher: ``check`` shows the right answer, ``solution()`` works
+        self.teacher = bool(teacher)
         self._rng = rng
         self._hints_given = 0
         self.setup(rng)
@@ -537,25 +472,68 @@ class Exercise:
             lines += ["", self.call.note]
         return "\n".join(lines + ["", self.question()])
 
-    def check(self, answer, reveal=True):
-        """Judge ``answer`` by the library's shape rule, reference or index map.  With
-        ``reveal=False`` the message names the rule broken but not the right answer."""
-        answer = unwrap(answer)
+    def check(self, answer, teacher=None, *, reveal=None):
+        """Judge ``answer`` by the library's shape rule, reference or index map.
+
+        The feedback says what is wrong and gives a hint (the rule, the formula); it shows
+        the right answer only to a teacher: ``teacher=True`` here, or an exercise made with
+        ``make(..., teacher=True)`` (``reveal`` is the older name of the same switch).  Any
+        answer gets feedback, never an exception: malformed text, huge or deeply nested
+        values and endless iterators are refused with a message (see ``answers``)."""
+        show = self._shows_answers(teacher, reveal)
         try:
-            return self.judge(answer, reveal)
-        except (ValueError, TypeError) as e:
-            return Feedback(False, f"I could not read the answer {answer!r}: {e}.\n{self.answer_format()}")
+            value = bounded(unwrap(answer))
+        except AnswerError as e:
+            return Feedback(False, f"I could not read the answer {short_repr(answer)}: {e}.\n{self.answer_format()}")
+        try:
+            return self.judge(value, show)
+        except AnswerError as e:
+            return Feedback(False, f"I could not read the answer {short_repr(answer)}: {e}.\n{self.answer_format()}"
+                            + self._looks_like(value))
+        except (ValueError, TypeError, ShapeError, IndexError, KeyError, ArithmeticError) as e:
+            return Feedback(False, f"I could not read the answer {short_repr(answer)}: {short_repr(str(e))[1:-1]}."
+                            f"\n{self.answer_format()}" + self._looks_like(value))
+        except (RecursionError, MemoryError):
+            return Feedback(False, f"The answer {short_repr(answer)} is too big or too deep to judge.\n"
+                            + self.answer_format())
+        except Exception as e:  # noqa: BLE001 - check never raises: a student sees feedback, not a traceback
+            return Feedback(False, f"I could not judge the answer {short_repr(answer)} ({type(e).__name__}: "
+                            f"{short_repr(str(e))[1:-1]}).\n{self.answer_format()}")
+
+    def _shows_answers(self, teacher=None, reveal=None):
+        if reveal is not None:
+            return bool(reveal)
+        return self.teacher if teacher is None else bool(teacher)
+
+    def _looks_like(self, value):
+        """Why an answer of another kind was not read: the README's ``check("f32[2,4]")``
+        on a read exercise answers that this exercise asks for something else."""
+        if self.kind != "shape" and isinstance(value, str):
+            try:
+                looks_shape = Shape.parse(value.strip()).is_array
+            except Exception:  # noqa: BLE001 - not shape text
+                looks_shape = False
+            if looks_shape:
+                return (f"\n{value.strip()!r} is a shape, but this exercise asks: "
+                        f"{KIND_TITLES.get(self.kind, self.kind)}.")
+        return ""
 
     def answer_format(self):
         return self.question().split("\n")[-1]
 
+    def step_hint(self):
+        """A hint about this exercise's values that does not give the answer away."""
+        return ""
+
     @property
     def hints(self):
-        """Progressive hints: what to look at, the rule, then its first step with the values."""
-        hints = [h for h in (self.kind_hint(), self.generator.rule, self.generator.formula) if h]
-        steps = self.reasoning()
-        if steps:
-            hints.append("First step: " + steps[0])
+        """Progressive hints: what to look at, the rule, the formula, a step with this
+        exercise's values; the first step of the worked solution only for a teacher."""
+        hints = [h for h in (self.kind_hint(), self.generator.rule, self.generator.formula, self.step_hint()) if h]
+        if self.teacher:
+            steps = self.reasoning()
+            if steps:
+                hints.append("First step: " + steps[0])
         return hints
 
     def hint(self):
@@ -565,10 +543,16 @@ class Exercise:
         self._hints_given += 1
         text = f"Hint {i + 1}/{len(hints)}: {hints[i]}"
         if self._hints_given > len(hints):
-            text += "\n(no more hints: see .solution())"
+            text += "\n(no more hints)"
         return text
 
-    def solution(self):
+    def solution(self, teacher=None):
+        """The answer and its worked reasoning, for the teacher: ``solution(teacher=True)``,
+        or any call on an exercise made with ``make(..., teacher=True)``."""
+        if not self._shows_answers(teacher):
+            raise TeacherOnly(f"the solution of {self!r} is for the teacher: "
+                              "make(..., teacher=True), or ex.solution(teacher=True); "
+                              "a student gets ex.hint() and ex.check(answer)")
         return Solution(self.answer_value(), "\n".join(self.reasoning()), self.code())
 
     def code(self):
@@ -592,13 +576,14 @@ class Exercise:
                 f"<p>{html.escape(self.question()).replace(chr(10), '<br>')}</p></div>")
 
     def widget(self):
-        """An ipywidgets front-end: a text box for the answer, Check / Hint / Solution."""
+        """An ipywidgets front-end for the student: a text box for the answer, Check and Hint
+        buttons.  There is no Solution button, and Check shows the right answer only when
+        the exercise was made for the teacher."""
         import ipywidgets as w  # optional dependency, imported only here
         prompt = w.HTML(self._repr_html_())
         box = w.Text(placeholder="your answer", layout=w.Layout(width="60%"))
         out = w.HTML()
-        check, hint, solve = w.Button(description="Check"), w.Button(description="Hint"), \
-            w.Button(description="Solution")
+        check, hint = w.Button(description="Check"), w.Button(description="Hint")
 
         def on_check(_):
             try:
@@ -609,16 +594,16 @@ class Exercise:
 
         def on_hint(_):
             out.value = f"<pre>{html.escape(self.hint())}</pre>"
-
-        def on_solve(_):
-            out.value = self.solution()._repr_html_()
         check.on_click(on_check)
         hint.on_click(on_hint)
-        solve.on_click(on_solve)
-        ui = w.VBox([prompt, w.HBox([box, check, hint, solve]), out])
+        ui = w.VBox([prompt, w.HBox([box, check, hint]), out])
         ui.exercise = self
-        ui.answer_box, ui.buttons, ui.output = box, (check, hint, solve), out
+        ui.answer_box, ui.buttons, ui.output = box, (check, hint), out
         return ui
+
+
+class TeacherOnly(PermissionError):
+    """A solution or an answer key asked for without ``teacher=True``."""
 
 
 def _mutate(generator, call, rng):
@@ -700,6 +685,11 @@ class ShapeExercise(Exercise):
             return f"Work backwards from the rule that relates {self.target}' dimensions to the other arguments."
         return "Go through the result's dimensions one by one: where does each size come from?"
 
+    def step_hint(self):
+        if self.target is None and self.level >= 2:
+            return "At this level the call may break a rule of the spec: check every rule before you count sizes."
+        return ""
+
     def answer_value(self):
         if self.target:
             return str(Shape.of(self.call.value(self.target)))
@@ -716,6 +706,8 @@ class ShapeExercise(Exercise):
         return self.generator.shape_steps(self.call, self.expected)
 
     def judge(self, answer, reveal):
+        if self.expected is not None and self.expected.is_tuple:
+            return self._judge_tuple(answer, reveal)
         claim, dims, etype = _shape_answer(answer)
         why = "\n".join(self.reasoning())
         if self.target:
@@ -723,8 +715,9 @@ class ShapeExercise(Exercise):
         if self.error:
             if claim == "illegal":
                 if dims and dims not in _culprits(self.call, self.error):
-                    return Feedback(False, f"Illegal, yes, but not because of {dims}: {self.error}",
-                                    self.answer_value())
+                    return Feedback(False, f"Illegal, yes, but {dims} is not what the shape rule complains about"
+                                    + (f": {self.error}" if reveal else "; which rule does the call break?"),
+                                    self.answer_value() if reveal else None)
                 return Feedback(True, f"The call is illegal: {self.error}", self.answer_value())
             return Feedback(False, "This call is illegal, so it has no result shape. "
                             + (str(self.error) if reveal else "Check every rule of the op against the arguments."),
@@ -746,11 +739,35 @@ class ShapeExercise(Exercise):
                             f" ({self.generator.type_rule})", str(want) if reveal else None)
         return Feedback(True, f"The result is {want}.\n{why}", str(want))
 
+    def _judge_tuple(self, answer, reveal):
+        """A tuple-shaped result: the answer is tuple shape text, "(u64[2], u32[3])"."""
+        want = self.expected
+        if isinstance(answer, str) and answer.strip().lower().startswith("illegal"):
+            return Feedback(False, "The call is legal: every rule of the spec holds."
+                            + ("\n" + "\n".join(self.reasoning()) if reveal else ""), str(want) if reveal else None)
+        if not isinstance(answer, (str, Shape)):
+            raise ValueError("the result is a tuple: answer with tuple shape text such as \"(u64[2], u32[3])\"")
+        got = answer if isinstance(answer, Shape) else Shape.parse(answer.strip())
+        if got == want:
+            return Feedback(True, f"The result is {want}.\n" + "\n".join(self.reasoning()), str(want))
+        if not got.is_tuple or len(got.tuple_shapes) != len(want.tuple_shapes):
+            msg = f"The result is a tuple of {len(want.tuple_shapes)} arrays."
+        else:
+            k = next(i for i, (a, b) in enumerate(zip(got.tuple_shapes, want.tuple_shapes)) if a != b)
+            msg = f"Tuple element {k} of your answer, {got.tuple_shapes[k]}, is not right."
+        return Feedback(False, msg + ("\n" + "\n".join(self.reasoning()) if reveal else "\n" + self.generator.rule),
+                        str(want) if reveal else None)
+
     def _judge_operand(self, claim, dims, etype, reveal):
         if claim != "shape":
             raise ValueError("expected a shape such as \"s32[2,3]\" or (2, 3)")
         old = Shape.of(self.call.value(self.target))
-        trial = self.call.with_operand(self.target, np.zeros(dims, dtype=Shape(etype or old.element_type).dtype))
+        if any(d < 0 for d in dims):
+            raise ValueError(f"sizes are never negative, and {list(dims)} has a negative one")
+        # a read-only zero-strided array: the shape rule sees the student's shape, however
+        # large, and nothing of that size is allocated
+        trial_value = np.broadcast_to(np.zeros((), Shape(etype or old.element_type).dtype), dims)
+        trial = self.call.with_operand(self.target, trial_value)
         error = trial.error()
         why = "\n".join(self.reasoning())
         if error is None:
@@ -760,6 +777,22 @@ class ShapeExercise(Exercise):
                             + "\n" + why, str(old))
         return Feedback(False, f"With {self.target}: {Shape(etype or old.element_type, dims)} the shape rule "
                         f"refuses the call: {error}" + ("\n" + why if reveal else ""), str(old) if reveal else None)
+
+
+def _beyond_sizes(values, arrays):
+    """The first integer in ``values`` (an answer's attributes) larger in magnitude than four
+    times every dimension of ``arrays`` (plus 16), or None: such an attribute would make the
+    reference pad, dilate or stride over arrays far bigger than the exercise."""
+    dims = [d for a in arrays for x in (a if isinstance(a, tuple) else (a,)) for d in np.shape(x)]
+    limit = 4 * max(dims, default=1) + 16
+    stack = list(values.values())
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool) and abs(int(v)) > limit:
+            return int(v)
+    return None
 
 
 def _first_diff(a, b):
@@ -879,6 +912,9 @@ class ValuesExercise(Exercise):
     def kind_hint(self):
         return "Work out one result element at a time, from the op's formula."
 
+    def step_hint(self):
+        return f"The result is {type_text(self.expected)}: find each element in turn."
+
     def answer_value(self):
         return self.expected
 
@@ -991,6 +1027,10 @@ class ReadExercise(Exercise):
 
     def kind_hint(self):
         return "Follow the spec's formula for this one index, step by step."
+
+    def step_hint(self):
+        steps = [k for k in self.access.detail if k not in self.generator.detail_skip]
+        return ("Work out, in this order: " + ", ".join(steps) + ".") if steps else ""
 
     def expected_reads(self):
         a = self.access
@@ -1158,6 +1198,10 @@ class AttributeExercise(Exercise):
     def kind_hint(self):
         return "Compare the target with the operand: its size and which elements it keeps tell the attribute."
 
+    def step_hint(self):
+        operands = ", ".join(f"{n} is {type_text(v)}" for n, v in self.call.operands)
+        return f"The target is {type_text(self.target)}; {operands}."
+
     def answer_value(self):
         values = [self.call.attrs[h] for h in self.hidden]
         return values[0] if len(values) == 1 else dict(zip(self.hidden, values))
@@ -1167,6 +1211,10 @@ class AttributeExercise(Exercise):
 
     def code(self):
         return self.call.code(target=self.target)
+
+    def _ours(self):
+        """The attribute values the exercise was made with (a fix exercise: the intended ones)."""
+        return {h: self.call.attrs[h] for h in self.hidden}
 
     def judge(self, answer, reveal):
         if isinstance(answer, str):
@@ -1193,6 +1241,14 @@ class AttributeExercise(Exercise):
         except ShapeError as e:
             return Feedback(False, f"With {shown} the call is illegal: {e}" + ("\n" + why if reveal else ""),
                             self.answer_value() if reveal else None)
+        if shape != Shape.of(self.target):  # before running: a wrong attribute may ask for a huge result
+            return Feedback(False, f"With {shown} the result is {shape}, but the target is {type_text(self.target)}."
+                            + ("\n" + why if reveal else ""), self.answer_value() if reveal else None)
+        too_big = _beyond_sizes(values, [v for _, v in self.call.operands] + [self.target])
+        if too_big is not None:  # the result is small, but padding or dilating by this much is not
+            return Feedback(False, f"With {shown} the result has the target's shape, but {too_big} is far beyond "
+                            "every size in this exercise: no attribute that gives the target needs it. "
+                            + self.kind_hint())
         try:
             result = self.call.run(attrs)
         except Exception as e:  # noqa: BLE001 - report whatever the reference says
@@ -1208,7 +1264,7 @@ class AttributeExercise(Exercise):
                             f"{index_text(first)} = {scalar_text(result[first])}, while target{index_text(first)} = "
                             f"{scalar_text(target[first])}." + ("\n" + why if reveal else ""),
                             self.answer_value() if reveal else None)
-        ours = {h: self.call.attrs[h] for h in self.hidden}
+        ours = self._ours()
         extra = "" if all(spec_attr(values[h]) == spec_attr(ours[h]) for h in self.hidden) else \
             f"\n(The exercise used {', '.join(f'{k}={spec_attr(v)}' for k, v in ours.items())}; yours works too.)"
         return Feedback(True, f"With {shown} the result is the target." + extra + "\n" + why, self.answer_value())
@@ -1398,7 +1454,7 @@ class Generator:
                 f"-> {scalar_text(value)}"]
 
     # -- making exercises ------------------------------------------------------------------
-    def __call__(self, seed=0, level=1, kind=None):
+    def __call__(self, seed=0, level=1, kind=None, teacher=False):
         level = int(level)
         if level not in LEVELS:
             raise ValueError(f"level={level}: levels are 1 (small, rank 1-2), 2 and 3 (batching, "
@@ -1408,10 +1464,12 @@ class Generator:
             kind = self.kinds[np.random.default_rng([seed, level, self._crc, 99]).integers(len(self.kinds))]
         if kind not in self.kinds:
             raise ValueError(f"{self.opcode} has no {kind!r} exercises; kinds: {', '.join(self.kinds)}")
-        call = self.problem(np.random.default_rng([seed, level, self._crc]), level, kind)
+        # a kind may have problems of its own (indexing stories, replicated operands)
+        problem = getattr(self, kind + "_problem", self.problem)
+        call = problem(np.random.default_rng([seed, level, self._crc]), level, kind)
         call.shape()  # a generated problem is legal (mutations come later)
         rng = np.random.default_rng([seed, level, self._crc, _KIND_NUMBER[kind]])
-        return KINDS[kind](self, call, seed=seed, level=level, rng=rng)
+        return KINDS[kind](self, call, seed=seed, level=level, rng=rng, teacher=teacher)
 
     def __repr__(self):
         return f"<exercise generator {self.opcode}: {', '.join(self.kinds)}>"

@@ -8,9 +8,12 @@ stay raw in ``Instruction.extra``.
 """
 import re
 
+from .. import coerce as _c
 from ..errors import HloParseError
 
 REQUIRED = object()
+#: the most devices an iota list of replica groups may name (``[2,2]<=[4]``)
+MAX_DEVICES = 1 << 16
 
 
 def split_top(text, sep=","):
@@ -69,7 +72,12 @@ def parse_int_lists(raw):
         import numpy as np
         shape = [int(x) for x in m.group(1).split(",")]
         reshape = [int(x) for x in m.group(2).split(",")]
-        ids = np.arange(int(np.prod(reshape))).reshape(reshape)
+        count = 1
+        for x in reshape:
+            count *= x
+        if count > MAX_DEVICES:
+            raise HloParseError(f"{raw}: {count:,} device ids; at most {MAX_DEVICES:,} are supported")
+        ids = np.arange(count).reshape(reshape)
         if m.group(3):
             ids = ids.transpose([int(x) for x in m.group(3).split(",")])
         return tuple(tuple(int(x) for x in row) for row in ids.reshape(shape))
@@ -107,27 +115,76 @@ _SIMPLE = {
 }
 
 
+#: kind -> how a value given in Python is checked (``coerce``): one rule per kind for every op
+_COERCE = {
+    "int": _c.as_int,
+    "float": _c.as_float,
+    "ints": _c.as_int_list,
+    "int_lists": _c.as_int_lists,
+    "bool": _c.as_bool,
+    "str": _c.as_str,
+    "qstr": _c.as_str,
+    "computation": _c.as_computation,
+    "computations": _c.as_computations,
+}
+
+
+#: Attr kind -> the kind of argument (``ops.arguments.KINDS``) a playground control shows
+_ARG_KINDS = {"int": "int", "float": "float", "ints": "dims", "int_lists": "groups", "bool": "bool", "str": "str",
+              "qstr": "str", "raw": "str", "computation": "computation", "computations": "computations"}
+
+
 class Attr:
     """One HLO attribute for one Python keyword, of a simple kind (see ``_SIMPLE``).
 
     ``default`` is used when the attribute is absent from HLO text (``REQUIRED``: it must
     be there); a value equal to the default is not printed unless ``always_print``.
+    ``choices``: the values an enum attribute may take (``direction=``), refused otherwise
+    by the parser and the builder alike; ``minimum``: the least value of an int attribute.
     """
 
-    def __init__(self, kw, kind, hlo=None, default=REQUIRED, always_print=False):
+    def __init__(self, kw, kind, hlo=None, default=REQUIRED, always_print=False, choices=None, minimum=None):
         if kind not in _SIMPLE:
             raise ValueError(f"unknown attribute kind {kind!r}")
         self.kw, self.kind, self.hlo = kw, kind, hlo or kw
         self.default, self.always_print = default, always_print
+        self.choices = tuple(choices) if choices is not None else None
+        self.minimum = minimum
         self.kws = (kw,)
+
+    @property
+    def arg_kinds(self):
+        """{keyword: the kind of argument it is} (see ``ops.arguments``): what a control needs."""
+        return {self.kw: "enum" if self.choices is not None else _ARG_KINDS[self.kind]}
 
     def parse(self, raw, resolve):
         try:
-            return {self.kw: _SIMPLE[self.kind][0](raw, resolve)}
+            value = _SIMPLE[self.kind][0](raw, resolve)
         except HloParseError:
             raise
         except (ValueError, KeyError, TypeError) as e:
             raise HloParseError(f"attribute {self.hlo}={raw}: expected {self.kind} ({e})") from None
+        if self.kind == "bool" and raw.strip() not in ("true", "false"):
+            raise HloParseError(f"attribute {self.hlo}={raw}: expected true or false")
+        if self.choices is not None and value not in self.choices:
+            raise HloParseError(f"attribute {self.hlo}={raw}: expected one of {', '.join(self.choices)}")
+        if self.minimum is not None and value < self.minimum:
+            raise HloParseError(f"attribute {self.hlo}={raw}: must be >= {self.minimum}")
+        return {self.kw: value}
+
+    def coerce(self, attrs, op):
+        """Check (and normalise) the Python value given for this attribute, in place."""
+        if self.kw not in attrs or self.kind == "raw":
+            return
+        v = attrs[self.kw]
+        if v is None and self.default is not REQUIRED and self.default is None:
+            return  # an optional attribute left out
+        if self.kind == "str" and self.choices is not None:
+            attrs[self.kw] = _c.as_str(op, self.kw, v, self.choices)
+        elif self.kind == "int":
+            attrs[self.kw] = _c.as_int(op, self.kw, v, minimum=self.minimum)
+        else:
+            attrs[self.kw] = _COERCE[self.kind](op, self.kw, v)
 
     def missing(self):
         if self.default is REQUIRED:
@@ -154,6 +211,7 @@ class PaddingConfig:
 
     def __init__(self, kw="padding_config", hlo="padding"):
         self.kw, self.hlo, self.kws = kw, hlo, (kw,)
+        self.arg_kinds = {kw: "padding_config"}
 
     def parse(self, raw, resolve):
         triples = []
@@ -168,6 +226,10 @@ class PaddingConfig:
 
     def missing(self):
         return {self.kw: ()}  # a rank-0 pad prints no padding at all
+
+    def coerce(self, attrs, op):
+        if self.kw in attrs:
+            attrs[self.kw] = int_tuples(op, self.kw, attrs[self.kw], (2, 3), "(low, high, interior)")
 
     def format(self, attrs, inst, name_of):
         cfg = attrs.get(self.kw)
@@ -185,6 +247,7 @@ class SliceAttr:
 
     kws = ("start_indices", "limit_indices", "strides")
     hlo = "slice"
+    arg_kinds = dict.fromkeys(kws, "sizes")  # one integer per operand dimension
 
     def parse(self, raw, resolve):
         starts, limits, strides = [], [], []
@@ -200,6 +263,11 @@ class SliceAttr:
 
     def missing(self):
         return None
+
+    def coerce(self, attrs, op):
+        for kw in self.kws:
+            if attrs.get(kw) is not None:
+                attrs[kw] = _c.as_int_list(op, kw, attrs[kw])
 
     def format(self, attrs, inst, name_of):
         strides = attrs.get("strides") or [1] * len(attrs["start_indices"])
@@ -227,6 +295,8 @@ class Window:
         self.fields = dict(fields)
         self.kws = tuple(self.fields.values())
         self.size_from = size_from
+        # per dimension of the window: a size each, a (low, high) pair, a reversal flag
+        self.arg_kinds = {kw: {"pad": "padding", "rhs_reversal": "flags"}.get(f, "sizes") for f, kw in self.fields.items()}
 
     def parse(self, raw, resolve):
         body = _strip_braces(raw, "window fields")
@@ -255,6 +325,20 @@ class Window:
     def missing(self):
         return {kw: () for kw in self.kws}
 
+    def coerce(self, attrs, op):
+        for field, kw in self.fields.items():
+            v = attrs.get(kw)
+            if v is None:
+                continue
+            if field == "pad":
+                attrs[kw] = int_tuples(op, kw, v, (2,), "(low, high)")
+            elif field == "rhs_reversal":
+                if not isinstance(v, (list, tuple)):
+                    raise _c.ShapeError(f"{op}: {kw} must be a list of bools, got {_c.short(v)}")
+                attrs[kw] = tuple(_c.as_bool(op, f"{kw}[{i}]", x) for i, x in enumerate(v))
+            else:
+                attrs[kw] = _c.as_int_list(op, kw, v)
+
     def format(self, attrs, inst, name_of):
         if "size" in self.fields:
             size = attrs[self.fields["size"]]
@@ -277,6 +361,34 @@ class Window:
             elif any(int(x) != 1 for x in v):
                 parts.append(f"{field}=" + "x".join(map(str, v)))
         return "{" + " ".join(parts) + "}"
+
+
+def int_tuples(op, kw, v, lengths, what):
+    """A list of integer tuples of one of ``lengths`` (padding pairs and triples)."""
+    import numpy as np
+    if isinstance(v, np.ndarray) and v.ndim == 2 and v.dtype.kind in "iu":
+        v = v.tolist()
+    if not isinstance(v, (list, tuple)):
+        raise _c.ShapeError(f"{op}: {kw} must be a list of {what} tuples of integers, got {_c.short(v)}")
+    out = []
+    for i, t in enumerate(v):
+        t = _c.as_int_list(op, f"{kw}[{i}]", t)
+        if len(t) not in lengths:
+            raise _c.ShapeError(f"{op}: {kw}[{i}]={list(t)} must be {what}")
+        out.append(t)
+    return tuple(out)
+
+
+def coerce_attrs(op, attrs):
+    """The attributes given to ``op`` (an OpDef) checked against its schema: dimension lists
+    of integers, flags of bools, enums among their choices, computations callable.  Raises a
+    ShapeError naming the op and the attribute; keywords no schema entry claims are kept."""
+    out = dict(attrs)
+    for a in op.attrs:
+        fn = getattr(a, "coerce", None)
+        if fn is not None:
+            fn(out, op.name)
+    return out
 
 
 def parse_attribute_list(text):

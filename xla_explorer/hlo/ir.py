@@ -11,7 +11,7 @@ from ..shapes import Shape
 
 
 class Instruction:
-    __slots__ = ("name", "opcode", "shape", "operands", "attrs", "extra", "error", "__weakref__")
+    __slots__ = ("name", "opcode", "shape", "operands", "attrs", "extra", "error", "line", "__weakref__")
 
     def __init__(self, name, opcode, shape, operands=(), attrs=None, extra=None):
         self.name = name
@@ -21,6 +21,7 @@ class Instruction:
         self.attrs = dict(attrs or {})
         self.extra = dict(extra or {})
         self.error = None  # a ShapeError recorded for display (graphs of broken builds)
+        self.line = None   # the line of HLO text it was parsed from (named in errors)
 
     def called_computations(self):
         """The computations this instruction calls, in attribute order."""
@@ -74,18 +75,18 @@ class HloComputation:
 
 def computation_closure(entry):
     """Every computation reachable from ``entry``, callees before callers (as HLO text orders them)."""
-    order, seen = [], set()
-
-    def visit(comp):
-        if id(comp) in seen:
-            return
-        seen.add(id(comp))
-        for inst in comp.instructions:
-            for callee in inst.called_computations():
-                visit(callee)
-        order.append(comp)
-
-    visit(entry)
+    order, seen = [], {id(entry)}
+    # depth first with an explicit stack (no recursion, whatever the depth of calls)
+    stack = [(entry, iter([c for inst in entry.instructions for c in inst.called_computations()]))]
+    while stack:
+        comp, callees = stack[-1]
+        callee = next(callees, None)
+        if callee is None:
+            order.append(comp)
+            stack.pop()
+        elif id(callee) not in seen:
+            seen.add(id(callee))
+            stack.append((callee, iter([c for inst in callee.instructions for c in inst.called_computations()])))
     return order
 
 

@@ -40,53 +40,78 @@ def format_scalar(x, element_type):
 
 def parse_literal(text, shape):
     """Parse a literal of ``shape`` (an array Shape) into a NumPy array."""
-    tokens = _tokens(text)
-    pos = [0]
-
-    def value():
-        if pos[0] >= len(tokens):
-            raise HloParseError(f"constant literal {text!r} ends early")
-        tok = tokens[pos[0]]
-        if tok == "{":
-            pos[0] += 1
-            items = []
-            while tokens[pos[0]] != "}":
-                items.append(value())
-                if tokens[pos[0]] == ",":
-                    pos[0] += 1
-            pos[0] += 1
-            return items
-        if tok == "(":
-            pos[0] += 1
-            re_ = value()
-            if tokens[pos[0]] == ",":
-                pos[0] += 1
-            im = value()
-            if tokens[pos[0]] != ")":
-                raise HloParseError(f"constant literal {text!r}: expected ')' of a complex number")
-            pos[0] += 1
-            return complex(re_, im)
-        pos[0] += 1
-        return _scalar(tok, shape.element_type, text)
-
     if text.strip() in ("{...}", "..."):
         return None  # elided by the printer: the value is unknown
-    v = value()
+    if not shape.is_array:
+        raise HloParseError(f"a constant of shape {shape} is not supported (only array constants)")
+    v = _values(_tokens(text), shape.element_type, text)
     if shape.element_type == "pred":
-        arr = np.array(v, dtype=np.bool_)
+        arr = np.array(v, dtype=object)
+        if arr.size and not all(x is True or x is False or (isinstance(x, int) and x in (0, 1)) for x in arr.flat):
+            raise HloParseError(f"constant literal {_short(text)}: a pred value is true or false")
+        arr = arr.astype(np.bool_)
     elif shape.element_type in dtypes.INTEGRAL:
-        arr = np.array(v, dtype=object).astype(shape.dtype) if np.ndim(v) else np.array(v).astype(shape.dtype)
+        arr = np.array(v, dtype=object)
+        info = dtypes.iinfo(shape.element_type)
+        bad = [x for x in arr.flat if isinstance(x, float) or not int(info.min) <= x <= int(info.max)]
+        if bad:
+            raise HloParseError(f"constant literal {_short(text)}: {bad[0]!r} is not a {shape.element_type} value "
+                                f"(integers in [{int(info.min)}, {int(info.max)}])")
+        arr = arr.astype(shape.dtype)
     elif shape.element_type in dtypes.COMPLEX:
         arr = np.array(v, dtype=np.complex128).astype(shape.dtype)
     else:
-        arr = np.array(v, dtype=np.float64).astype(shape.dtype)
+        wide = np.array(v, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            arr = wide.astype(shape.dtype)
+        if np.any(np.isinf(arr.astype(np.float64)) & np.isfinite(wide)):
+            raise HloParseError(f"constant literal {_short(text)}: a value is too large for {shape.element_type}")
     dims = tuple(d for d in shape.dims)
     if arr.shape != dims:
-        if arr.size == int(np.prod(dims)) and (arr.ndim <= 1 or arr.size == 0):
+        if arr.size == math.prod(d or 0 for d in dims) and (arr.ndim <= 1 or arr.size == 0):
             arr = arr.reshape(dims)
         else:
             raise HloParseError(f"constant literal has shape {list(arr.shape)}, the instruction says {shape}")
     return arr
+
+
+def _short(text):
+    return repr(text) if len(text) <= 80 else repr(text[:77] + "...")
+
+
+def _values(tokens, element_type, text):
+    """The nested lists of a literal's tokens, without recursion (an explicit stack)."""
+    root, stack, i, n = [], [], 0, len(tokens)
+    top = root
+    while i < n:
+        tok = tokens[i]
+        if tok == "{":
+            new = []
+            top.append(new)
+            stack.append(top)
+            top = new
+        elif tok == "}":
+            if not stack:
+                raise HloParseError(f"constant literal {_short(text)}: a '}}' closes nothing")
+            top = stack.pop()
+        elif tok == ",":
+            pass
+        elif tok == "(":   # a complex number: (re, im)
+            parts = tokens[i + 1:i + 5]
+            if len(parts) < 4 or parts[1] != "," or parts[3] != ")":
+                raise HloParseError(f"constant literal {_short(text)}: a complex number is written (re, im)")
+            top.append(complex(_scalar(parts[0], "f64", text), _scalar(parts[2], "f64", text)))
+            i += 4
+        elif tok == ")":
+            raise HloParseError(f"constant literal {_short(text)}: a ')' closes nothing")
+        else:
+            top.append(_scalar(tok, element_type, text))
+        i += 1
+    if stack:
+        raise HloParseError(f"constant literal {_short(text)} ends early: a '{{' is not closed")
+    if len(root) != 1:
+        raise HloParseError(f"constant literal {_short(text)}: expected one value, got {len(root)}")
+    return root[0]
 
 
 def _scalar(tok, element_type, text):
@@ -103,10 +128,18 @@ def _scalar(tok, element_type, text):
         return float("-inf")
     try:
         if element_type in dtypes.INTEGRAL or element_type == "pred":
-            return int(tok, 0) if not any(c in tok for c in ".eE") or tok.lower().startswith("0x") else int(float(tok))
+            if not any(c in tok for c in ".eE") or tok.lower().startswith("0x"):
+                try:
+                    return int(tok, 0)
+                except ValueError:
+                    return int(tok, 10)  # "007": leading zeros
+            value = float(tok)
+            if value != int(value):  # 2.5 is no integer: never truncated
+                return value
+            return int(value)
         return float(tok)
-    except ValueError:
-        raise HloParseError(f"constant literal {text!r}: {tok!r} is not a {element_type} value") from None
+    except (ValueError, OverflowError):
+        raise HloParseError(f"constant literal {_short(text)}: {tok!r} is not a {element_type} value") from None
 
 
 def _tokens(text):

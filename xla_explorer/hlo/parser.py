@@ -5,6 +5,12 @@ optimized dumps), instructions with layouts, ``ROOT``, ``%`` sigils, operands wr
 with or without their shapes, ``/*index=N*/`` comments, constants, nested computations
 referenced by name in any order, and every attribute (those no op schema claims are kept
 verbatim).  Errors give the line and column and say what was expected.
+
+Robust to any text: every failure is an ``HloParseError`` with a line and a column; the
+time is linear in the text's size (no rescanning of joined lines); nothing recurses on
+the text's nesting (computations are made as empty shells first and filled in place, so
+a chain of calls of any length needs no recursion; tuple shapes and literals nest at most
+``MAX_NESTING`` deep); operands may come in any order but a cycle is refused.
 """
 import re
 
@@ -20,6 +26,11 @@ _NAME = r"%?([A-Za-z_][\w.\-]*)"
 _INST = re.compile(r"\s*(ROOT\s+)?" + _NAME + r"\s*=\s*")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\s*\(")
 _COMP = re.compile(r"\s*(ENTRY\s+)?" + _NAME + r"\s*(\(.*\)\s*->\s*.*?)?\s*\{\s*$")
+#: how a line that starts a new statement looks (an instruction ``x = f32[...`` / ``x = (``,
+#: a computation header, a closing brace): an open bracket cannot continue across it
+_STATEMENT = re.compile(r"\s*(?:(?:ROOT\s+)?%?[A-Za-z_][\w.\-]*\s*=\s*(?:\(|[a-z][a-z0-9]*\[)|}|ENTRY\b|HloModule\b)")
+_CLOSE = {")": "(", "]": "[", "}": "{"}
+_SPECIAL = re.compile(r'[()\[\]{}"\\]')
 
 
 _DEBUG_SECTIONS = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
@@ -33,26 +44,74 @@ class _Line:
         return HloParseError(message, self.number, column, self.text)
 
 
+def _scan(line, number, state):
+    """Update the bracket ``state`` with one line (quoted text skipped): the open brackets
+    are a stack of (char, line, column, text)."""
+    stack = state
+    quote, escaped = False, -1
+    for m in _SPECIAL.finditer(line):   # only the characters that matter: linear and quick
+        i, c = m.start(), m.group()
+        if quote:
+            if i == escaped:
+                continue
+            if c == "\\":
+                escaped = i + 1
+            elif c == '"':
+                quote = False
+        elif c == '"':
+            quote = True
+        elif c in "([{":
+            stack.append((c, number, i + 1, line))
+        elif c in ")]}":
+            if stack and stack[-1][0] == _CLOSE[c]:
+                stack.pop()
+            elif c == "}" and not stack:
+                stack.append(("}", number, i + 1, line))  # a computation's closing brace
+            # any other stray closing bracket is left to the instruction parser, which says
+            # what it expected there
+    return quote
+
+
 def _logical_lines(text):
-    """Lines with comments removed, joining lines whose brackets are still open."""
-    out, pending, start = [], "", 0
+    """Lines with comments removed, joining lines whose brackets are still open (one
+    pass over the text: linear time).  An open bracket that reaches the next statement or
+    the end of the text is an error at the bracket."""
+    out, pending, start, stack = [], [], 0, []
+
+    def unclosed(entry):
+        ch, ln, col, txt = entry
+        return HloParseError(f"'{ch}' is never closed", ln, col, txt)
+
     for number, raw in enumerate(text.splitlines(), 1):
-        line = _COMMENT.sub("", raw)
+        line = _COMMENT.sub("", raw) if "/*" in raw else raw
         if "//" in line and '"' not in line:
             line = line[:line.index("//")]
-        if not pending:
-            start = number
-        pending = (pending + " " + line.strip()) if pending else line
-        depth = sum(pending.count(c) for c in "([") - sum(pending.count(c) for c in ")]")
-        braces = pending.count("{") - pending.count("}")
-        # a computation header ends with one open '{'; anything else must balance
-        if depth > 0 or (braces > 1) or (braces == 1 and not pending.rstrip().endswith("{")):
+        if not line.strip() and not pending:
             continue
-        if pending.strip():
-            out.append(_Line(start, pending))
-        pending = ""
-    if pending.strip():
-        out.append(_Line(start, pending))
+        if pending and stack and _STATEMENT.match(line) and \
+                not (line.lstrip().startswith("}") and stack[-1][0] == "{"):
+            raise unclosed(stack[0])
+        if not pending:
+            start, stack = number, []
+        if _scan(line, number, stack):
+            raise HloParseError("a quoted string is not closed on its line", number, len(line), line)
+        pending.append(line.strip() if len(pending) else line)
+        # a computation header ends with one open '{' (at the end); a lone '}' closes one
+        if stack and stack[-1][0] == "}":
+            stack.clear()
+        if len(stack) == 1 and stack[0][0] == "{" and line.rstrip().endswith("{") and \
+                stack[0][1] == number and stack[0][2] == len(line.rstrip()):
+            stack.pop()
+        if stack:
+            continue
+        joined = " ".join(pending)
+        if joined.strip():
+            out.append(_Line(start, joined))
+        pending = []
+    if stack:
+        raise unclosed(stack[0])
+    if pending and " ".join(pending).strip():
+        out.append(_Line(start, " ".join(pending)))
     return out
 
 
@@ -107,29 +166,56 @@ def parse_hlo(text):
         raise lines[0].error("the module has no computations")
     if entry_name is None:
         entry_name = order[-1]  # XLA's rule: without ENTRY, the last computation is the entry
-    built = {}
-    building = set()
+    # every computation is an empty shell first: an attribute naming one gets the shell,
+    # filled below in place, so calls in any order and of any depth need no recursion
+    shells = {name: HloComputation(name, [], None) for name in order}
 
     def resolve(name):
         name = name.strip().lstrip("%")
-        if name in built:
-            return built[name]
-        if name not in blocks:
-            raise HloParseError(f"unknown computation {name!r} (defined: {', '.join(order)})")
-        if name in building:
-            raise HloParseError(f"computation {name!r} calls itself")
-        building.add(name)
-        header, body = blocks[name]
-        built[name] = _computation(name, header, body, resolve)
-        building.discard(name)
-        return built[name]
+        if name not in shells:
+            shown = ", ".join(order[:10]) + (f", ... ({len(order)} in all)" if len(order) > 10 else "")
+            raise HloParseError(f"unknown computation {name!r} (defined: {shown})")
+        return shells[name]
 
-    entry = resolve(entry_name)
-    computations = [resolve(n) for n in order]
+    for name in order:
+        header, body = blocks[name]
+        _computation(shells[name], header, body, resolve)
+    _check_no_recursion(shells, blocks, order)
+    entry = shells[entry_name]
     module = XlaComputation(entry, name=module_name, module_attrs=module_attrs,
-                            computations=[c for c in computations if c is not entry] + [entry])
+                            computations=[shells[n] for n in order if n != entry_name] + [entry])
     module.debug_sections = debug_sections
     return module
+
+
+def _check_no_recursion(shells, blocks, order):
+    """A computation that calls itself, directly or through others, is refused (without
+    recursing: an explicit stack of (computation, its callees still to visit))."""
+    state = {}  # name -> 1 while on the path, 2 when done
+    for start in order:
+        if state.get(start):
+            continue
+        path = [(start, iter(_callees(shells[start])))]
+        state[start] = 1
+        while path:
+            name, callees = path[-1]
+            callee = next(callees, None)
+            if callee is None:
+                state[name] = 2
+                path.pop()
+                continue
+            c = callee.name
+            if state.get(c) == 1:
+                cycle = [n for n, _ in path][[n for n, _ in path].index(c):] + [c]
+                header = blocks[c][0]
+                raise header.error(f"computation {c!r} calls itself ({' -> '.join(cycle)}); HLO has no recursion")
+            if not state.get(c):
+                state[c] = 1
+                path.append((c, iter(_callees(callee))))
+
+
+def _callees(comp):
+    return [c for inst in comp.instructions for c in inst.called_computations()]
 
 
 def _module_header(line):
@@ -147,7 +233,10 @@ def _module_header(line):
     return name, attrs
 
 
-def _computation(name, header, body, resolve):
+def _computation(comp, header, body, resolve):
+    """Fill the shell ``comp`` with the instructions of ``body``, in an order where operands
+    come first (text order where it already is)."""
+    name = comp.name
     parsed = []
     for line in body:
         parsed.append(_instruction_text(line))
@@ -158,25 +247,81 @@ def _computation(name, header, body, resolve):
         if iname in by_name:
             raise line.error(f"instruction {iname!r} is defined twice in computation {name!r}")
         inst = Instruction(iname, opcode, shape)
+        inst.line = line.number
         by_name[iname] = inst
         insts.append(inst)
         if is_root:
+            if root is not None:
+                raise line.error(f"computation {name!r} has two ROOT instructions ({root.name} and {iname})")
             root = inst
     for line, inst, (is_root, iname, shape, opcode, operand_text, attr_text) in zip(body, insts, parsed):
+        col = line.text.find(opcode + "(") + 1
         try:
             _fill(inst, operand_text, attr_text, by_name, resolve)
         except HloParseError as e:
             if e.line is not None:
                 raise
-            col = line.text.find(opcode + "(") + 1
             raise line.error(f"{iname} ({opcode}): {e}", col) from None
         except ShapeError as e:
-            raise line.error(f"{iname} ({opcode}): {e}") from None
+            raise line.error(f"{iname} ({opcode}): {e}", col) from None
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
+                ZeroDivisionError, RecursionError) as e:
+            raise line.error(f"{iname} ({opcode}): {type(e).__name__}: {e}", col) from None
     if not insts:
         raise header.error(f"computation {name!r} has no instructions")
     if root is None:
         root = insts[-1]
-    return HloComputation(name, insts, root)
+    insts = _operands_first(insts, name)
+    comp.instructions = insts
+    comp.root = root
+    params = [i for i in insts if i.opcode == "parameter"]
+    params.sort(key=lambda i: i.attrs["parameter_number"])
+    for a, b in zip(params, params[1:]):
+        if a.attrs["parameter_number"] == b.attrs["parameter_number"]:
+            raise HloParseError(f"parameter number {b.attrs['parameter_number']} is used twice in computation "
+                                f"{name!r} ({a.name} and {b.name})", b.line, 1)
+    if params and params[-1].attrs["parameter_number"] != len(params) - 1:
+        raise HloParseError(f"computation {name!r} has {len(params)} parameters, numbered "
+                            f"{[p.attrs['parameter_number'] for p in params][:10]}; they must be 0..{len(params) - 1}",
+                            params[-1].line, 1)
+    comp.parameters = params
+    return comp
+
+
+def _operands_first(insts, comp_name):
+    """The instructions in an order where every operand comes before its users (stable:
+    text order where the text already has it); a cycle is an error at one of its lines."""
+    position = {inst: k for k, inst in enumerate(insts)}
+    if all(position[o] < k for k, inst in enumerate(insts) for o in inst.operands):
+        return insts
+    import heapq
+    waiting = {inst: len(set(inst.operands)) for inst in insts}
+    users = {inst: [] for inst in insts}
+    for inst in insts:
+        for o in set(inst.operands):
+            users[o].append(inst)
+    ready = [position[i] for i in insts if waiting[i] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        inst = insts[heapq.heappop(ready)]
+        out.append(inst)
+        for u in users[inst]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, position[u])
+    if len(out) < len(insts):
+        # walk from a stuck instruction through stuck operands until one repeats: the cycle
+        inst, path, seen = next(i for i in insts if waiting[i] > 0), [], {}
+        while inst not in seen:
+            seen[inst] = len(path)
+            path.append(inst)
+            inst = next(o for o in inst.operands if waiting[o] > 0)
+        cycle = path[seen[inst]:]
+        names = " -> ".join(i.name for i in cycle[:8]) + (" -> ..." if len(cycle) > 8 else "") + f" -> {inst.name}"
+        raise HloParseError(f"instructions of computation {comp_name!r} form a cycle ({names}): an operand "
+                            f"must be computed before its user", min(i.line for i in cycle), 1)
+    return out
 
 
 def _instruction_text(line):
@@ -221,7 +366,10 @@ def _instruction_text(line):
 def _fill(inst, operand_text, attr_text, by_name, resolve):
     opcode = inst.opcode
     if opcode == "parameter":
-        inst.attrs["parameter_number"] = int(operand_text.strip())
+        text = operand_text.strip()
+        if not text.isdigit():
+            raise HloParseError(f"parameter({text}): the parameter number must be an integer >= 0")
+        inst.attrs["parameter_number"] = int(text)
     elif opcode == "constant":
         inst.attrs["literal"] = parse_literal(operand_text, inst.shape)
     else:

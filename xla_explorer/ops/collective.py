@@ -42,9 +42,11 @@ import time
 import numpy as np
 
 from ..builder import XlaOp, apply_op
+from ..coerce import as_int, as_int_list, as_int_lists
 from ..errors import ExecutionError, HloParseError, ShapeError
 from ..hlo.attrs import REQUIRED, Attr, parse_ints
 from ..shapes import Shape, as_shape
+from .arguments import describe
 from . import registry
 
 _U32 = Shape("u32", ())
@@ -59,6 +61,7 @@ class _OneDimension:
 
     def __init__(self, kw, default=REQUIRED):
         self.kw, self.kws, self.default = kw, (kw,), default
+        self.arg_kinds = {kw: "dim"}
 
     def parse(self, raw, resolve):
         dims = parse_ints(raw)
@@ -68,6 +71,10 @@ class _OneDimension:
 
     def missing(self):
         return None if self.default is REQUIRED else {self.kw: self.default}
+
+    def coerce(self, attrs, op):
+        if attrs.get(self.kw) is not None:
+            attrs[self.kw] = as_int(op, self.kw, attrs[self.kw])
 
     def format(self, attrs, inst, name_of):
         v = attrs.get(self.kw)
@@ -79,6 +86,7 @@ class _ShapeAttr:
 
     def __init__(self, kw, hlo):
         self.kw, self.hlo, self.kws = kw, hlo, (kw,)
+        self.arg_kinds = {kw: "shape"}
 
     def parse(self, raw, resolve):
         try:
@@ -88,6 +96,10 @@ class _ShapeAttr:
 
     def missing(self):
         return None
+
+    def coerce(self, attrs, op):
+        if attrs.get(self.kw) is not None and not isinstance(attrs[self.kw], Shape):
+            raise ShapeError(f"{op}: {self.kw} must be a Shape, got {attrs[self.kw]!r}")
 
     def format(self, attrs, inst, name_of):
         v = attrs.get(self.kw)
@@ -339,7 +351,7 @@ def AllReduce(operand, computation, replica_groups=(), channel_id=None, shape_wi
     both get ``[4.0, 7.75]``.  ``replica_groups``, ``channel_id`` and
     ``use_global_device_ids`` choose who meets (see the module docstring)."""
     attrs = {"computation": computation, "replica_groups": _groups(replica_groups, replica_group_ids),
-             "channel_id": _channel(channel_id), "use_global_device_ids": bool(use_global_device_ids)}
+             "channel_id": _channel(channel_id), "use_global_device_ids": use_global_device_ids}
     return apply_op("all-reduce", _operand_list("AllReduce", operand), attrs)
 
 
@@ -350,14 +362,16 @@ def _groups(replica_groups, replica_group_ids=None):
         if all(isinstance(g, (list, tuple)) for g in replica_group_ids):
             replica_groups = replica_group_ids  # the newer page calls the list of lists so too
         else:
-            ids = [int(g) for g in replica_group_ids]
+            ids = as_int_list("replica_group_ids", "replica_group_ids", replica_group_ids)
             replica_groups = [[r for r, g in enumerate(ids) if g == gid] for gid in sorted(set(ids))]
-    return tuple(tuple(int(i) for i in g) for g in (replica_groups or ()))
+    if replica_groups is None:
+        return ()
+    return as_int_lists("replica_groups", "replica_groups", replica_groups)
 
 
 def _channel(channel_id):
     """A channel id (an int, or a ChannelHandle-like object with ``.handle``), or None."""
-    return None if channel_id is None else int(getattr(channel_id, "handle", channel_id))
+    return None if channel_id is None else as_int("channel", "channel_id", getattr(channel_id, "handle", channel_id))
 
 
 def _all_reduce_shape_rule(*operands, computation, replica_groups=(), channel_id=None,
@@ -382,6 +396,8 @@ registry.register("all-reduce", "AllReduce", "collective", _all_reduce_shape_rul
                   attrs=_channel_attrs() + (Attr("use_global_device_ids", "bool", default=False),
                                             Attr("computation", "computation", hlo="to_apply")),
                   computation_params=_reducer_params("AllReduce"), needs_context=True, categories=("collective",))
+describe("all-reduce", shape_with_layout={"kind": "skip"},
+         example={"operand": "f32[2,3]", "computation": "Add", "replica_groups": [[0, 1]]})
 
 
 def CrossReplicaSum(operand, replica_groups=(), *, replica_group_ids=None):
@@ -410,11 +426,11 @@ def AllGather(operand, all_gather_dim=None, shard_count=None, replica_groups=(),
     d = all_gather_dim if all_gather_dim is not None else all_gather_dimension
     if d is None:
         raise ShapeError("AllGather: all_gather_dim is required")
-    attrs = {"all_gather_dim": int(d), "replica_groups": _groups(replica_groups, replica_group_ids),
+    attrs = {"all_gather_dim": d, "replica_groups": _groups(replica_groups, replica_group_ids),
              "channel_id": _channel(channel_id),
-             "use_global_device_ids": bool(use_global_device_ids)}
+             "use_global_device_ids": use_global_device_ids}
     if shard_count is not None:
-        attrs["shard_count"] = int(shard_count)
+        attrs["shard_count"] = as_int("AllGather", "shard_count", shard_count, minimum=1)
     return apply_op("all-gather", _operand_list("AllGather", operand), attrs)
 
 
@@ -474,6 +490,8 @@ registry.register("all-gather", "AllGather", "collective", _all_gather_shape_rul
                                             Attr("use_global_device_ids", "bool", default=False)),
                   attrs_from_shape=lambda shape: {"shape": shape},
                   needs_context=True, categories=("collective",))
+describe("all-gather", shard_count={"kind": "int", "minimum": 1}, layout={"kind": "skip"},
+         example={"operand": "f32[2]", "all_gather_dim": 0, "replica_groups": [[0, 1]]})
 
 
 # -- AllToAll --------------------------------------------------------------------------------
@@ -495,10 +513,12 @@ def AllToAll(operand, split_dimension, concat_dimension, split_count, replica_gr
     shape = operand.shape if isinstance(operand, XlaOp) else Shape.of(operand)
     if not shape.is_array:
         raise ShapeError(f"AllToAll: the operand must be an array, got {shape}; use AllToAllTuple")
+    split_dimension = as_int("AllToAll", "split_dimension", split_dimension)
+    concat_dimension = as_int("AllToAll", "concat_dimension", concat_dimension)
     _check_dimension("AllToAll", "concat_dimension", concat_dimension, shape)
-    split_count = int(split_count)
+    split_count = as_int("AllToAll", "split_count", split_count, minimum=1)
     groups = _groups(replica_groups) or (tuple(range(split_count)),)
-    result = apply_op("all-to-all", [operand], {"split_dimension": int(split_dimension), "split_count": split_count,
+    result = apply_op("all-to-all", [operand], {"split_dimension": split_dimension, "split_count": split_count,
                                                 "replica_groups": groups, "channel_id": _channel(channel_id)})
     if split_dimension == concat_dimension:
         return result
@@ -571,6 +591,8 @@ def _all_to_all_reference(*operands, shape, ctx, split_dimension=None, replica_g
 registry.register("all-to-all", "AllToAll", "collective", _all_to_all_shape_rule, _all_to_all_reference,
                   attrs=_channel_attrs() + (_OneDimension("split_dimension", default=None),),
                   needs_context=True, categories=("collective",))
+describe("all-to-all", concat_dimension={"kind": "dim"}, split_count={"kind": "int", "minimum": 1},
+         example={"operand": "f32[4,2]", "split_dimension": 0, "concat_dimension": 1, "split_count": 2})
 
 
 # -- CollectivePermute -----------------------------------------------------------------------
@@ -584,7 +606,7 @@ def CollectivePermute(operand, source_target_pairs, channel_id=None):
     No two pairs share a source or a target.  ``source_target_pairs=[(0, 1), (1, 2),
     (2, 0)]`` turns a ring.  The ids are replica ids, or partition ids with a
     ``channel_id``."""
-    pairs = tuple(tuple(int(i) for i in p) for p in source_target_pairs)
+    pairs = as_int_lists("CollectivePermute", "source_target_pairs", source_target_pairs)
     return apply_op("collective-permute", _operand_list("CollectivePermute", operand),
                     {"source_target_pairs": pairs, "channel_id": _channel(channel_id)})
 
@@ -628,6 +650,7 @@ registry.register("collective-permute", "CollectivePermute", "collective", _coll
                   _collective_permute_reference,
                   attrs=(Attr("channel_id", "int", default=None), Attr("source_target_pairs", "int_lists")),
                   needs_context=True, categories=("collective",))
+describe("collective-permute", example={"operand": "f32[2,3]", "source_target_pairs": [[0, 1], [1, 0]]})
 
 
 # -- ReduceScatter ---------------------------------------------------------------------------
@@ -645,11 +668,11 @@ def ReduceScatter(operand, computation, scatter_dimension=None, shard_count=None
     d = scatter_dimension if scatter_dimension is not None else scatter_dim
     if d is None:
         raise ShapeError("ReduceScatter: scatter_dimension is required")
-    attrs = {"computation": computation, "scatter_dimension": int(d),
+    attrs = {"computation": computation, "scatter_dimension": d,
              "replica_groups": _groups(replica_groups, replica_group_ids), "channel_id": _channel(channel_id),
-             "use_global_device_ids": bool(use_global_device_ids)}
+             "use_global_device_ids": use_global_device_ids}
     if shard_count is not None:
-        attrs["shard_count"] = int(shard_count)
+        attrs["shard_count"] = as_int("ReduceScatter", "shard_count", shard_count, minimum=1)
     return apply_op("reduce-scatter", _operand_list("ReduceScatter", operand), attrs)
 
 
@@ -704,6 +727,8 @@ registry.register("reduce-scatter", "ReduceScatter", "collective", _reduce_scatt
                   attrs_from_shape=lambda shape: {"shape": shape},
                   computation_params=_reducer_params("ReduceScatter"), needs_context=True,
                   categories=("collective",))
+describe("reduce-scatter", shard_count={"kind": "int", "minimum": 1}, layout={"kind": "skip"},
+         example={"operand": "f32[4,2]", "computation": "Add", "scatter_dimension": 0, "replica_groups": [[0, 1]]})
 
 
 # -- CollectiveBroadcast ---------------------------------------------------------------------
@@ -741,6 +766,183 @@ def _collective_broadcast_reference(operand, *, shape, ctx, replica_groups=(), c
 registry.register("collective-broadcast", "CollectiveBroadcast", "collective", _collective_broadcast_shape_rule,
                   _collective_broadcast_reference, attrs=_channel_attrs(), needs_context=True,
                   categories=("collective",))
+describe("collective-broadcast", example={"operand": "f32[2,3]", "replica_groups": [[0, 1]]})
+
+
+# -- index maps: every device at once --------------------------------------------------------
+#
+# A collective's map covers all devices: operand ``k`` is the devices' operands stacked
+# (device first), the domain is ``(device, *result_index)`` and a read is
+# ``(k, (source_device, *index))``.  Who meets whom is the references' own rule
+# (``_participants`` with each device's view).
+
+class _DeviceView:
+    """What the group rules read from a run's context, for one device of ``R x P``."""
+
+    def __init__(self, device, num_replicas, num_partitions):
+        self.device_id = device
+        self.replica_id, self.partition_id = divmod(device, num_partitions)
+        self.num_replicas, self.num_partitions = num_replicas, num_partitions
+        self.num_devices = num_replicas * num_partitions
+
+
+def _views(op, operands, ctx):
+    """One _DeviceView per device of the stacked operands (device count = leading size)."""
+    n = int(np.shape(operands[0])[0]) if operands else 0
+    shapes = {tuple(np.shape(o))[1:] for o in operands}
+    if len(shapes) > 1:
+        raise NotImplementedError(f"{op} index map: operands of different shapes {sorted(shapes)}; the map "
+                                  "covers operands of one shape (map each operand's collective on its own)")
+    R, P = (ctx.num_replicas, ctx.num_partitions) if ctx is not None else (n, 1)
+    if R * P != n:
+        R, P = n, 1
+    return [_DeviceView(d, R, P) for d in range(n)]
+
+
+def _collective_map(opcode, operands, shape, access, kind="copy"):
+    from .index_map import IndexMap
+    n = int(np.shape(operands[0])[0])
+    dims = _shapes(shape)[0].dims
+    return IndexMap(opcode, (n,) + tuple(dims), access, operand_shapes=tuple(Shape.of(o) for o in operands),
+                    result_shape=shape, kind=kind)
+
+
+def _groups_of(op, views, replica_groups, mode, none_ok=False):
+    """Per device: its group (device numbers, in group order), or None (none_ok)."""
+    out = []
+    for v in views:
+        try:
+            out.append(_participants(op, v, replica_groups, mode))
+        except ExecutionError:
+            if not none_ok:
+                raise
+            out.append(None)
+    return out
+
+
+def _all_reduce_index_map(*operands, shape, ctx=None, computation, replica_groups=(), channel_id=None,
+                          use_global_device_ids=False):
+    """``result@d[i] = computation(...(operand@g[0][i], operand@g[1][i]), ...)``: each result
+    element reads the same element of every device of its group, in group order."""
+    from .index_map import Access
+    views = _views("AllReduce", operands, ctx)
+    groups = _groups_of("AllReduce", views, replica_groups, _group_mode(channel_id, bool(use_global_device_ids)))
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        return Access(index, reads=tuple((k, (s,) + i) for s in g for k in range(len(operands))),
+                      detail={"device": d, "group": g, "result_index": i})
+    return _collective_map("all-reduce", operands, shape, access, kind="reduce")
+
+
+def _all_gather_index_map(*operands, shape, ctx=None, all_gather_dim, replica_groups=(), channel_id=None,
+                          use_global_device_ids=False, shard_count=None):
+    """``result@d`` is the group's operands concatenated along ``all_gather_dim``: element
+    ``i`` with ``i[dim] = k * m + j`` copies ``operand@g[k]`` at ``j`` (``m`` the operand's size)."""
+    from .index_map import Access
+    views = _views("AllGather", operands, ctx)
+    groups = _groups_of("AllGather", views, replica_groups, _group_mode(channel_id, bool(use_global_device_ids)))
+    m = int(np.shape(operands[0])[1 + all_gather_dim])
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        k, j = divmod(i[all_gather_dim], m)
+        src = groups[d][k]
+        oi = i[:all_gather_dim] + (j,) + i[all_gather_dim + 1:]
+        return Access(index, reads=tuple((q, (src,) + oi) for q in range(len(operands))),
+                      detail={"device": d, "group": groups[d], "block": k, "source_device": src,
+                              "operand_index": oi})
+    return _collective_map("all-gather", operands, shape, access)
+
+
+def _all_to_all_index_map(*operands, shape, ctx=None, split_dimension=None, replica_groups=(), channel_id=None,
+                          split_count=None):
+    """Array form: ``result@g[me]`` along ``split_dimension`` is block ``me`` of every group
+    member, in group order: element ``i`` with ``i[dim] = k * b + j`` copies
+    ``operand@g[k]`` at ``me * b + j``.  Tuple form: result ``j`` is ``operands[me]@g[j]``."""
+    from .index_map import Access
+    views = _views("AllToAll", operands, ctx)
+    groups = _groups_of("AllToAll", views, replica_groups, _group_mode(channel_id, None))
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        me = g.index(d)
+        if split_dimension is None:
+            return Access(index, reads=tuple((me, (src,) + i) for src in g),
+                          detail={"device": d, "group": g, "position": me})
+        b = int(np.shape(operands[0])[1 + split_dimension]) // len(g)
+        k, j = divmod(i[split_dimension], b)
+        oi = i[:split_dimension] + (me * b + j,) + i[split_dimension + 1:]
+        return Access(index, reads=((0, (g[k],) + oi),),
+                      detail={"device": d, "group": g, "position": me, "block": k, "block_size": b,
+                              "source_device": g[k], "operand_index": oi})
+    return _collective_map("all-to-all", operands, shape, access)
+
+
+def _collective_permute_index_map(*operands, shape, ctx=None, source_target_pairs, channel_id=None):
+    """``result@t = operand@s`` for each pair ``(s, t)``; a device that is no target gets zeros."""
+    from .index_map import Access
+    views = _views("CollectivePermute", operands, ctx)
+    mode = _group_mode(channel_id, None)
+    source = []
+    for v in views:
+        me, count = _domain(v, mode)
+        ids = [s for s, t in source_target_pairs if t == me]
+        source.append(_devices(v, mode, ids)[0] if ids else None)
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        s = source[d]
+        if s is None:
+            return Access(index, source="init", detail={"device": d, "source_device": None})
+        return Access(index, reads=tuple((k, (s,) + i) for k in range(len(operands))),
+                      detail={"device": d, "source_device": s})
+    return _collective_map("collective-permute", operands, shape, access)
+
+
+def _reduce_scatter_index_map(*operands, shape, ctx=None, computation, scatter_dimension, replica_groups=(),
+                              channel_id=None, use_global_device_ids=False, shard_count=None):
+    """``result@g[me]`` is block ``me`` of the group's AllReduce: element ``i`` reads
+    element ``i`` with ``i[dim] += me * b`` of every group member's operand."""
+    from .index_map import Access
+    views = _views("ReduceScatter", operands, ctx)
+    groups = _groups_of("ReduceScatter", views, replica_groups,
+                        _group_mode(channel_id, bool(use_global_device_ids)))
+    b = int(_shapes(shape)[0].dims[scatter_dimension])
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        me = g.index(d)
+        oi = i[:scatter_dimension] + (me * b + i[scatter_dimension],) + i[scatter_dimension + 1:]
+        return Access(index, reads=tuple((k, (s,) + oi) for s in g for k in range(len(operands))),
+                      detail={"device": d, "group": g, "position": me, "operand_index": oi})
+    return _collective_map("reduce-scatter", operands, shape, access, kind="reduce")
+
+
+def _collective_broadcast_index_map(operand, *, shape, ctx=None, replica_groups=(), channel_id=None):
+    """``result@g[i] = operand@g[0]``; a device in no group gets zeros."""
+    from .index_map import Access
+    views = _views("CollectiveBroadcast", [operand], ctx)
+    groups = _groups_of("CollectiveBroadcast", views, replica_groups, _group_mode(channel_id, None), none_ok=True)
+
+    def access(index):
+        d, i = index[0], tuple(index[1:])
+        g = groups[d]
+        if g is None:
+            return Access(index, source="init", detail={"device": d, "group": None})
+        return Access(index, reads=((0, (g[0],) + i),), detail={"device": d, "group": g, "source_device": g[0]})
+    return _collective_map("collective-broadcast", [operand], shape, access)
+
+
+# the maps join the ops registered above (they share the group rules defined with them)
+for _opcode, _map in (("all-reduce", _all_reduce_index_map), ("all-gather", _all_gather_index_map),
+                      ("all-to-all", _all_to_all_index_map), ("collective-permute", _collective_permute_index_map),
+                      ("reduce-scatter", _reduce_scatter_index_map),
+                      ("collective-broadcast", _collective_broadcast_index_map)):
+    registry.OPS[_opcode].index_map = _map
 
 
 # -- channels: Infeed, Outfeed, Send, Recv ---------------------------------------------------
@@ -824,6 +1026,7 @@ registry.register("infeed", "Infeed", "collective", _infeed_shape_rule, _infeed_
                   attrs=(Attr("config", "qstr", hlo="infeed_config", default=""),),
                   attrs_from_shape=lambda shape: {"shape": shape.tuple_shapes[0]} if shape.is_tuple else {},
                   needs_context=True, categories=("other",))
+describe("infeed", shape={"kind": "shape"}, example={"shape": "f32[2,3]"})
 
 
 def Outfeed(operand, shape_with_layout=None, outfeed_config=""):
@@ -872,7 +1075,7 @@ def Send(operand, channel_handle):
 def SendWithToken(operand, token, channel_handle, is_host_transfer=False):
     """Wraps XLA's SendWithToken: ``send`` (a context ``(operand, u32[] id, token)``) and
     ``send-done`` (waits for it; returns a token)."""
-    attrs = {"channel_id": _channel(channel_handle), "is_host_transfer": bool(is_host_transfer)}
+    attrs = {"channel_id": _channel(channel_handle), "is_host_transfer": is_host_transfer}
     return SendDone(apply_op("send", [operand, token], attrs))
 
 
@@ -903,7 +1106,7 @@ def Recv(builder, shape, channel_handle):
 def RecvWithToken(token, shape, channel_handle, is_host_transfer=False):
     """Wraps XLA's RecvWithToken: ``recv`` (a context ``(buffer, u32[] id, token)``) and
     ``recv-done`` (waits for the data); returns ``(value, token)``."""
-    attrs = {"channel_id": _channel(channel_handle), "is_host_transfer": bool(is_host_transfer)}
+    attrs = {"channel_id": _channel(channel_handle), "is_host_transfer": is_host_transfer}
     return RecvDone(apply_op("recv", [token], dict(attrs, shape=as_shape(shape))))
 
 
@@ -973,11 +1176,14 @@ def _token_reference(*values, shape, ctx=None, **attrs):
 
 registry.register("send", "Send", "collective", _send_shape_rule, _send_reference, attrs=_send_attrs(),
                   needs_context=True, categories=("other",))
+describe("send", channel_handle={"kind": "int", "minimum": 1}, example={"operand": "f32[2,3]", "channel_handle": 1})
 registry.register("send-done", "SendDone", "collective", _send_done_shape_rule, _token_reference,
                   attrs=_send_attrs(), categories=("other",))
 registry.register("recv", "Recv", "collective", _recv_shape_rule, _recv_reference, attrs=_send_attrs(),
                   attrs_from_shape=lambda shape: {"shape": shape.tuple_shapes[0]} if shape.is_tuple else {},
                   needs_context=True, categories=("other",))
+describe("recv", shape={"kind": "shape"}, channel_handle={"kind": "int", "minimum": 1},
+         example={"shape": "f32[2,3]", "channel_handle": 1})
 registry.register("recv-done", "RecvDone", "collective", _recv_done_shape_rule, _recv_done_reference,
                   attrs=_send_attrs(), needs_context=True, categories=("other",))
 

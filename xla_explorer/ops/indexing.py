@@ -21,12 +21,14 @@ import numpy as np
 
 from .. import dtypes
 from ..builder import apply_op
+from ..coerce import as_bool, as_int_list
 from ..errors import ShapeError
 from ..hlo.attrs import Attr
 from ..hlo.ir import HloComputation
 from ..shapes import Shape
+from .arguments import describe
 from . import registry
-from .index_map import Access, IndexMap
+from .index_map import Access, Candidates, IndexMap, is_unknown
 
 # -- helpers shared by both ops ----------------------------------------------------------
 
@@ -44,10 +46,7 @@ def _index_values(indices):
 
 
 def _ints(v, op, name):
-    try:
-        return tuple(int(x) for x in v)
-    except TypeError:
-        raise ShapeError(f"{op}: {name} must be a list of integers, got {v!r}") from None
+    return as_int_list(op, name, v)
 
 
 def _unique(v):
@@ -130,7 +129,7 @@ def Gather(operand, start_indices, *, offset_dims, collapsed_slice_dims, start_i
         Gather(x, np.array([[2], [0]]), offset_dims=[1], collapsed_slice_dims=[0],
                start_index_map=[0], index_vector_dim=1, slice_sizes=[1, 4])  # f32[2,4]
     """
-    del unique_indices  # not an attribute of HLO's gather (see the docstring)
+    as_bool("Gather", "unique_indices", unique_indices)  # checked, but not an attribute of HLO's gather (see the docstring)
     attrs = {
         "offset_dims": _ints(offset_dims, "Gather", "offset_dims"),
         "collapsed_slice_dims": _ints(collapsed_slice_dims, "Gather", "collapsed_slice_dims"),
@@ -138,9 +137,9 @@ def Gather(operand, start_indices, *, offset_dims, collapsed_slice_dims, start_i
         "operand_batching_dims": _ints(operand_batching_dims, "Gather", "operand_batching_dims"),
         "start_indices_batching_dims": _ints(start_indices_batching_dims, "Gather",
                                              "start_indices_batching_dims"),
-        "index_vector_dim": int(index_vector_dim),
+        "index_vector_dim": index_vector_dim,
         "slice_sizes": _ints(slice_sizes, "Gather", "slice_sizes"),
-        "indices_are_sorted": bool(indices_are_sorted),
+        "indices_are_sorted": indices_are_sorted,
     }
     return apply_op("gather", [operand, start_indices], attrs)
 
@@ -292,7 +291,7 @@ def _gather_index_map(operand, start_indices, *, shape, offset_dims, collapsed_s
                       indices_are_sorted=False):
     """Per result index, in plain Python: the operand element read, with every intermediate."""
     operand_shape = np.shape(operand)
-    indices = np.asarray(start_indices)
+    indices = start_indices if is_unknown(start_indices) else np.asarray(start_indices)
     rank = len(operand_shape)
     batch_dims = [d for d in range(shape.rank) if d not in offset_dims]
     remapped_offset_dims = _offset_operand_dims(rank, collapsed_slice_dims, operand_batching_dims)
@@ -304,6 +303,9 @@ def _gather_index_map(operand, start_indices, *, shape, offset_dims, collapsed_s
         else:
             start_indices_index = [tuple(batch_index[:index_vector_dim]) + (k,) + tuple(batch_index[index_vector_dim:])
                                    for k in range(len(start_index_map))]
+        offset_index = [result_index[d] for d in offset_dims]
+        if is_unknown(indices):  # shapes only: the start is unknown, so is the element read
+            return _gather_candidates(result_index, batch_dims, batch_index, start_indices_index, offset_index)
         start_index = [int(indices[i]) for i in start_indices_index]
         unclamped, full_start_index = [0] * rank, [0] * rank
         for d_start, d_operand in enumerate(start_index_map):
@@ -332,6 +334,25 @@ def _gather_index_map(operand, start_indices, *, shape, offset_dims, collapsed_s
                       source="init" if empty else "operand",
                       clamped=unclamped != full_start_index, detail=detail)
 
+    def _gather_candidates(result_index, batch_dims, batch_index, start_indices_index, offset_index):
+        # a dimension the start indices pick: any clamped start plus the offset; a batching
+        # dimension: the batch index; any other: the offset alone
+        full_offset_index = [0] * rank
+        for d_operand, o in zip(remapped_offset_dims, offset_index):
+            full_offset_index[d_operand] = o
+        ranges = [(o, o + 1) for o in full_offset_index]
+        for d_operand in start_index_map:
+            ranges[d_operand] = (full_offset_index[d_operand],
+                                 operand_shape[d_operand] - slice_sizes[d_operand] + full_offset_index[d_operand] + 1)
+        for d_operand, d_start in zip(operand_batching_dims, start_indices_batching_dims):
+            b = batch_index[_batch_position(d_start, index_vector_dim)]
+            ranges[d_operand] = (b + full_offset_index[d_operand], b + full_offset_index[d_operand] + 1)
+        empty = 0 in operand_shape or 0 in slice_sizes
+        return Access(result_index, reads=() if empty else Candidates(ranges), unknown=True, detail={
+            "batch_dims": batch_dims, "batch_index": batch_index, "start_indices_index": start_indices_index,
+            "offset_dims": list(offset_dims), "offset_index": offset_index, "full_offset_index": full_offset_index,
+            "empty_slice": empty})
+
     return IndexMap("gather", shape.dims, access, operand_shapes=(Shape.of(operand), Shape.of(indices)),
                     result_shape=shape, kind="copy")
 
@@ -344,6 +365,10 @@ registry.register(
            Attr("index_vector_dim", "int"), Attr("slice_sizes", "ints"),
            Attr("indices_are_sorted", "bool", default=False)),
     index_map=_gather_index_map, categories=("data_movement",))
+describe("gather", slice_sizes={"kind": "sizes"}, index_vector_dim={"of": "start_indices"},
+         start_indices_batching_dims={"of": "start_indices"},
+         example={"operand": "f32[3,4]", "start_indices": ("s32[2,1]", [[2], [0]]), "offset_dims": [1],
+                  "collapsed_slice_dims": [0], "start_index_map": [0], "index_vector_dim": 1, "slice_sizes": [1, 4]})
 
 
 # =========================================================================================
@@ -396,9 +421,9 @@ def Scatter(operands, scatter_indices, updates, update_computation, *, update_wi
         "input_batching_dims": _ints(input_batching_dims, "Scatter", "input_batching_dims"),
         "scatter_indices_batching_dims": _ints(scatter_indices_batching_dims, "Scatter",
                                                "scatter_indices_batching_dims"),
-        "index_vector_dim": int(index_vector_dim),
-        "indices_are_sorted": bool(indices_are_sorted),
-        "unique_indices": bool(unique_indices),
+        "index_vector_dim": index_vector_dim,
+        "indices_are_sorted": indices_are_sorted,
+        "unique_indices": unique_indices,
         "update_computation": update_computation,
     }
     return apply_op("scatter", operands + [scatter_indices] + updates, attrs)
@@ -657,7 +682,7 @@ def _scatter_index_map(*values, shape, update_computation, update_window_dims, i
     n = len(inputs)
     operand_shape = tuple(np.shape(inputs[0]))
     updates_shape = tuple(np.shape(updates[0]))
-    indices = np.asarray(scatter_indices)
+    indices = scatter_indices if is_unknown(scatter_indices) else np.asarray(scatter_indices)
     rank = len(operand_shape)
     update_scatter_dims = [d for d in range(len(updates_shape)) if d not in update_window_dims]
     window_operand_dims = _offset_operand_dims(rank, inserted_window_dims, input_batching_dims)
@@ -676,6 +701,23 @@ def _scatter_index_map(*values, shape, update_computation, update_window_dims, i
             indices_index = [tuple(update_scatter_index[:index_vector_dim]) + (k,)
                              + tuple(update_scatter_index[index_vector_dim:])
                              for k in range(len(scatter_dims_to_operand_dims))]
+        reads = tuple((n + 1 + j, update_index) for j in range(n))
+        if is_unknown(indices):  # shapes only: where the update goes is not known
+            window_index = [update_index[d] for d in update_window_dims]
+            full_window = [0] * rank
+            for d_input, w in zip(window_operand_dims, window_index):
+                full_window[d_input] = w
+            ranges = [(w, w + 1) for w in full_window]
+            for d_input in scatter_dims_to_operand_dims:
+                ranges[d_input] = (full_window[d_input], operand_shape[d_input] - window_size[d_input]
+                                   + full_window[d_input] + 1)
+            for d_input, d_start in zip(input_batching_dims, scatter_indices_batching_dims):
+                b = update_scatter_index[_batch_position(d_start, index_vector_dim)]
+                ranges[d_input] = (b + full_window[d_input], b + full_window[d_input] + 1)
+            return Access(update_index, reads=reads, writes=Candidates(ranges, range(n)), unknown=True, detail={
+                "update_scatter_dims": update_scatter_dims, "update_scatter_index": update_scatter_index,
+                "scatter_indices_index": indices_index, "update_window_dims": list(update_window_dims),
+                "update_window_index": window_index, "full_window_index": full_window})
         start_index = [int(indices[i]) for i in indices_index]
         full_start_index = [0] * rank
         for d_start, d_input in enumerate(scatter_dims_to_operand_dims):
@@ -702,7 +744,6 @@ def _scatter_index_map(*values, shape, update_computation, update_window_dims, i
             # position in XLA's order of application (duplicates combine in this order)
             "schedule_position": scatter_position * window_count + window_position,
         }
-        reads = tuple((n + 1 + j, update_index) for j in range(n))
         writes = () if skipped else tuple((j, result_index) for j in range(n))
         return Access(update_index, reads=reads, writes=writes, skipped=skipped, detail=detail)
 
@@ -721,5 +762,9 @@ registry.register(
            Attr("update_computation", "computation", hlo="to_apply")),
     index_map=_scatter_index_map, computation_params=_scatter_computation_params,
     categories=("data_movement",))
+describe("scatter", scatter_indices_batching_dims={"of": "scatter_indices"},
+         example={"operands": ["f32[3,3]"], "scatter_indices": ("s32[2]", [0, 2]), "updates": ("f32[2,3]", 1),
+                  "update_computation": "Add", "update_window_dims": [1], "inserted_window_dims": [0],
+                  "scatter_dims_to_operand_dims": [0], "index_vector_dim": 1})
 
 __all__ = ["Gather", "Scatter"]

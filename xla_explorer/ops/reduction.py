@@ -23,11 +23,14 @@ import numpy as np
 
 from .. import dtypes
 from ..builder import XlaOp, apply_op
+from ..coerce import as_int, as_int_list
+from ..hlo.attrs import int_tuples
 from ..errors import ShapeError
 from ..hlo.attrs import Attr, Window, parse_ints
 from ..shapes import Shape
+from .arguments import describe
 from . import registry
-from .index_map import Access, IndexMap
+from .index_map import Access, Candidates, IndexMap, is_unknown
 
 
 # -- helpers shared by the ops of this family -------------------------------------------
@@ -199,8 +202,9 @@ def Reduce(operands, init_values, computation, dimensions):
     if len(ops) != len(inits):
         raise ShapeError(f"Reduce: {len(ops)} operands but {len(inits)} init_values; give one "
                          "init value per operand")
-    return apply_op("reduce", ops + inits, {"dimensions": tuple(int(d) for d in _as_list(dimensions)),
-                                            "computation": computation})
+    if isinstance(dimensions, (int, np.integer)) and not isinstance(dimensions, (bool, np.bool_)):
+        dimensions = [dimensions]  # one dimension may be given alone
+    return apply_op("reduce", ops + inits, {"dimensions": dimensions, "computation": computation})
 
 
 def _reduce_params(kw, shapes, attrs, index=None):
@@ -270,6 +274,8 @@ registry.register("reduce", "Reduce", "reduction", _reduce_shape_rule, _reduce_r
                   attrs=(Attr("dimensions", "ints"), Attr("computation", "computation", hlo="to_apply")),
                   index_map=_reduce_index_map, computation_params=_reduce_params,
                   categories=("reduction",))
+describe("reduce", init_values={"of": "operands"}, example={"operands": ["f32[2,3]"], "init_values": [("f32[]", 0)], "computation": "Add",
+                           "dimensions": [1]})
 
 
 # -- windows (ReduceWindow, SelectAndScatter) -------------------------------------------
@@ -306,11 +312,10 @@ def _resolve_padding(opname, padding, dims, window_dimensions, window_strides, b
             total = max((out - 1) * s + (w - 1) * wd + 1 - size, 0)
             pads.append((total // 2, total - total // 2))
         return tuple(pads)
-    try:
-        return tuple((int(lo), int(hi)) for lo, hi in padding)
-    except (TypeError, ValueError):
+    if not isinstance(padding, (list, tuple, np.ndarray)):
         raise ShapeError(f"{opname}: padding={padding!r} must be 'SAME', 'VALID' or a list of "
-                         "(low, high) pairs, one per dimension") from None
+                         "(low, high) pairs, one per dimension")
+    return int_tuples(opname, "padding", padding, (2,), "(low, high)")
 
 
 def _check_window(opname, operand, window_dimensions, window_strides, padding, base_dilations,
@@ -450,10 +455,13 @@ def _in_blocks(out_dims, count, fn):
 def _window_attrs(opname, dims, window_dimensions, window_strides, padding, base_dilations=None,
                   window_dilations=None):
     rank = len(dims)
-    window_dimensions = tuple(int(x) for x in window_dimensions)
-    window_strides = tuple(int(x) for x in window_strides) if window_strides is not None else (1,) * rank
-    base_dilations = tuple(int(x) for x in base_dilations) if base_dilations else (1,) * rank
-    window_dilations = tuple(int(x) for x in window_dilations) if window_dilations else (1,) * rank
+    window_dimensions = as_int_list(opname, "window_dimensions", window_dimensions)
+    window_strides = as_int_list(opname, "window_strides", window_strides) if window_strides is not None \
+        else (1,) * rank
+    base_dilations = as_int_list(opname, "base_dilations", base_dilations) if base_dilations is not None \
+        else (1,) * rank
+    window_dilations = as_int_list(opname, "window_dilations", window_dilations) if window_dilations is not None \
+        else (1,) * rank
     padding = _resolve_padding(opname, padding, dims, window_dimensions, window_strides, base_dilations,
                                window_dilations)
     return window_dimensions, window_strides, padding, base_dilations, window_dilations
@@ -553,6 +561,8 @@ registry.register("reduce-window", "ReduceWindow", "reduction", _reduce_window_s
                   attrs=(_REDUCE_WINDOW, Attr("computation", "computation", hlo="to_apply")),
                   index_map=_reduce_window_index_map, computation_params=_reduce_params,
                   categories=("reduction",))
+describe("reduce-window", init_values={"of": "operands"}, example={"operands": ["f32[4,4]"], "init_values": [("f32[]", 0)], "computation": "Add",
+                                  "window_dimensions": [2, 2], "window_strides": [2, 2], "padding": [(0, 0), (0, 0)]})
 
 
 # -- SelectAndScatter --------------------------------------------------------------------
@@ -684,14 +694,22 @@ def _select_and_scatter_index_map(operand, source, init_value, *, shape, select,
     element it is scattered to (``writes``; none when the window is all padding), and
     ``detail`` as ReduceWindow's plus ``selected``.  The selection runs ``select`` on the
     operand's values, as the reference does."""
-    operand = np.asarray(operand)
+    unknown = is_unknown(operand)  # shapes only: which element is selected is not known
+    operand = operand if unknown else np.asarray(operand)
     wd, ws, pad, bd, wdl = _window_attrs("SelectAndScatter", operand.shape, window_dimensions, window_strides,
                                          padding)
-    selected = _selected_cells(operand, _callable(select), np.shape(source), (wd, ws, pad, bd, wdl))
+    selected = None if unknown else _selected_cells(operand, _callable(select), np.shape(source),
+                                                    (wd, ws, pad, bd, wdl))
 
     def fn(source_index):
         cells = _window_cells(source_index, operand.shape, wd, ws, pad, bd, wdl)
         reads = tuple((0, c[3]) for c in cells if c[2] == "operand")
+        if unknown:  # the selected element is one of the window's
+            return Access(source_index, reads=reads, writes=tuple(index for _, index in reads),
+                          source="operand" if reads else "padding", unknown=True,
+                          detail={"window_position": tuple(int(r * s) for r, s in zip(source_index, ws)),
+                                  "cells": cells, "padding_cells": tuple(c[0] for c in cells if c[2] == "padding"),
+                                  "selected": None, "source_index": source_index})
         flat = int(selected[source_index])
         written = tuple(int(i) for i in np.unravel_index(flat, operand.shape)) if flat >= 0 else None
         detail = {"window_position": tuple(int(r * s) for r, s in zip(source_index, ws)), "cells": cells,
@@ -711,6 +729,10 @@ registry.register("select-and-scatter", "SelectAndScatter", "reduction", _select
                          Attr("scatter", "computation")),
                   index_map=_select_and_scatter_index_map, computation_params=_select_and_scatter_params,
                   categories=("reduction", "data_movement"))
+describe("select-and-scatter", select={"region": "select"},
+         example={"operand": {"shape": "f32[4,4]", "source": "random"}, "select": "Compare(a, b, 'GE')",
+                  "window_dimensions": [2, 2], "window_strides": [2, 2], "padding": [(0, 0), (0, 0)],
+                  "source": "f32[2,2]", "init_value": ("f32[]", 0), "scatter": "Add"})
 
 
 # -- Sort --------------------------------------------------------------------------------
@@ -719,6 +741,7 @@ class _SortDimension:
     """``dimensions={1}`` <-> ``dimension=1`` (sort names one dimension, in braces)."""
 
     hlo, kws = "dimensions", ("dimension",)
+    arg_kinds = {"dimension": "dim"}
 
     def parse(self, raw, resolve):
         dims = parse_ints(raw)
@@ -729,6 +752,10 @@ class _SortDimension:
 
     def missing(self):
         return None
+
+    def coerce(self, attrs, op):
+        if "dimension" in attrs:
+            attrs["dimension"] = as_int(op, "dimension", attrs["dimension"])
 
     def format(self, attrs, inst, name_of):
         return "{" + str(int(attrs["dimension"])) + "}"
@@ -748,12 +775,12 @@ def Sort(operands, comparator=None, dimension=-1, is_stable=False):
     """
     ops = _as_list(operands)
     rank = len(_dims_of(ops[0])) if ops else 0
-    d = int(dimension)
+    d = as_int("Sort", "dimension", dimension)
     if d < 0:
         d += rank
     if comparator is None:
         comparator = _default_less_than
-    return apply_op("sort", ops, {"dimension": d, "is_stable": bool(is_stable), "comparator": comparator})
+    return apply_op("sort", ops, {"dimension": d, "is_stable": is_stable, "comparator": comparator})
 
 
 def _default_less_than(*params):
@@ -854,7 +881,9 @@ def _stable_python_sort(comparator, columns):
     return order
 
 
-def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
+def _sort_order(operands, comparator, dimension):
+    """(rows of the operands with ``dimension`` last, the permutation ``[rows, m]``):
+    sorted row ``r`` is ``columns[r, order[r]]``."""
     moved = [np.moveaxis(op, dimension, -1) for op in operands]
     lead, m = moved[0].shape[:-1], moved[0].shape[-1]
     rows = int(np.prod(lead, dtype=np.int64))
@@ -865,15 +894,50 @@ def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
     if order is None:
         order = _stable_python_sort(comparator, columns) if m > 1 and rows > 0 else \
             np.broadcast_to(np.arange(m), (rows, m))
-    results = [np.moveaxis(np.take_along_axis(c, order, axis=1).reshape(moved[0].shape), -1, dimension)
+    return moved[0].shape, columns, order
+
+
+def _sort_reference(*operands, shape, comparator, dimension, is_stable=False):
+    moved_shape, columns, order = _sort_order(operands, comparator, dimension)
+    results = [np.moveaxis(np.take_along_axis(c, order, axis=1).reshape(moved_shape), -1, dimension)
                for c in columns]
     return tuple(results) if shape.is_tuple else results[0]
+
+
+def _sort_index_map(*operands, shape, comparator, dimension, is_stable=False):
+    """Per result index: the operand position it came from (the same for every operand:
+    ``reads[j]`` is what result ``j`` copies).  The permutation is the reference's own,
+    computed from the keys once; with unknown keys (shapes only) it is unknown."""
+    dims = tuple(np.shape(operands[0]))
+    unknown = is_unknown(operands)
+    if not unknown:
+        moved_shape, _, order = _sort_order([np.asarray(o) for o in operands], comparator, dimension)
+        order = order.reshape(moved_shape)
+    rank = len(dims)
+
+    def access(result_index):
+        row = tuple(i for d, i in enumerate(result_index) if d != dimension)
+        position = result_index[dimension]
+        if unknown:  # any element of the row along `dimension`
+            ranges = [(0, n) if d == dimension else (i, i + 1) for d, (i, n) in enumerate(zip(result_index, dims))]
+            return Access(result_index, reads=Candidates(ranges, range(len(operands))), unknown=True,
+                          detail={"dimension": dimension, "position": position})
+        source = int(order[row + (position,)])
+        operand_index = tuple(source if d == dimension else i for d, i in enumerate(result_index))
+        return Access(result_index, reads=tuple((j, operand_index) for j in range(len(operands))),
+                      detail={"dimension": dimension, "position": position, "source_position": source,
+                              "operand_index": operand_index, "rank": rank})
+
+    return IndexMap("sort", dims, access, operand_shapes=tuple(Shape.of(o) for o in operands), result_shape=shape,
+                    kind="copy")
 
 
 registry.register("sort", "Sort", "reduction", _sort_shape_rule, _sort_reference,
                   attrs=(_SortDimension(), Attr("is_stable", "bool", default=False),
                          Attr("comparator", "computation", hlo="to_apply")),
-                  computation_params=_sort_params, categories=("data_movement",))
+                  index_map=_sort_index_map, computation_params=_sort_params, categories=("data_movement",))
+describe("sort", comparator={"region": "comparator"},
+         example={"operands": [{"shape": "f32[2,4]", "source": "random"}]})
 
 
 # -- TopK --------------------------------------------------------------------------------
@@ -887,7 +951,7 @@ def TopK(operand, k, largest=True):
 
         TopK(np.array([9., 3., 6., 4., 10.], np.float32), 3)   # -> ([10, 9, 6], [4, 0, 2])
     """
-    return apply_op("topk", [operand], {"k": int(k), "largest": bool(largest)})
+    return apply_op("topk", [operand], {"k": k, "largest": largest})
 
 
 def _topk_shape_rule(operand, *, k, largest=True):
@@ -914,16 +978,199 @@ def _total_order_key(x):
     return x
 
 
-def _topk_reference(operand, *, shape, k, largest=True):
+def _topk_order(operand, k, largest):
     key = _total_order_key(operand)
     # a stable sort, descending (~key reverses the order of integers) or ascending
-    order = np.argsort(~key if largest else key, axis=-1, kind="stable")[..., :k]
+    return np.argsort(~key if largest else key, axis=-1, kind="stable")[..., :k]
+
+
+def _topk_reference(operand, *, shape, k, largest=True):
+    order = _topk_order(operand, k, largest)
     values = np.take_along_axis(operand, order, axis=-1)
     return values, order.astype(np.int32)
 
 
+def _topk_index_map(operand, *, shape, k, largest=True):
+    """Per result index ``[..., p]``: the operand element ``[..., q]`` that is the p-th
+    largest (smallest); ``values`` copies it and ``indices`` holds ``q``."""
+    unknown = is_unknown(operand)
+    order = None if unknown else _topk_order(np.asarray(operand), k, largest)
+    dims = tuple(np.shape(operand))[:-1] + (int(k),)
+
+    def access(result_index):
+        if unknown:  # any element of the last dimension's row
+            n = np.shape(operand)[-1]
+            return Access(result_index, reads=Candidates([(i, i + 1) for i in result_index[:-1]] + [(0, n)]),
+                          unknown=True, detail={"position": result_index[-1]})
+        q = int(order[result_index])
+        operand_index = tuple(result_index[:-1]) + (q,)
+        return Access(result_index, reads=((0, operand_index),),
+                      detail={"position": result_index[-1], "source_position": q, "operand_index": operand_index,
+                              "largest": largest})
+
+    return IndexMap("topk", dims, access, operand_shapes=(Shape.of(operand),), result_shape=shape, kind="copy")
+
+
 registry.register("topk", "TopK", "reduction", _topk_shape_rule, _topk_reference,
                   attrs=(Attr("k", "int"), Attr("largest", "bool", default=True, always_print=True)),
-                  categories=("data_movement",))
+                  index_map=_topk_index_map, categories=("data_movement",))
+describe("topk", k={"minimum": 0}, example={"operand": {"shape": "f32[2,5]", "source": "random"}, "k": 2})
 
-__all__ = ["Reduce", "ReduceWindow", "SelectAndScatter", "Sort", "TopK"]
+# -- Scan --------------------------------------------------------------------------------
+
+def Scan(inputs, inits, computation, dimension, is_reverse=False, is_associative=None):
+    """Wraps XLA's Scan (HLO ``scan``, from ``chlo.scan``): a loop along ``dimension`` that
+    carries state and emits one slice per step.
+
+    With N ``inputs`` (arrays of one size ``n`` along ``dimension``) and M ``inits`` (the
+    initial carries), step ``k = 0, 1, ..., n-1`` (``n-1, ..., 0`` when ``is_reverse``) calls
+    ``computation(x_0[k], ..., x_{N-1}[k], c_0, ..., c_{M-1})`` -- ``x_j[k]`` is input j's
+    slice at k, ``dimension`` removed -- which returns K output slices and M new carries.
+    The result is the tuple ``(y_0, ..., y_{K-1}, c_0, ..., c_{M-1})``: the output slices
+    stacked along ``dimension``, then the final carries.  ``is_associative`` is a promise
+    about ``computation`` that XLA may use to reorder; it never changes the result here.
+    In HLO: ``scan(x, init), dimensions={0}, num_carries=1, to_apply=f``::
+
+        Scan(np.int32([1, 2, 3, 4]), np.int32(0), lambda x, c: (Add(x, c), Add(x, c)),
+             dimension=0)      # -> ([1, 3, 6, 10], 10): a running sum
+    """
+    xs, cs = _as_list(inputs), _as_list(inits)
+    attrs = {"dimensions": (int(dimension),), "num_carries": len(cs), "is_reverse": bool(is_reverse),
+             "is_associative": None if is_associative is None else bool(is_associative),
+             "computation": computation}
+    return apply_op("scan", xs + cs, attrs)
+
+
+def _scan_split(shapes, num_carries, dimensions):
+    """(inputs, inits, the scan dimension) of a scan's operand shapes, checked."""
+    m = int(num_carries)
+    if not 0 <= m <= len(shapes):
+        raise ShapeError(f"Scan: num_carries={m} but the scan has {len(shapes)} operands (N inputs, then "
+                         f"num_carries inits)")
+    inputs, inits = list(shapes[:len(shapes) - m]), list(shapes[len(shapes) - m:])
+    if not inputs:
+        raise ShapeError(f"Scan: needs at least one input before the {m} inits (the inputs give the "
+                         f"number of steps)")
+    dims = tuple(int(d) for d in dimensions)
+    if len(dims) != 1:
+        raise ShapeError(f"Scan: dimensions={list(dims)} must name exactly one dimension (the one scanned)")
+    d = dims[0]
+    for i, s in enumerate(inputs):
+        if not s.is_array:
+            raise ShapeError(f"Scan: inputs[{i}] must be an array, got {s}")
+        if not 0 <= d < s.rank:
+            raise ShapeError(f"Scan: dimension {d} is out of range for inputs[{i}] {s} (rank {s.rank})")
+        if s.dims[d] != inputs[0].dims[d]:
+            raise ShapeError(f"Scan: inputs[{i}] {s} has {s.dims[d]} elements along dimension {d} but "
+                             f"inputs[0] {inputs[0]} has {inputs[0].dims[d]}; every input is scanned in step")
+    for i, s in enumerate(inits):
+        if not s.is_array:
+            raise ShapeError(f"Scan: inits[{i}] must be an array, got {s}")
+    return inputs, inits, d
+
+
+def _scan_slice(s, d):
+    return Shape(s.element_type, s.dims[:d] + s.dims[d + 1:])
+
+
+def _scan_params(kw, shapes, attrs, index=None):
+    inputs, inits, d = _scan_split(shapes, attrs.get("num_carries", 0), attrs.get("dimensions", (0,)))
+    return [_scan_slice(s, d) for s in inputs] + list(inits)
+
+
+def _scan_shape_rule(*shapes, computation, dimensions, num_carries, is_reverse=False, is_associative=None):
+    inputs, inits, d = _scan_split(shapes, num_carries, dimensions)
+    params = [_scan_slice(s, d) for s in inputs] + inits
+    if computation is None:
+        raise ShapeError("Scan: the computation is required")
+    got = getattr(computation, "parameter_shapes", None)
+    if got is not None:
+        name = getattr(computation, "name", None) or getattr(getattr(computation, "computation", None), "name", "?")
+        if [str(p) for p in got] != [str(p) for p in params]:
+            raise ShapeError(f"Scan: computation {name} takes ({', '.join(map(str, got))}) but Scan calls it "
+                             f"with the input slices (dimension {d} removed) and the carries: "
+                             f"({', '.join(map(str, params))})")
+        out = computation.result_shape
+        leaves = list(out.tuple_shapes) if out.is_tuple else [out]
+        m = len(inits)
+        if len(leaves) < m:
+            raise ShapeError(f"Scan: computation {name} returns {out}: fewer than the {m} carries it must "
+                             f"return last")
+        outputs, carries = leaves[:len(leaves) - m], leaves[len(leaves) - m:]
+        for i, (c, init) in enumerate(zip(carries, inits)):
+            if str(c) != str(init):
+                raise ShapeError(f"Scan: computation {name} returns carry {i} as {c} but inits[{i}] is {init}; "
+                                 f"a carry keeps its shape")
+        n = inputs[0].dims[d]
+        results = []
+        for i, y in enumerate(outputs):
+            if not y.is_array or d > y.rank:
+                raise ShapeError(f"Scan: output {i} of computation {name} is {y}; dimension {d} cannot be "
+                                 f"inserted into it to stack the {n} steps")
+            results.append(Shape(y.element_type, y.dims[:d] + (n,) + y.dims[d:]))
+        return Shape.tuple(results + list(inits))
+    # an untraced callable (index maps on values): outputs like the inputs
+    return Shape.tuple([Shape(s.element_type, s.dims) for s in inputs] + list(inits))
+
+
+def _scan_reference(*values, shape, computation, dimensions, num_carries, is_reverse=False,
+                    is_associative=None):
+    m = int(num_carries)
+    inputs, carries = values[:len(values) - m], list(values[len(values) - m:])
+    d = int(dimensions[0])
+    n = np.shape(inputs[0])[d]
+    leaves = list(shape.tuple_shapes)
+    outputs = [np.empty(s.dims, s.dtype) for s in leaves[:len(leaves) - m]]
+    steps = range(n - 1, -1, -1) if is_reverse else range(n)
+    for k in steps:
+        x_k = [np.take(x, k, axis=d) for x in inputs]             # input slices at step k
+        result = _call(computation, x_k + carries, len(outputs) + m)
+        for y, y_k in zip(outputs, result[:len(outputs)]):
+            y[(slice(None),) * d + (k,)] = y_k                    # output slice k, stacked along d
+        carries = [np.asarray(c, dtype=s.dtype) for c, s in zip(result[len(outputs):], leaves[len(outputs):])]
+    return tuple(outputs) + tuple(carries)
+
+
+def _scan_index_map(*values, shape, computation, dimensions, num_carries, is_reverse=False,
+                    is_associative=None):
+    """Output element ``index`` (of the first output) depends on the inits and on every input
+    slice the scan has visited by its step: positions ``0..k`` along the dimension (``k..n-1``
+    reversed), at the same other coordinates when the slices have the outputs' shape."""
+    m = int(num_carries)
+    inputs = values[:len(values) - m]
+    d = int(dimensions[0])
+    n = np.shape(inputs[0])[d]
+    leaves = list(shape.tuple_shapes)
+    if len(leaves) == m:
+        raise NotImplementedError("Scan index map: this scan has no outputs (only carries)")
+    domain = leaves[0].dims
+
+    def fn(index):
+        k = index[d]
+        visited = range(k, n) if is_reverse else range(k + 1)
+        reads = []
+        for j, x in enumerate(inputs):
+            rest = np.shape(x)[:d] + np.shape(x)[d + 1:]
+            same = rest == tuple(index[:d] + index[d + 1:])
+            others = [tuple(index[:d] + index[d + 1:])] if same else list(np.ndindex(*rest))
+            for p in visited:
+                for o in others:
+                    reads.append((j, tuple(int(i) for i in o[:d]) + (p,) + tuple(int(i) for i in o[d:])))
+        return Access(index, reads=tuple(reads), source="operand",
+                      detail={"step": k, "steps_visited": tuple(visited), "scan_dimension": d})
+
+    return IndexMap("scan", domain, fn, operand_shapes=[np.shape(v) for v in values], result_shape=shape,
+                    kind="reduce", combiner=computation)
+
+
+registry.register("scan", "Scan", "reduction", _scan_shape_rule, _scan_reference,
+                  attrs=(Attr("dimensions", "ints"), Attr("num_carries", "int"),
+                         Attr("is_reverse", "bool", default=False), Attr("is_associative", "bool", default=None),
+                         Attr("computation", "computation", hlo="to_apply")),
+                  index_map=_scan_index_map, computation_params=_scan_params, categories=("reduction",))
+describe("scan", inputs={"kind": "arrays"}, inits={"kind": "arrays"}, computation={"region": "scanner"},
+         dimension={"kind": "dim", "of": "inputs"},
+         example={"inputs": [{"shape": "f32[2,4]", "source": "random"}], "inits": [("f32[2]", 0)],
+                  "computation": "running Add", "dimension": 1})
+
+__all__ = ["Reduce", "ReduceWindow", "SelectAndScatter", "Sort", "TopK", "Scan"]

@@ -13,45 +13,22 @@ import numpy as np
 
 from .. import dtypes
 from ..builder import XlaOp, apply_op, literal_array
+from ..coerce import as_bool, as_int, as_int_list, as_size_list, is_int
 from ..errors import ExecutionError, HloParseError, ShapeError
 from ..hlo.attrs import Attr, parse_ints
 from ..shapes import Shape, as_shape
+from .arguments import describe
 from . import registry
-from .index_map import Access, IndexMap
+from .index_map import Access, Candidates, IndexMap, is_unknown
 
 
 # -- helpers shared with slicing.py ----------------------------------------------------------
 
-def _is_int(x):
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def int_list(op, arg, value):
-    """``value`` (a list, tuple, range or 1-D array of integers) as a tuple of Python ints,
-    or a ShapeError naming the op and the argument."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = value.tolist()
-    if not isinstance(value, (list, tuple, range)) or not all(_is_int(x) for x in value):
-        raise ShapeError(f"{op}: {arg} must be a list of integers, got {value!r}")
-    return tuple(int(x) for x in value)
-
-
-def int_arg(op, arg, value):
-    if not _is_int(value):
-        raise ShapeError(f"{op}: {arg} must be an integer, got {value!r}")
-    return int(value)
-
-
-def size_list(op, arg, value):
-    """Result sizes: non-negative integers, or None for a dynamic (``?``) size."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = value.tolist()
-    if not isinstance(value, (list, tuple, range)) or not all(v is None or _is_int(v) for v in value):
-        raise ShapeError(f"{op}: {arg} must be a list of sizes (integers), got {value!r}")
-    for i, v in enumerate(value):
-        if v is not None and v < 0:
-            raise ShapeError(f"{op}: {arg}[{i}]={v} is negative; sizes must be >= 0 ({arg}={list(value)})")
-    return tuple(None if v is None else int(v) for v in value)
+# the one set of rules for attribute values (xla_explorer.coerce), under the names used here
+_is_int = is_int
+int_list = as_int_list
+int_arg = as_int
+size_list = as_size_list
 
 
 def check_array(op, arg, shape):
@@ -196,6 +173,8 @@ registry.register(
     # HLO carries the result sizes only in the result shape
     attrs_from_shape=lambda shape: {"out_dim_size": tuple(shape.dims)},
     categories=("data_movement",))
+describe("broadcast", out_dim_size={"kind": "dims"},
+         example={"operand": "f32[3]", "out_dim_size": [2, 3], "broadcast_dimensions": [1]})
 
 
 # -- Reshape / Collapse (HLO `reshape`) ----------------------------------------------------------
@@ -285,6 +264,8 @@ registry.register(
     index_map=_reshape_index_map,
     attrs_from_shape=lambda shape: {"new_sizes": tuple(shape.dims)},
     categories=("data_movement",))
+describe("reshape", dimensions={"kind": "dims"}, new_sizes={"kind": "dims"},
+         example={"operand": "f32[2,3]", "new_sizes": [3, 2]})
 
 
 # -- Transpose -------------------------------------------------------------------------------
@@ -332,6 +313,7 @@ registry.register(
     "transpose", "Transpose", "shape", _transpose_shape_rule, _transpose_reference,
     attrs=(Attr("permutation", "ints", hlo="dimensions"),),
     index_map=_transpose_index_map, categories=("data_movement",))
+describe("transpose", example={"operand": "f32[2,3]", "permutation": [1, 0]})
 
 
 # -- Rev (HLO `reverse`) -----------------------------------------------------------------------
@@ -378,6 +360,7 @@ def _reverse_index_map(operand, *, shape, dimensions):
 registry.register(
     "reverse", "Rev", "shape", _reverse_shape_rule, _reverse_reference,
     attrs=(Attr("dimensions", "ints"),), index_map=_reverse_index_map, categories=("data_movement",))
+describe("reverse", example={"operand": "f32[2,3]", "dimensions": [0]})
 
 
 # -- Concatenate ---------------------------------------------------------------------------------
@@ -387,6 +370,7 @@ class ConcatDimension:
 
     hlo = "dimensions"
     kws = ("dimension",)
+    arg_kinds = {"dimension": "dim"}
 
     def parse(self, raw, resolve):
         try:
@@ -399,6 +383,10 @@ class ConcatDimension:
 
     def missing(self):
         return None
+
+    def coerce(self, attrs, op):
+        if "dimension" in attrs:
+            attrs["dimension"] = as_int(op, "dimension", attrs["dimension"])
 
     def format(self, attrs, inst, name_of):
         if attrs.get("dimension") is None:
@@ -481,6 +469,7 @@ def _concatenate_index_map(*operands, shape, dimension):
 registry.register(
     "concatenate", "Concatenate", "shape", _concatenate_shape_rule, _concatenate_reference,
     attrs=(ConcatDimension(),), index_map=_concatenate_index_map, categories=("data_movement",))
+describe("concatenate", example={"operands": ["f32[2,3]", "f32[1,3]"], "dimension": 0})
 
 
 # -- Iota ----------------------------------------------------------------------------------------
@@ -526,6 +515,7 @@ registry.register(
     "iota", "Iota", "shape", _iota_shape_rule, _iota_reference,
     attrs=(Attr("iota_dimension", "int"),),
     attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant",))
+describe("iota", shape={"kind": "shape"}, example={"shape": "s32[2,3]", "iota_dimension": 1})
 
 
 # -- copy, bitcast: optimized HLO -----------------------------------------------------------------
@@ -599,8 +589,29 @@ def bitcast_view(operand, shape):
     return flat.reshape(shape.dims)
 
 
+def _bitcast_index_map(operand, *, shape):
+    """Row-major element order (see the simplification above): result element ``L``
+    (row-major) holds bits ``[L*r, (L+1)*r)`` of the buffer, ``r`` its bit width, so it
+    reads the operand elements that hold those bits (one, or several / part of one when
+    the element type changes width)."""
+    in_dims = tuple(np.shape(operand))
+    r = dtypes.bit_width(shape.element_type)
+    o = dtypes.bit_width(Shape.of(operand).element_type)
+
+    def access(result_index):
+        linear = linear_index(result_index, shape.dims)
+        first, last = linear * r // o, ((linear + 1) * r - 1) // o
+        reads = tuple((0, delinearize(q, in_dims)) for q in range(first, last + 1))
+        return Access(result_index, reads=reads,
+                      detail={"linear_index": linear, "bits": (linear * r, (linear + 1) * r),
+                              "operand_linear": (first, last), "operand_index": reads[0][1]})
+    return _index_map("bitcast", shape, [operand], access)
+
+
 registry.register("bitcast", "Bitcast", "shape", _bitcast_shape_rule, _bitcast_reference,
-                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("data_movement",))
+                  attrs_from_shape=lambda shape: {"shape": shape}, index_map=_bitcast_index_map,
+                  categories=("data_movement",))
+describe("bitcast", shape={"kind": "shape"}, example={"operand": "f32[6]", "shape": "f32[2,3]"})
 
 
 # -- dynamic-reshape ------------------------------------------------------------------------------
@@ -611,7 +622,9 @@ def DynamicReshape(operand, dim_sizes, new_size_bounds, dims_are_dynamic):
     ``dims_are_dynamic[i]`` says whether result dimension i is dynamic (``<=N``)."""
     op = "DynamicReshape"
     new_size_bounds = int_list(op, "new_size_bounds", new_size_bounds)
-    dims_are_dynamic = list(dims_are_dynamic)
+    if not isinstance(dims_are_dynamic, (list, tuple, np.ndarray)):
+        raise ShapeError(f"{op}: dims_are_dynamic must be a list of bools, got {dims_are_dynamic!r}")
+    dims_are_dynamic = [as_bool(op, f"dims_are_dynamic[{i}]", x) for i, x in enumerate(dims_are_dynamic)]
     if len(dims_are_dynamic) != len(new_size_bounds) or len(dim_sizes) != len(new_size_bounds):
         raise ShapeError(f"{op}: dim_sizes ({len(dim_sizes)}), new_size_bounds ({len(new_size_bounds)}) and "
                          f"dims_are_dynamic ({len(dims_are_dynamic)}) must have one entry per result dimension")
@@ -652,9 +665,33 @@ def _dynamic_reshape_reference(operand, *dim_sizes, shape):
     return np.reshape(operand, dynamic_reshape_sizes(operand, dim_sizes, shape)).copy()
 
 
+def _dynamic_reshape_index_map(operand, *dim_sizes, shape):
+    """As Reshape's map, over the result's run-time sizes (``dim_sizes``); with unknown
+    sizes (shapes only) the domain is the bounds and the elements read are unknown."""
+    if is_unknown(dim_sizes):
+        dims = [d if d is not None else b for d, b in zip(shape.dims, shape.bounds)]
+        whole = Candidates([(0, n) for n in np.shape(operand)])
+        return IndexMap("dynamic-reshape", dims, lambda index: Access(index, reads=whole, unknown=True, detail={}),
+                        operand_shapes=(Shape.of(operand),), result_shape=shape, kind="copy")
+    sizes = dynamic_reshape_sizes(operand, dim_sizes, shape)
+    in_dims = tuple(np.shape(operand))
+
+    def access(result_index):
+        linear = linear_index(result_index, sizes)
+        operand_index = delinearize(linear, in_dims)
+        return Access(result_index, reads=((0, operand_index),),
+                      detail={"linear_index": linear, "operand_index": operand_index, "sizes": list(sizes)})
+    return IndexMap("dynamic-reshape", sizes, access, operand_shapes=(Shape.of(operand),), result_shape=shape,
+                    kind="copy")
+
+
 registry.register("dynamic-reshape", "DynamicReshape", "shape", _dynamic_reshape_shape_rule,
                   _dynamic_reshape_reference, attrs_from_shape=lambda shape: {"shape": shape},
-                  categories=("data_movement",))
+                  index_map=_dynamic_reshape_index_map, categories=("data_movement",))
+describe("dynamic-reshape", new_size_bounds={"kind": "dims"},
+         dims_are_dynamic={"kind": "flags", "of": "new_size_bounds"},
+         example={"operand": "f32[6]", "dim_sizes": [("s32[]", 2), ("s32[]", 3)], "new_size_bounds": [2, 3],
+                  "dims_are_dynamic": [False, False]})
 
 __all__ = ["Broadcast", "BroadcastInDim", "Reshape", "Collapse", "Transpose", "Rev", "Concatenate",
            "Iota", "DynamicReshape", "Copy", "Bitcast"]

@@ -16,8 +16,9 @@ from ..builder import XlaOp, apply_op
 from ..errors import ShapeError
 from ..hlo.attrs import Attr, PaddingConfig, SliceAttr
 from ..shapes import Shape
+from .arguments import describe
 from . import registry
-from .index_map import Access, IndexMap
+from .index_map import Access, Candidates, IndexMap, is_unknown
 from .shape import Reshape, check_array, int_list
 
 
@@ -94,6 +95,8 @@ def _slice_index_map(operand, *, shape, start_indices, limit_indices, strides=No
 
 registry.register("slice", "Slice", "slicing", _slice_shape_rule, _slice_reference,
                   attrs=(SliceAttr(),), index_map=_slice_index_map, categories=("data_movement",))
+describe("slice", start_indices={"fill": 0}, example={"operand": "f32[4,5]", "start_indices": [1, 0], "limit_indices": [3, 5],
+                          "strides": [1, 2]})
 
 
 # -- dynamic start indices: the shared pieces ----------------------------------------------------
@@ -185,6 +188,11 @@ def _dynamic_slice_reference(operand, *start_indices, shape, slice_sizes):
 
 
 def _dynamic_slice_index_map(operand, *start_indices, shape, slice_sizes):
+    if is_unknown(start_indices):  # shapes only: any clamped start, plus the result index
+        upper = [n - s for n, s in zip(np.shape(operand), slice_sizes)]
+        return _index_map("dynamic-slice", shape, [operand, *start_indices], lambda result_index: Access(
+            result_index, reads=Candidates([(i, u + i + 1) for i, u in zip(result_index, upper)]), unknown=True,
+            detail={}))
     starts = tuple(int(s) for s in start_indices)
     adjusted = _adjusted_start_indices(starts, operand.shape, slice_sizes)
     clamped = adjusted != starts
@@ -200,6 +208,8 @@ def _dynamic_slice_index_map(operand, *start_indices, shape, slice_sizes):
 registry.register("dynamic-slice", "DynamicSlice", "slicing", _dynamic_slice_shape_rule,
                   _dynamic_slice_reference, attrs=(Attr("slice_sizes", "ints", hlo="dynamic_slice_sizes"),),
                   index_map=_dynamic_slice_index_map, categories=("data_movement",))
+describe("dynamic-slice", start_indices={"kind": "scalars"}, slice_sizes={"kind": "sizes"},
+         example={"operand": "f32[3,4]", "start_indices": [("s32[]", 1), ("s32[]", 1)], "slice_sizes": [2, 2]})
 
 
 # -- DynamicUpdateSlice --------------------------------------------------------------------------
@@ -250,6 +260,14 @@ def _dynamic_update_slice_reference(operand, update, *start_indices, shape):
 
 
 def _dynamic_update_slice_index_map(operand, update, *start_indices, shape):
+    if is_unknown(start_indices):  # shapes only: the operand's element, or an update element
+        upper = [n - u for n, u in zip(np.shape(operand), np.shape(update))]
+
+        def unknown_access(result_index):
+            ranges = [(max(0, i - up), min(u, i + 1)) for i, up, u in zip(result_index, upper, np.shape(update))]
+            return Access(result_index, reads=Candidates(ranges, (1,), extra=[(0, result_index)]),
+                          unknown=True, detail={})
+        return _index_map("dynamic-update-slice", shape, [operand, update, *start_indices], unknown_access)
     starts = tuple(int(s) for s in start_indices)
     adjusted = _adjusted_start_indices(starts, operand.shape, update.shape)
     clamped = adjusted != starts
@@ -269,6 +287,8 @@ def _dynamic_update_slice_index_map(operand, update, *start_indices, shape):
 registry.register("dynamic-update-slice", "DynamicUpdateSlice", "slicing", _dynamic_update_slice_shape_rule,
                   _dynamic_update_slice_reference, index_map=_dynamic_update_slice_index_map,
                   categories=("data_movement",))
+describe("dynamic-update-slice", start_indices={"kind": "scalars"},
+         example={"operand": "f32[3,4]", "update": ("f32[2,2]", 0), "start_indices": [("s32[]", 1), ("s32[]", 2)]})
 
 
 # -- Pad -----------------------------------------------------------------------------------------
@@ -386,5 +406,7 @@ def _pad_index_map(operand, padding_value, *, shape, padding_config):
 
 registry.register("pad", "Pad", "slicing", _pad_shape_rule, _pad_reference,
                   attrs=(PaddingConfig(),), index_map=_pad_index_map, categories=("data_movement",))
+describe("pad", example={"operand": "f32[2,3]", "padding_value": ("f32[]", 0),
+                        "padding_config": [(1, 1, 0), (0, 0, 1)]})
 
 __all__ = ["Slice", "DynamicSlice", "DynamicUpdateSlice", "Pad"]

@@ -1,7 +1,25 @@
-"""Fused element-wise loops on the CPU: generated, compiled once per structure, cached."""
+"""Fused element-wise loops on the CPU: generated, compiled once per structure, cached.
+
+The loop runs over *rows*: the group's dimensions are merged wherever every broadcast
+(and iota) of the group reads them contiguously (``shape.merge_dims``), and the last
+merged dimension is the row.  Per row, each broadcast operand's start is computed once
+(``bcast_index``, a few divisions); inside the row a broadcast is either constant (a
+softmax's row maximum) or contiguous (a bias along the features), which the generated
+code knows, so the inner loop is plain loads and stores that LLVM vectorises.  (Nothing
+else occurs: broadcast dimensions are increasing, so the result's last dimension of
+size > 1 reads the operand's last dimension of size > 1, or none.)
+(The flat loop this replaces computed every broadcast index with a division per
+dimension per element: 20 ns an element on a softmax, 25x the loop's own work.)
+
+Work is cut into blocks of rows (or of one long row), run in parallel with ``prange``
+from ``PARALLEL_THRESHOLD`` elements on.
+"""
+import numpy as np
+
 from ..jit_cache import load_source
-from ..loopgen import LoopSource
+from ..loopgen import LoopSource, broadcast_strides, iota_strides
 from ..numba_setup import PARALLEL_THRESHOLD, numba
+from .shape import merge_dims, threads
 
 _HEADER = """import math
 import cmath
@@ -10,28 +28,131 @@ from numba import njit, prange
 from xla_explorer.executors.scalar_lib import *
 """
 
+
+def _indexed_members(group):
+    """(member, strides over the group's dimensions) of every broadcast read through its
+    index map (all but those of a scalar, read as ``in[0]``: ``LoopSource._input_expr``)
+    and every iota of the group, in member order (the order of their parameters)."""
+    dims = group.root.shape.dims
+    out = []
+    for m in group.members:
+        if m.opcode == "broadcast" and not (m.operands[0].shape.rank == 0 and m.shape.rank != 0):
+            out.append((m, broadcast_strides(m, dims)))
+        elif m.opcode == "iota":
+            out.append((m, iota_strides(m)))
+    return out
+
+
+class RowLoopSource(LoopSource):
+    """The loop body of ``LoopSource`` with element ``j`` of a row: inputs of the group's
+    dimensions and contiguous broadcasts are slices of the row, constant broadcasts one
+    value per row (set up in ``prelude``)."""
+
+    def __init__(self, group):
+        dims = group.root.shape.dims
+        indexed = _indexed_members(group)
+        self.mdims, merged = merge_dims(dims, *[s for _, s in indexed]) if indexed else (merge_dims(dims)[0], [])
+        # the step along the row of each broadcast / iota (0: constant in the row)
+        self._steps = [st[-1] for st in merged]
+        self._merged = merged
+        self.prelude = []
+        self._sliced = {}
+        self._k = 0
+        super().__init__(group)
+
+    def _step(self):
+        step = self._steps[self._k]
+        self._k += 1
+        return step
+
+    def indexed_expr(self, array, p):
+        step = self._step()
+        self.prelude.append(f"b_{p} = bcast_index(i0, odims, {p})")
+        if step == 0:
+            self.prelude.append(f"v_{p} = {array}[b_{p}]")
+            return f"v_{p}"
+        assert step == 1, "a broadcast is constant or contiguous along the row"
+        self.prelude.append(f"v_{p} = {array}[b_{p} + j0:b_{p} + j1]")
+        return f"v_{p}[j]"
+
+    def same_expr(self, array):
+        if array not in self._sliced:
+            self._sliced[array] = f"s_{array}"
+            self.prelude.append(f"s_{array} = {array}[i0 + j0:i0 + j1]")
+        return f"{self._sliced[array]}[j]"
+
+    def iota_expr(self, p):
+        step = self._step()
+        self.prelude.append(f"b_{p} = bcast_index(i0, odims, {p})")
+        if step == 0:
+            return f"b_{p}"
+        assert step == 1, "an iota is constant or contiguous along the row"
+        return f"(b_{p} + j0 + j)"
+
+    def arguments(self):
+        return ["n", "out", *[f"in{k}" for k in range(len(self.inputs))], "odims", "inner", "blk", *self.params]
+
+    def loop_text(self, name, parallel):
+        rng = "prange" if parallel else "range"
+        lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
+                 f"def {name}({', '.join(self.arguments())}):",
+                 "    nblk = (inner + blk - 1) // blk",
+                 f"    for w in {rng}((n // inner) * nblk):",
+                 "        row = w // nblk",
+                 "        j0 = (w - row * nblk) * blk",
+                 "        j1 = min(inner, j0 + blk)",
+                 "        i0 = row * inner",
+                 "        o_ = out[i0 + j0:i0 + j1]"]
+        lines += ["        " + line for line in self.prelude]
+        lines.append("        for j in range(j1 - j0):")
+        lines += ["            " + line for line in self.body]
+        lines.append(f"            o_[j] = {self.result}")
+        return "\n".join(lines) + "\n"
+
+
 _compiled = {}
 
 
 def compile_loop(group):
-    """(LoopSource, parallel kernel, serial kernel) for a fusion group."""
+    """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of a group."""
     numba()
-    src = LoopSource(group)
-    key = (src.describe(), tuple(src.arguments()), tuple(src.body_lines()))
-    if key in _compiled:
-        return src, _compiled[key]
-    args = ", ".join(src.arguments())
-    body = "\n".join("        " + line for line in src.body_lines())
-    text = _HEADER + f"\n{src.describe()}\n"
-    for name, par, rng in (("par", "True", "prange"), ("ser", "False", "range")):
-        text += (f"\n@njit(cache=True, nogil=True, parallel={par}, error_model='numpy')\n"
-                 f"def loop_{name}({args}):\n"
-                 f"    for i in {rng}(n):\n{body}\n")
-    module = load_source("fused", text)
-    _compiled[key] = (module.loop_par, module.loop_ser)
-    return src, _compiled[key]
+    src = RowLoopSource(group)
+    text = _HEADER + f"\n{src.describe()}\n\n" + src.loop_text("loop_par", True) + "\n\n" + \
+        src.loop_text("loop_ser", False)
+    compiled = _compiled.get(text)
+    if compiled is None:
+        module = load_source("fused", text)
+        compiled = _compiled[text] = (module.loop_par, module.loop_ser)
+    return src, compiled, _params(src)
 
 
-def run_loop(compiled, n, out, inputs, odims, params):
+def _params(src):
+    """The loop's run-time arguments that do not depend on values: merged dimensions, the
+    row length, broadcast strides (merged), constants."""
+    from ..emit import carrier_dtype
+    odims = np.array(src.mdims, np.int64)
+    merged = iter(src._merged)
+    params = []
+    for kind, inst, _ in src.param_values:
+        if kind == "constant":
+            params.append(carrier_dtype(inst.shape.element_type).type(np.asarray(inst.attrs["literal"])[()]))
+        else:  # "bcast" or "iota": strides over the merged dimensions
+            params.append(np.array(next(merged), np.int64))
+    return odims, int(src.mdims[-1]), params
+
+
+def run_loop(compiled, n, out, inputs, static):
+    if n == 0:
+        return
+    odims, inner, params = static
     par, ser = compiled
-    (par if n >= PARALLEL_THRESHOLD else ser)(n, out, *inputs, odims, *params)
+    if n >= PARALLEL_THRESHOLD:
+        # about 4 blocks per thread of at least 4096 elements; whole rows when there are
+        # enough of them
+        rows = n // inner
+        want = 4 * threads()
+        blk = inner if rows >= want else max(4096, -(-inner * rows // want))
+        blk = min(inner, -(-blk // 16) * 16)
+        par(n, out, *inputs, odims, inner, blk, *params)
+    else:
+        ser(n, out, *inputs, odims, inner, inner, *params)

@@ -1,0 +1,192 @@
+"""The CPU kernels' layout-specific paths against the reference: every dimension a window,
+a reduction, a broadcast or a gathered slice can run along, serial and parallel.
+
+Integers are compared bit for bit; floats within the accumulation tolerance where the
+kernel may sum in another order.  Shapes are random (seeded) and small, plus one size
+past ``PARALLEL_THRESHOLD`` per path so that the threaded version runs too.
+"""
+import numpy as np
+import pytest
+
+import xla_explorer as xe
+
+pytest.importorskip("numba")
+
+from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD  # noqa: E402
+
+RNG = np.random.default_rng(15)
+
+
+def _values(shape, t, rng=RNG):
+    if t.startswith("f"):
+        return rng.normal(size=shape).astype(t.replace("f", "float"))
+    return rng.integers(-50, 50, size=shape).astype({"s32": np.int32, "s8": np.int8, "u8": np.uint8}[t])
+
+
+def _check(comp, *args, exact=True):
+    got = comp.run(*args, backend="numba")
+    want = comp.run(*args)
+    if exact:
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)
+
+
+# -- fused loops: broadcasts and iotas constant or contiguous along the row ------------------
+
+def _random_broadcast_case(rng, big):
+    rank = int(rng.integers(1, 5))
+    dims = [int(rng.integers(1, 6)) for _ in range(rank)]
+    if big:  # past the parallel threshold, with one long or many short rows
+        dims[int(rng.integers(0, rank))] = PARALLEL_THRESHOLD // max(1, int(np.prod(dims))) + 3
+    kept = sorted(d for d in range(rank) if rng.random() < 0.5)
+    # a kept dimension of size 1 in the operand broadcasts along the result dimension
+    operand = [1 if rng.random() < 0.2 else dims[d] for d in kept]
+    return dims, kept, operand
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("t", ["s32", "f32"])
+def test_fused_broadcasts_match_the_reference(seed, t):
+    rng = np.random.default_rng(seed)
+    dims, kept, operand = _random_broadcast_case(rng, big=seed % 3 == 0)
+    b = xe.XlaBuilder("bcast")
+    x = xe.Parameter(b, 0, xe.Shape(t, tuple(dims)), "x")
+    y = xe.Parameter(b, 1, xe.Shape(t, tuple(operand)), "y")
+    yb = xe.BroadcastInDim(y, tuple(dims), kept)
+    io = xe.Iota(b, xe.Shape(t, tuple(dims)), int(rng.integers(0, len(dims))))
+    r = xe.Mul(xe.Add(x, yb), io)
+    comp = b.build(xe.Sub(r, xe.Constant(b, np.array(3, dtype=xe.Shape(t, ()).dtype))))
+    _check(comp, _values(dims, t, rng), _values(operand, t, rng), exact=True)
+
+
+def test_a_broadcast_read_by_two_loops_is_computed_in_each():
+    b = xe.XlaBuilder("shared_bcast")
+    x = xe.Parameter(b, 0, xe.Shape("s32", (40, 30)), "x")
+    v = xe.Parameter(b, 1, xe.Shape("s32", (30,)), "v")
+    vb = xe.BroadcastInDim(v, (40, 30), [1])
+    io = xe.Iota(b, xe.Shape("s32", (40, 30)), 0)
+    comp = b.build(xe.Tuple(xe.Add(xe.Mul(x, vb), io), xe.Sub(vb, io)))
+    plan = comp.fusion_plan()
+    assert [g.root.opcode for g in plan.groups] == ["add", "subtract"]
+    assert all({"broadcast", "iota"} <= {m.opcode for m in g.members} for g in plan.groups)
+    args = (_values((40, 30), "s32"), _values((30,), "s32"))
+    for g, w in zip(comp.run(*args, backend="numba"), comp.run(*args)):
+        np.testing.assert_array_equal(g, w)
+
+
+# -- ReduceWindow: separable passes over any dimension ---------------------------------------
+
+_COMBINE = {"add": xe.Add, "max": xe.Max, "min": xe.Min, "mul": xe.Mul, "and": xe.And, "xor": xe.Xor}
+
+
+def _reduce_window(dims, t, name, init, wd, ws, pad, bd=None, wdl=None):
+    b = xe.XlaBuilder("rw")
+    x = xe.Parameter(b, 0, xe.Shape(t, tuple(dims)), "x")
+    return b.build(xe.ReduceWindow(x, xe.Constant(b, np.array(init, dtype=xe.Shape(t, ()).dtype)),
+                                   lambda a, c: _COMBINE[name](a, c), wd, ws, pad, bd, wdl))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC", "HWNC", "W"])
+@pytest.mark.parametrize("t, name, init", [("f32", "max", -np.inf), ("f32", "add", 0.0), ("s32", "add", 3),
+                                           ("s32", "min", 7), ("s32", "xor", 0)])
+def test_pooling_in_every_layout(layout, t, name, init):
+    """3x3 stride-2 SAME and 2x2 stride-2 VALID pooling wherever the spatial dimensions are;
+    big enough for the threads."""
+    sizes = {"N": 3, "C": 5, "H": 67, "W": 130}
+    dims = [sizes[c] for c in layout]
+    for win, stride, pad in ((3, 2, "SAME"), (2, 2, "VALID"), (3, 1, "SAME")):
+        wd = [win if c in "HW" else 1 for c in layout]
+        ws = [stride if c in "HW" else 1 for c in layout]
+        comp = _reduce_window(dims, t, name, init, wd, ws, pad)
+        _check(comp, _values(dims, t), exact=not t.startswith("f") or name != "add")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_separable_windows_random_geometry(seed):
+    """Random windows, strides, padding (negative too), base and window dilations over rank 1-4,
+    on rows long enough for the block and threaded paths."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 5))
+    dims = [int(rng.integers(1, 9)) for _ in range(rank)]
+    dims[int(rng.integers(0, rank))] = int(rng.integers(40, 300))
+    wd = [int(rng.integers(1, 5)) for _ in range(rank)]
+    ws = [int(rng.integers(1, 4)) for _ in range(rank)]
+    pad = [(int(rng.integers(-1, 4)), int(rng.integers(-1, 4))) for _ in range(rank)]
+    bd = [int(rng.choice([1, 1, 2])) for _ in range(rank)]
+    wdl = [int(rng.choice([1, 1, 2])) for _ in range(rank)]
+    try:
+        comp = _reduce_window(dims, "s32", "add", 1, wd, ws, pad, bd, wdl)
+    except xe.ShapeError:  # negative padding larger than the operand
+        pytest.skip("window does not fit")
+    _check(comp, _values(dims, "s32"))
+    comp = _reduce_window(dims, "f32", "max", -np.inf, wd, ws, pad, bd, wdl)
+    _check(comp, _values(dims, "f32"))
+
+
+def test_one_big_window_item_runs_pass_by_pass():
+    # the window moves along the leading dimension: one item, each pass's rows in threads
+    comp = _reduce_window((300, 400), "s32", "max", -5, [5, 3], [2, 1], [(2, 2), (1, 1)])
+    _check(comp, _values((300, 400), "s32"))
+    comp = _reduce_window((300, 400), "f32", "add", 0.5, [5, 3], [2, 1], [(2, 2), (1, 1)])
+    _check(comp, _values((300, 400), "f32"), exact=False)
+
+
+def test_cumulative_window_and_nan_propagate():
+    x = _values((4, 700), "f32")
+    x[1, 350] = np.nan
+    comp = _reduce_window((4, 700), "f32", "max", -np.inf, [1, 700], [1, 1], [(0, 0), (699, 0)])
+    _check(comp, x)
+    comp = _reduce_window((4, 700), "s32", "add", 0, [1, 700], [1, 1], [(0, 0), (699, 0)])
+    _check(comp, _values((4, 700), "s32"))
+
+
+# -- Gather of single elements: index vectors of any length, anywhere in the indices ----------
+
+def _element_gather(operand_dims, t, n, K, index_vector_dim, batching=False, rng=RNG):
+    """x[i0, ..., iK-1] gathered ``n`` times (indices out of bounds too: clamped);
+    the index vector at ``index_vector_dim`` of an [n, K] or [K, n] index array."""
+    rank = len(operand_dims)
+    dims = list(range(rank))
+    batch = [0] if batching else []
+    start = [d for d in dims if d not in batch][:K]
+    b = xe.XlaBuilder("elements")
+    x = xe.Parameter(b, 0, xe.Shape(t, tuple(operand_dims)), "x")
+    ishape = (n, K) if index_vector_dim == 1 else (K, n)
+    i = xe.Parameter(b, 1, xe.Shape("s32", ishape), "i")
+    if batching:  # position p reads operand batch coordinate p (n == operand_dims[0])
+        g = xe.Gather(x, i, offset_dims=[1 + d for d in range(rank - 1 - K)], collapsed_slice_dims=start,
+                      start_index_map=start, index_vector_dim=index_vector_dim,
+                      slice_sizes=[1 if d in start or d in batch else operand_dims[d] for d in dims],
+                      operand_batching_dims=batch, start_indices_batching_dims=[1 - index_vector_dim])
+    else:
+        g = xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=dims, start_index_map=start,
+                      index_vector_dim=index_vector_dim, slice_sizes=[1] * rank)
+    comp = b.build(g)
+    idx = np.stack([rng.integers(-3, operand_dims[d] + 3, n) for d in start], axis=index_vector_dim)
+    return comp, [_values(operand_dims, t, rng), idx.astype(np.int32)]
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+@pytest.mark.parametrize("index_vector_dim", [1, 0])
+@pytest.mark.parametrize("n", [37, PARALLEL_THRESHOLD + 5])
+def test_gather_single_elements(K, index_vector_dim, n):
+    dims = [7, 5, 9, 4][:K]
+    comp, args = _element_gather(dims, "s32", n, K, index_vector_dim)
+    _check(comp, *args)
+
+
+def test_gather_single_elements_with_batching_dimensions():
+    comp, args = _element_gather([40000, 6], "f32", 40000, 1, 1, batching=True)
+    _check(comp, *args)
+
+
+def test_gather_without_start_indices_reads_the_first_element():
+    # start_index_map empty: every position reads the one element at the origin
+    b = xe.XlaBuilder("origin")
+    x = xe.Parameter(b, 0, xe.Shape("s32", (4, 3)), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", (PARALLEL_THRESHOLD + 7, 0)), "i")
+    comp = b.build(xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[],
+                             index_vector_dim=1, slice_sizes=[1, 1]))
+    _check(comp, _values((4, 3), "s32"), np.zeros((PARALLEL_THRESHOLD + 7, 0), np.int32))

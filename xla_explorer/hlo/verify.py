@@ -1,0 +1,118 @@
+"""The one check every module passes before any executor runs it.
+
+A module can lie: hand-edited HLO text declares ``f32[100000000] add(f32[3], f32[3])``,
+a parameter number is missing, an operand comes after its user.  The NumPy reference
+would notice late; a compiled kernel trusts the declared shape and reads memory its
+buffers do not back.  So ``verify(module)`` runs first, on every backend, and refuses
+such a module with the same error everywhere:
+
+- each computation's parameters are numbered 0..n-1, once each;
+- every operand is an instruction of the same computation defined before its user (the
+  parser has already ordered the text and refused cycles and undefined names);
+- every instruction's declared shape is what its op's shape rule infers from its
+  operands and attributes (which checks attribute ranges and enum values too), up to
+  layouts and dynamic sizes; a constant's literal has the declared shape;
+- no instruction's value would need more bytes than the size limit (``shapes.MAX_BYTES``);
+- computations call each other at most ``MAX_CALL_DEPTH`` deep (the executors run a
+  called computation by calling into it: a deeper chain would exhaust Python's stack).
+
+The result is remembered on the module (until its entry changes), so a module run in a
+loop is verified once.
+"""
+import numpy as np
+
+from ..errors import ShapeError
+from ..ops import registry
+from ..shapes import MAX_NESTING, Shape, check_size
+
+#: how deep computations may call each other (a while body calling a reduce body: 2)
+MAX_CALL_DEPTH = MAX_NESTING
+
+
+def verify(module):
+    """Verify ``module`` (an XlaComputation) unless it was verified as it is now; returns it."""
+    key = (module.entry, len(module.entry.instructions), module.entry.root)
+    if module.__dict__.get("_verified") != key:
+        verify_module(module)
+        module.__dict__["_verified"] = key
+    return module
+
+
+def verify_module(module):
+    """Check every computation of ``module`` (see the module docstring); raises ShapeError
+    (SizeLimitError for a value over the size limit) naming the instruction and its line."""
+    registry.all_ops()
+    computations = module.computations   # callees before their callers
+    depth = {}
+    for comp in computations:
+        callees = [c for inst in comp.instructions for c in inst.called_computations()]
+        depth[id(comp)] = 1 + max((depth.get(id(c), 0) for c in callees), default=0)
+        if depth[id(comp)] > MAX_CALL_DEPTH:
+            raise ShapeError(f"computation {comp.name}: computations call each other {depth[id(comp)]} deep; at most "
+                             f"{MAX_CALL_DEPTH} levels are supported")
+    for comp in computations:
+        verify_computation(comp)
+
+
+def where(inst):
+    line = getattr(inst, "line", None)
+    return inst.name if line is None else f"{inst.name} (line {line})"
+
+
+def verify_computation(comp):
+    position = {inst: k for k, inst in enumerate(comp.instructions)}
+    if comp.root not in position:
+        raise ShapeError(f"computation {comp.name}: its root {comp.root.name} is not one of its instructions")
+    _check_parameters(comp)
+    for k, inst in enumerate(comp.instructions):
+        for o in inst.operands:
+            if o not in position:
+                raise ShapeError(f"{where(inst)}: operand {o.name} is not an instruction of computation "
+                                 f"{comp.name}")
+            if position[o] >= k:
+                raise ShapeError(f"{where(inst)}: operand {o.name} is defined after it (operands come first; "
+                                 f"a cycle?) in computation {comp.name}")
+        _check_instruction(inst)
+
+
+def _check_parameters(comp):
+    params = [i for i in comp.instructions if i.opcode == "parameter"]
+    numbers = []
+    for p in params:
+        n = p.attrs.get("parameter_number")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ShapeError(f"{where(p)}: parameter number {n!r} must be an integer >= 0")
+        numbers.append(n)
+    if sorted(numbers) != list(range(len(numbers))):
+        raise ShapeError(f"computation {comp.name}: parameter numbers must be 0..{len(numbers) - 1}, each once; "
+                         f"got {sorted(numbers)}")
+    if set(comp.parameters) != set(params) or len(comp.parameters) != len(params):
+        raise ShapeError(f"computation {comp.name}: its parameter list does not match its parameter instructions")
+
+
+def _check_instruction(inst):
+    shape = inst.shape
+    if not isinstance(shape, Shape):
+        raise ShapeError(f"{where(inst)}: its shape is {shape!r}, not a Shape")
+    op = registry.OPS.get(inst.opcode)
+    if op is None:
+        return  # running it says the opcode is not implemented
+    if inst.opcode != "parameter":
+        check_size(shape, f"{op.name} {where(inst)}")
+    if inst.opcode == "parameter":
+        return
+    if inst.opcode == "constant":
+        literal = inst.attrs.get("literal")
+        if literal is not None and shape.is_static and tuple(np.shape(literal)) != shape.dims:
+            raise ShapeError(f"{where(inst)}: the constant's literal has shape {list(literal.shape)} but the "
+                             f"instruction declares {shape}")
+        return
+    from ..builder import infer_shape
+    try:
+        inferred = infer_shape(op, [o.shape for o in inst.operands], inst.attrs)
+    except ShapeError as e:
+        raise type(e)(f"{op.name} {where(inst)}: {e}") from None
+    if not inferred.compatible(shape):
+        operands = ", ".join(str(o.shape) for o in inst.operands)
+        raise ShapeError(f"{op.name} {where(inst)}: the module declares {shape} but the shape rule infers "
+                         f"{inferred} from its operands ({operands}) and attributes")
