@@ -37,11 +37,7 @@ import fuzzkit  # noqa: E402
 
 FINDINGS = ("crash", "hang", "memory", "bare", "unnamed", "accepted", "disagree", "modified")
 
-#: operand replacements (value, must_refuse): things that are not arrays
-BAD_OPERANDS = [(None, True), ("abc", True), ({1: 2}, True), ([1, "a"], True), (np.array(["a", "b"]), True),
-                (fuzzkit.Fn("add"), True), (2 ** 40, False), ("OTHER_BUILDER", True), (2 ** 70, False),
-                (np.zeros((2, 2), np.float32), False), (np.float64(1.5), False), ([[1, 2], [3]], False),
-                (np.array([1, 2], dtype=object), True), (1j, False), (True, False)]
+BAD_OPERANDS = fuzzkit.BAD_OPERANDS
 
 
 def builder_cases():
@@ -50,49 +46,18 @@ def builder_cases():
     for opcode, items in sorted(exs.items()):
         op = registry.OPS[opcode]
         for index, ex in enumerate(items):
-            defaults = _api_defaults(ex)
-            for kw, kind, required in fuzzkit.attribute_kinds(op):
-                # None for an argument whose default is None is the default, not an error
-                required = required and not (kw in defaults and defaults[kw] is None)
+            # the schema's attributes, and the public function's other arguments (sizes, types)
+            for kw, kind, required, in_schema in fuzzkit.case_kinds(opcode, index):
                 for bad in fuzzkit.bad_values(kind, required):
-                    for mode in ("eager", "symbolic", "apply"):
-                        yield ("op", opcode, index, mode, kw, bad)
-            # the public function's other arguments (not in the schema: sizes, types, flags)
-            schema_kws = {kw for kw, _, _ in fuzzkit.attribute_kinds(op)}
-            for kw, kind, required in fuzzkit.api_argument_kinds(ex):
-                if kw in schema_kws:
-                    continue
-                for bad in fuzzkit.bad_values(kind, required):
-                    for mode in ("eager", "symbolic"):
+                    for mode in ("eager", "symbolic", "apply") if in_schema else ("eager", "symbolic"):
                         yield ("op", opcode, index, mode, kw, bad)
             for pos in range(len(ex.args)):
-                if pos < len(ex.args) and _is_operand(ex, pos):
+                if fuzzkit.is_operand(ex, pos):
                     for value, must in BAD_OPERANDS:
                         for mode in ("eager", "symbolic"):
                             yield ("operand", opcode, index, mode, pos, fuzzkit.Bad(value, must))
     for case in fuzzkit.builder_api_cases():
         yield ("api", case)
-
-
-def _api_defaults(ex):
-    import inspect
-
-    import xla_explorer as xe
-    fn = getattr(xe, ex.api)
-    return {p.name: p.default for p in inspect.signature(getattr(fn, "__wrapped_op__", fn)).parameters.values()
-            if p.default is not p.empty}
-
-
-def _is_operand(ex, pos):
-    import inspect
-
-    import xla_explorer as xe
-    from xla_explorer.builder import _OPERAND_ARGS
-    fn = getattr(xe, ex.api)
-    params = list(inspect.signature(getattr(fn, "__wrapped_op__", fn)).parameters.values())
-    if pos < len(params) and params[pos].kind != params[pos].VAR_POSITIONAL:
-        return params[pos].name in _OPERAND_ARGS
-    return any(p.kind == p.VAR_POSITIONAL and p.name in _OPERAND_ARGS for p in params)
 
 
 def run_builder(worker, case, backends):

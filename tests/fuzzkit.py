@@ -316,6 +316,61 @@ def bad_values(kind, required=True):
     return [Bad(None, required), Bad(1.5), Bad("bogus")]
 
 
+def must_refuse(kind, value):
+    """Whether no op may accept ``value`` for an attribute of ``kind`` (its type is wrong)."""
+    from xla_explorer.coerce import is_int
+
+    def int_list(v):
+        if isinstance(v, np.ndarray):
+            return v.ndim == 1 and v.dtype.kind in "iu"
+        return isinstance(v, (list, tuple, range)) and all(is_int(x) for x in v)
+
+    if kind == "ints":
+        return not int_list(value)
+    if kind == "int":
+        return not is_int(value) and not (isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu")
+    if kind == "bool":
+        return not isinstance(value, (bool, np.bool_))
+    if kind == "float":
+        return isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating))
+    if kind in ("str", "qstr"):
+        return not isinstance(value, str)
+    if kind == "int_lists":
+        return not (isinstance(value, (list, tuple)) and all(int_list(g) for g in value))
+    if kind in ("pairs", "triples"):
+        return not (isinstance(value, str) or (isinstance(value, (list, tuple)) and all(int_list(g) for g in value)))
+    if kind == "bools":
+        return not (isinstance(value, (list, tuple)) and all(isinstance(x, (bool, np.bool_)) for x in value))
+    return False
+
+
+#: operand replacements (value, must_refuse): things that are not arrays (or odd ones)
+BAD_OPERANDS = [(None, True), ("abc", True), ({1: 2}, True), ([1, "a"], True), (np.array(["a", "b"]), True),
+                (Fn("add"), True), (2 ** 40, False), ("OTHER_BUILDER", True), (2 ** 70, False),
+                (np.zeros((2, 2), np.float32), False), (np.float64(1.5), False), ([[1, 2], [3]], False),
+                (np.array([1, 2], dtype=object), True), (1j, False), (True, False), (b"x", True),
+                (np.zeros((0, 3), np.float32), False), (float("nan"), False)]
+
+
+def case_kinds(opcode, index=0):
+    """[(keyword, kind, required, in_schema)]: the op's schema attributes and its public
+    function's other arguments; None is not an error where the function's default is None."""
+    import inspect
+
+    import xla_explorer as xe
+    from xla_explorer.ops import registry
+    ex = examples()[opcode][index]
+    fn = getattr(xe, ex.api)
+    defaults = {p.name: p.default for p in inspect.signature(getattr(fn, "__wrapped_op__", fn)).parameters.values()
+                if p.default is not p.empty}
+    schema = attribute_kinds(registry.OPS[opcode])
+    names = {kw for kw, _, _ in schema}
+    out = [(kw, kind, required and not (kw in defaults and defaults[kw] is None), True)
+           for kw, kind, required in schema]
+    out += [(kw, kind, required, False) for kw, kind, required in api_argument_kinds(ex) if kw not in names]
+    return out
+
+
 def attribute_kinds(op):
     """[(keyword, kind, required)] for every Python keyword of ``op``'s schema."""
     from xla_explorer.hlo.attrs import REQUIRED, Attr, PaddingConfig, SliceAttr, Window
@@ -779,9 +834,7 @@ class Worker:
             self.proc.stdin.flush()
             reply = self._read(timeout or self.timeout)
         except (BrokenPipeError, OSError, EOFError):
-            reply = None
-        if reply is None:
-            return self._failed()
+            return self._failed(ended=True)
         return pickle.loads(reply)
 
     def _read(self, timeout):
@@ -808,7 +861,12 @@ class Worker:
                 else:
                     return buf
 
-    def _failed(self):
+    def _failed(self, ended=False):
+        if ended:   # the pipe closed: the process is dying, collect its status
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
         rc = self.proc.poll()
         if rc is None:   # no answer in time: a hang
             self.proc.kill()
@@ -924,6 +982,25 @@ def _symbolic_with(ex, args, kwargs, keep, foreign):
     new_args[keep] = foreign
     result = fn(*_f(new_args), **_f(dict(bound.kwargs)))
     return b.build(result), None
+
+
+def crash_for_test():
+    """Kill the worker as a segmentation fault would (the harness's own test)."""
+    import signal
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def is_operand(ex, pos):
+    """Whether positional argument ``pos`` of the example holds operands (by its name)."""
+    import inspect
+
+    import xla_explorer as xe
+    from xla_explorer.builder import _OPERAND_ARGS
+    fn = getattr(xe, ex.api)
+    params = list(inspect.signature(getattr(fn, "__wrapped_op__", fn)).parameters.values())
+    if pos < len(params) and params[pos].kind != params[pos].VAR_POSITIONAL:
+        return params[pos].name in _OPERAND_ARGS
+    return any(p.kind == p.VAR_POSITIONAL and p.name in _OPERAND_ARGS for p in params)
 
 
 def builder_api_cases():

@@ -201,8 +201,6 @@ def Reduce(operands, init_values, computation, dimensions):
     if len(ops) != len(inits):
         raise ShapeError(f"Reduce: {len(ops)} operands but {len(inits)} init_values; give one "
                          "init value per operand")
-    if isinstance(dimensions, (int, np.integer)) and not isinstance(dimensions, (bool, np.bool_)):
-        dimensions = [dimensions]  # one dimension may be given alone
     return apply_op("reduce", ops + inits, {"dimensions": dimensions, "computation": computation})
 
 
