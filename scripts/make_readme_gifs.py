@@ -1,6 +1,6 @@
 """Make the README's index-map GIFs: docs/images/{gather,scatter,reduce_window,pad}.gif.
 
-    .venv/bin/python scripts/make_readme_gifs.py [--out docs/images] [--dpi 80] [--fps 2]
+    .venv/bin/python scripts/make_readme_gifs.py [--out docs/images] [--fps 2] [--width 820]
 
 Each is ``xe.animate(...)`` on a small example that shows the op's corner cases: Gather's
 windows clamped into bounds, Scatter's colliding and skipped updates, ReduceWindow's
@@ -63,15 +63,16 @@ EXAMPLES = {"gather": gather, "scatter": scatter, "reduce_window": reduce_window
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parents[1] / "docs" / "images"))
-    parser.add_argument("--dpi", type=int, default=80)
     parser.add_argument("--fps", type=float, default=2)
+    parser.add_argument("--width", type=int, default=820, help="layout width in pixels (GitHub shows ~830)")
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, make in EXAMPLES.items():
         start = time.perf_counter()
         anim = make()
-        path = anim.save(out / f"{name}.gif", fps=args.fps, dpi=args.dpi)
+        anim.width = args.width  # frames as wide as the README's column, so the text stays legible
+        path = anim.save(out / f"{name}.gif", fps=args.fps)
         size = os.path.getsize(path) / 1024
         print(f"{path}: {len(anim.frames)} frames, {size:.0f} KiB, {time.perf_counter() - start:.1f} s")
 

@@ -16,7 +16,7 @@ from xla_explorer.ops import registry  # noqa: E402
 
 A = pytest.importorskip("xla_explorer.animate")
 f32, s32 = np.float32, np.int32
-CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "hlo_corpus")
+from conftest import CORPUS  # noqa: E402
 
 
 def add(a, b):
@@ -51,7 +51,7 @@ def check_frames(anim):
             if g.name not in expected:
                 assert not frame.positions(g.name, *READ_ROLES), (frame.number, g.name)
         written = {}
-        for j, index in A.core.writes(access):
+        for j, index in A.model.writes(access):
             written.setdefault(results[j], set()).add(index)
         for name in results:
             assert frame.indices(name, "write", "collision") == written.get(name, set())
@@ -91,19 +91,23 @@ def test_gather_window_at_its_clamped_start():
 
 
 def test_gather_of_a_parsed_program_and_without_args():
-    comp = xe.parse_hlo(open(os.path.join(CORPUS, "gather_windows_2d_oob", "module.hlo")).read()) \
-        if os.path.exists(CORPUS) else None
-    if comp is None:
+    path = CORPUS / "gather_windows_2d_oob" / "module.hlo"
+    if not path.exists():
         pytest.skip("corpus not found")
+    comp = xe.parse_hlo(path.read_text())
     operand = np.arange(42, dtype=f32).reshape(6, 7)
     starts = np.array([[0, 0], [5, 6], [2, 3], [-1, 2], [4, 1]], s32)
     anim = xe.animate(comp, "gather.1", operand, starts)
     check_frames(anim)
     assert anim.title == "Gather gather.1"
     assert [f.cells for f in anim.frames] == [f.cells for f in gather_windows().frames]
-    zeros = xe.animate(comp, "gather.1")  # no arguments: operands are zeros, every start [0, 0]
-    check_frames(zeros)
-    assert not any(f.access.clamped for f in zeros.frames)
+    # no arguments: shapes only; the picture says the indices are unknown, never zeros
+    unknown = xe.animate(comp, "gather.1")
+    assert not unknown.known and all(f.access.unknown for f in unknown.frames)
+    f = unknown.frames[7]
+    assert "read" not in f.roles("operand") and "candidate" in f.roles("operand")
+    assert "unknown" in f.text and "start_index      = start_indices[1, :] = ?" in f.text
+    assert any("Index values unknown" in t.text for t in A.scene.layout(unknown, f).texts)
     with pytest.raises(KeyError, match="gather.1"):
         xe.animate(comp, "nope.1")
 
@@ -382,15 +386,20 @@ def big_gather(n=32, **kw):
                       start_index_map=[0, 1], index_vector_dim=2, slice_sizes=[1, 1], **kw)
 
 
-def test_big_maps_are_summarised_visibly():
-    first = big_gather()
-    assert len(first.frames) == 200 and first.summary == "steps 1-200 of 1024"
-    assert [f.step for f in first.frames] == list(range(200))
-    sampled = big_gather(max_steps=5, sample=True)
-    assert [f.step for f in sampled.frames] == [0, 256, 512, 767, 1023]
-    assert sampled.summary == "5 of 1024 steps, evenly spaced"
-    assert "frame 2 of 5: step 257 of 1024" in sampled.counter(sampled.frames[1])
-    check_frames(sampled)
+def test_big_maps_keep_their_structure():
+    # the default: the first row of the result whole, then the rest in even strides
+    anim = big_gather()
+    steps = [f.step for f in anim.frames]
+    assert len(steps) == 60 and steps[:30] == list(range(30)) and steps[-1] == 1023
+    assert all(b - a <= 35 for a, b in zip(steps[30:], steps[31:]))
+    assert anim.summary == "60 of 1024 steps: the first 30, then one in ~33"
+    check_frames(anim)
+    first = big_gather(max_steps=200, sample="first")
+    assert [f.step for f in first.frames] == list(range(200)) and first.summary == "steps 1-200 of 1024"
+    even = big_gather(max_steps=5, sample="even")
+    assert [f.step for f in even.frames] == [0, 256, 512, 767, 1023]
+    assert even.summary == "5 of 1024 steps, evenly spaced"
+    assert "frame 2 of 5: step 257 of 1024" in even.counter(even.frames[1])
     assert len(big_gather(max_steps=None).frames) == 1024
 
 
@@ -418,54 +427,102 @@ def test_registered_layer_and_errors():
 
 # -- rendering (few steps) ---------------------------------------------------------------------------
 
-def test_frame_gif_html_and_fast_pixels(tmp_path):
+def _rgb(hex_colour):
+    return np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+
+
+def test_frames_are_legible_with_distinct_colours():
+    """Every frame of each animation: text at least 10 px at the default dpi (in the
+    matplotlib figure and the raster frames alike), one colour per role, one legend entry
+    per meaning, cells coloured by their role."""
     import matplotlib.figure
+    anims = [gather_windows(), big_gather(max_steps=6),
+             xe.animate("pad", np.arange(6, dtype=f32).reshape(2, 3), f32(0),
+                        padding_config=[(1, -1, 1), (0, 2, 0)], max_steps=6),
+             xe.animate("scatter", np.zeros((4, 3), f32), np.array([[1], [7], [1]], s32), np.ones((3, 3), f32),
+                        update_computation=add, update_window_dims=[1], inserted_window_dims=[0],
+                        scatter_dims_to_operand_dims=[0],
+                        index_vector_dim=1, max_steps=6)]
+    colours = [c for c, _ in A.ROLES.values()] + [c for c, _ in A.STATIC.values()]
+    assert len(set(colours)) == len(colours)
+    rgb = np.array([_rgb(c) for c in colours])
+    gaps = np.abs(rgb[:, None, :] - rgb[None, :, :]).sum(-1) + np.eye(len(rgb), dtype=int) * 999
+    assert gaps.min() >= 40  # no two roles look alike
+    for anim in anims:
+        for k in range(len(anim.frames)):
+            scene = A.draw.scene_of(anim, k)
+            assert min(scene.fonts()) >= 10
+            labels = [label for _, label in scene.legend]
+            assert len(labels) == len(set(labels)) and len(scene.legend) == len({c for c, _ in scene.legend})
+            # every colour on a cell is explained by the legend
+            assert {r.fill for r in scene.rects} - {c for c, _ in scene.legend} <= {"#ffffff", A.scene.EMPTY}
+            assert scene.fills() <= set(colours) | {"#ffffff", A.scene.EMPTY, }
+        fig = anim.frame(len(anim.frames) - 1)
+        assert isinstance(fig, matplotlib.figure.Figure) and fig.dpi == 100
+        sizes = [t.get_fontsize() * fig.dpi / 72 for t in fig.axes[0].texts]
+        assert sizes and min(sizes) >= 10 - 1e-9
+    # the raster frame paints the current element in its colour
+    anim = anims[0]
+    scene = A.draw.scene_of(anim, 7)
+    image = anim.image(7)
+    cell = next(r for r in scene.rects if r.fill == A.ROLES["current"][0])
+    assert (image[int(cell.y + 3), int(cell.x + 3)] == _rgb(A.ROLES["current"][0])).all()
+    read = next(r for r in scene.rects if r.fill == A.ROLES["read"][0])
+    assert (image[int(read.y + 3), int(read.x + 3)] == _rgb(A.ROLES["read"][0])).all()
+
+
+def test_gif_html_png_svg(tmp_path):
     from PIL import Image
-    anim = gather_windows()
-    fig = anim.frame(7)
-    assert isinstance(fig, matplotlib.figure.Figure)
-    assert "clamped" in fig.texts[-1].get_text() or any("clamped" in t.get_text() for t in fig.texts)
     small = xe.animate("reverse", np.arange(256, dtype=f32).reshape(16, 16), dimensions=[1], max_steps=4)
-    gif = small.save(tmp_path / "rev.gif", fps=4, dpi=50)
+    gif = small.save(tmp_path / "rev.gif", fps=4)
     with Image.open(gif) as im:
         assert im.n_frames == 4
     html = small.to_jshtml()
-    assert "<script" in html and html.count("data:image/png;base64") == 4
-    assert small._repr_html_().startswith(html[:30])
-    small.save(tmp_path / "rev.png", frame=2, dpi=50)
-    assert (tmp_path / "rev.png").stat().st_size > 0
-    # the fast renderer paints the highlighted cells in their role's colour
-    d = A.core._Drawing(small, dpi=60, fast=True)
-    d.update(2)
-    pixels = d.render()
-    panel = next(p for p in d.panels if p.grid.name == "result")
-    r, c = panel.grid.rc(small.frames[2].index)
-    rows = np.nonzero(panel.rowmap == r)[0] + panel.r0
-    cols = np.nonzero(panel.colmap == c)[0] + panel.c0
-    colour = pixels[rows[len(rows) // 2], cols[len(cols) // 2], :3]
-    assert np.allclose(colour / 255, A.core._rgb(A.ROLES["current"][0])[:3], atol=0.02)
+    # the first frame is a plain image (shown before any script runs), then one per frame in the script
+    assert html.count("data:image/png;base64") == 5 and html.index("<img src=\"data:image/png") < html.index("<script")
+    assert small._repr_html_().startswith('<div id="xeanim')
+    small.save(tmp_path / "rev.png", frame=2)
+    small.save(tmp_path / "rev.svg", frame=2)
+    assert (tmp_path / "rev.png").stat().st_size > 0 and "<svg" in (tmp_path / "rev.svg").read_text()
+
+
+def test_big_arrays_are_drawn_through_a_window():
+    operand = np.arange(200 * 300, dtype=f32).reshape(200, 300)
+    anim = xe.animate("slice", operand, start_indices=[150, 7], limit_indices=[160, 290], strides=[2, 5],
+                      max_steps=3, sample="even")
+    f = anim.frames[-1]
+    scene = A.draw.scene_of(anim, len(anim.frames) - 1)
+    panel = next(p for p in scene.panels if p.grid == "operand")
+    r0, c0, rows, cols = panel.window
+    (r, c), = [anim.grid("operand").rc(p) for p in f.positions("operand", "read")]
+    assert rows <= 12 and cols <= 16 and r0 <= r < r0 + rows and c0 <= c < c0 + cols
+    assert any(t.text.startswith("window: rows") for t in scene.texts)
 
 
 def test_html_of_a_big_gather_renders_quickly():
-    anim = big_gather(max_steps=150)
+    anim = big_gather()
     start = time.perf_counter()
     html = anim.to_jshtml()
     elapsed = time.perf_counter() - start
-    assert html.count("data:image/png;base64") == 150
-    assert elapsed < 30, f"150 frames of a 32x32 gather took {elapsed:.1f} s"
+    assert html.count("data:image/png;base64") == 61
+    assert elapsed < 20, f"60 frames of a 32x32 gather took {elapsed:.1f} s"
+    assert len(html) < 6e6
 
 
-def test_stepper_is_a_slider_over_the_frames(monkeypatch):
+def test_stepper_is_a_slider_over_png_frames(monkeypatch):
     anim = xe.animate("reverse", np.arange(4, dtype=f32), dimensions=[0])
     monkeypatch.setitem(sys.modules, "ipywidgets", None)
     with pytest.raises(ImportError, match=r"xla_explorer\[widgets\]"):
         anim.stepper()
     monkeypatch.delitem(sys.modules, "ipywidgets")
     pytest.importorskip("ipywidgets")
-    box = anim.stepper(dpi=40)
-    assert box.drawing.shown == 0
+    box = anim.stepper()
+    assert box.shown == 0 and box.image.value[:8] == b"\x89PNG\r\n\x1a\n"
     box.slider.value = 3
-    assert box.drawing.shown == 3
-    image = box.drawing.panels[-1].image.get_array()
-    r, c = anim.grid("result").rc((3,))
-    assert np.allclose(image[r, c][:3], A.core._rgb(A.ROLES["current"][0])[:3])
+    assert box.shown == 3
+    from io import BytesIO
+    from PIL import Image
+    pixels = np.asarray(Image.open(BytesIO(box.image.value)).convert("RGB"))
+    scene = A.draw.scene_of(anim, 3)
+    cell = next(r for r in scene.rects if r.fill == A.ROLES["current"][0])
+    assert (pixels[int(cell.y + 3), int(cell.x + 3)] == _rgb(A.ROLES["current"][0])).all()

@@ -74,6 +74,11 @@ def _perturb(ex, answer):
     if ex.kind == "shape":
         if str(answer).startswith("illegal"):
             return (1, 2, 3)
+        if str(answer).startswith("("):  # a tuple-shaped result: one size of its last element off
+            last = xe.Shape.parse(answer).tuple_shapes[-1]
+            dims = list(last.dims)
+            dims[-1] += 1
+            return str(answer)[:str(answer).rindex(str(last))] + str(xe.Shape(last.element_type, dims)) + ")"
         dims = list(xe.Shape.parse(answer).dims)
         if not dims:
             return (1,)

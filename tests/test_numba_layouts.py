@@ -74,3 +74,119 @@ def test_a_broadcast_read_by_two_loops_is_computed_in_each():
     args = (_values((40, 30), "s32"), _values((30,), "s32"))
     for g, w in zip(comp.run(*args, backend="numba"), comp.run(*args)):
         np.testing.assert_array_equal(g, w)
+
+
+# -- ReduceWindow: separable passes over any dimension ---------------------------------------
+
+_COMBINE = {"add": xe.Add, "max": xe.Max, "min": xe.Min, "mul": xe.Mul, "and": xe.And, "xor": xe.Xor}
+
+
+def _reduce_window(dims, t, name, init, wd, ws, pad, bd=None, wdl=None):
+    b = xe.XlaBuilder("rw")
+    x = xe.Parameter(b, 0, xe.Shape(t, tuple(dims)), "x")
+    return b.build(xe.ReduceWindow(x, xe.Constant(b, np.array(init, dtype=xe.Shape(t, ()).dtype)),
+                                   lambda a, c: _COMBINE[name](a, c), wd, ws, pad, bd, wdl))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC", "HWNC", "W"])
+@pytest.mark.parametrize("t, name, init", [("f32", "max", -np.inf), ("f32", "add", 0.0), ("s32", "add", 3),
+                                           ("s32", "min", 7), ("s32", "xor", 0)])
+def test_pooling_in_every_layout(layout, t, name, init):
+    """3x3 stride-2 SAME and 2x2 stride-2 VALID pooling wherever the spatial dimensions are;
+    big enough for the threads."""
+    sizes = {"N": 3, "C": 5, "H": 67, "W": 130}
+    dims = [sizes[c] for c in layout]
+    for win, stride, pad in ((3, 2, "SAME"), (2, 2, "VALID"), (3, 1, "SAME")):
+        wd = [win if c in "HW" else 1 for c in layout]
+        ws = [stride if c in "HW" else 1 for c in layout]
+        comp = _reduce_window(dims, t, name, init, wd, ws, pad)
+        _check(comp, _values(dims, t), exact=not t.startswith("f") or name != "add")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_separable_windows_random_geometry(seed):
+    """Random windows, strides, padding (negative too), base and window dilations over rank 1-4,
+    on rows long enough for the block and threaded paths."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 5))
+    dims = [int(rng.integers(1, 9)) for _ in range(rank)]
+    dims[int(rng.integers(0, rank))] = int(rng.integers(40, 300))
+    wd = [int(rng.integers(1, 5)) for _ in range(rank)]
+    ws = [int(rng.integers(1, 4)) for _ in range(rank)]
+    pad = [(int(rng.integers(-1, 4)), int(rng.integers(-1, 4))) for _ in range(rank)]
+    bd = [int(rng.choice([1, 1, 2])) for _ in range(rank)]
+    wdl = [int(rng.choice([1, 1, 2])) for _ in range(rank)]
+    try:
+        comp = _reduce_window(dims, "s32", "add", 1, wd, ws, pad, bd, wdl)
+    except xe.ShapeError:  # negative padding larger than the operand
+        pytest.skip("window does not fit")
+    _check(comp, _values(dims, "s32"))
+    comp = _reduce_window(dims, "f32", "max", -np.inf, wd, ws, pad, bd, wdl)
+    _check(comp, _values(dims, "f32"))
+
+
+def test_one_big_window_item_runs_pass_by_pass():
+    # the window moves along the leading dimension: one item, each pass's rows in threads
+    comp = _reduce_window((300, 400), "s32", "max", -5, [5, 3], [2, 1], [(2, 2), (1, 1)])
+    _check(comp, _values((300, 400), "s32"))
+    comp = _reduce_window((300, 400), "f32", "add", 0.5, [5, 3], [2, 1], [(2, 2), (1, 1)])
+    _check(comp, _values((300, 400), "f32"), exact=False)
+
+
+def test_cumulative_window_and_nan_propagate():
+    x = _values((4, 700), "f32")
+    x[1, 350] = np.nan
+    comp = _reduce_window((4, 700), "f32", "max", -np.inf, [1, 700], [1, 1], [(0, 0), (699, 0)])
+    _check(comp, x)
+    comp = _reduce_window((4, 700), "s32", "add", 0, [1, 700], [1, 1], [(0, 0), (699, 0)])
+    _check(comp, _values((4, 700), "s32"))
+
+
+# -- Gather of single elements: index vectors of any length, anywhere in the indices ----------
+
+def _element_gather(operand_dims, t, n, K, index_vector_dim, batching=False, rng=RNG):
+    """x[i0, ..., iK-1] gathered ``n`` times (indices out of bounds too: clamped);
+    the index vector at ``index_vector_dim`` of an [n, K] or [K, n] index array."""
+    rank = len(operand_dims)
+    dims = list(range(rank))
+    batch = [0] if batching else []
+    start = [d for d in dims if d not in batch][:K]
+    b = xe.XlaBuilder("elements")
+    x = xe.Parameter(b, 0, xe.Shape(t, tuple(operand_dims)), "x")
+    ishape = (n, K) if index_vector_dim == 1 else (K, n)
+    i = xe.Parameter(b, 1, xe.Shape("s32", ishape), "i")
+    if batching:  # position p reads operand batch coordinate p (n == operand_dims[0])
+        g = xe.Gather(x, i, offset_dims=[1 + d for d in range(rank - 1 - K)], collapsed_slice_dims=start,
+                      start_index_map=start, index_vector_dim=index_vector_dim,
+                      slice_sizes=[1 if d in start or d in batch else operand_dims[d] for d in dims],
+                      operand_batching_dims=batch, start_indices_batching_dims=[1 - index_vector_dim])
+    else:
+        g = xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=dims, start_index_map=start,
+                      index_vector_dim=index_vector_dim, slice_sizes=[1] * rank)
+    comp = b.build(g)
+    idx = np.stack([rng.integers(-3, operand_dims[d] + 3, n) for d in start], axis=index_vector_dim)
+    return comp, [_values(operand_dims, t, rng), idx.astype(np.int32)]
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+@pytest.mark.parametrize("index_vector_dim", [1, 0])
+@pytest.mark.parametrize("n", [37, PARALLEL_THRESHOLD + 5])
+def test_gather_single_elements(K, index_vector_dim, n):
+    dims = [7, 5, 9, 4][:K]
+    comp, args = _element_gather(dims, "s32", n, K, index_vector_dim)
+    _check(comp, *args)
+
+
+def test_gather_single_elements_with_batching_dimensions():
+    comp, args = _element_gather([40000, 6], "f32", 40000, 1, 1, batching=True)
+    _check(comp, *args)
+
+
+def test_gather_without_start_indices_reads_the_first_element():
+    # start_index_map empty: every position reads the one element at the origin
+    b = xe.XlaBuilder("origin")
+    x = xe.Parameter(b, 0, xe.Shape("s32", (4, 3)), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", (PARALLEL_THRESHOLD + 7, 0)), "i")
+    comp = b.build(xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[],
+                             index_vector_dim=1, slice_sizes=[1, 1]))
+    _check(comp, _values((4, 3), "s32"), np.zeros((PARALLEL_THRESHOLD + 7, 0), np.int32))

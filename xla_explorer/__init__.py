@@ -8,6 +8,7 @@ from . import dtypes
 from .builder import Constant, ConstantR0, Parameter, XlaBuilder, XlaOp
 from .computation import XlaComputation
 from .errors import ExecutionError, HloParseError, ShapeError, SizeLimitError
+from .fpenv import FloatEnv, float_env, get_float_env, set_float_env
 from .ops import *  # noqa: F401,F403  (the op functions, named as in the spec)
 from .ops import __all__ as _ops_all
 from .ops.index_map import Access, IndexMap
@@ -39,13 +40,25 @@ def index_map(comp_or_opcode, instruction=None, *args, **attrs):
 
 
 def animate(comp_or_opcode, instruction=None, *args, **kw):
-    """An animation of an op's index map (needs matplotlib): ``animate(comp, "gather.1",
-    *module_args)`` for an instruction of a computation, or ``animate("gather", operand,
-    start_indices, offset_dims=..., ...)`` for an op on values.  Displays itself in Jupyter;
-    ``.save("gather.gif")``, ``.frame(k)``, ``.frames``, ``.stepper()``.  Options:
-    ``max_steps=200``, ``sample=False``, ``dims=(a, b)``, ``fixed={d: i}``."""
+    """An animation of an op's index map (matplotlib and Pillow draw it): ``animate(comp,
+    "gather.1", *module_args, invocation=0)`` for an instruction in any computation of a
+    module, or ``animate("gather", operand, start_indices, offset_dims=..., ...)`` for an
+    op on values.  Displays itself in Jupyter; ``.save("gather.gif")``, ``.frame(k)``,
+    ``.frames``, ``.stepper()``, ``.view()``.  Options: ``max_steps=60`` (a longer map:
+    its first row of steps, then even strides), ``sample="even"`` / ``"first"``,
+    ``dims=(a, b)``, ``fixed={d: i}``."""
     from .animate import animate as _animate
     return _animate(comp_or_opcode, instruction, *args, **kw)
+
+
+def index_map_view(comp_or_opcode, instruction=None, *args, **kw):
+    """The interactive index-map view (an anywidget in JupyterLab, Notebook 7 and VS Code;
+    a static SVG without anywidget): ``index_map_view(comp, "gather.1",
+    *module_args)`` or ``index_map_view("gather", operand, indices, **attrs)``.  Hover or
+    click a result element: the operand elements it reads light up, with the formula
+    filled in beside.  ``.select(index)``, ``.highlighted``, ``.formula`` for scripts."""
+    from .animate import index_map_view as _view
+    return _view(comp_or_opcode, instruction, *args, **kw)
 
 
 def __getattr__(name):
@@ -64,5 +77,5 @@ def status_table(file=None):
 
 __all__ = ["Shape", "XlaBuilder", "XlaOp", "XlaComputation", "Parameter", "Constant", "ConstantR0",
            "ShapeError", "HloParseError", "ExecutionError", "SizeLimitError", "parse_hlo", "from_jax",
-           "index_map", "animate", "status_table", "IndexMap", "Access", "dtypes", "set_size_limit",
-           "size_limit"] + list(_ops_all)
+           "index_map", "index_map_view", "animate", "status_table", "IndexMap", "Access", "dtypes",
+           "set_size_limit", "size_limit", "FloatEnv", "float_env", "get_float_env", "set_float_env"] + list(_ops_all)

@@ -295,18 +295,20 @@ class Notebook:
         return loc
 
     def set_control(self, description, value, within=None):
-        """Set a control as a user would: pick an option, type and press Enter, tick a box.
-        For a composite of several inputs (per-dimension controls) give a list of values."""
+        """Set a control as a user would: pick an option, tick a box, or type into its text
+        boxes and press Enter (a list of values for several boxes: per-dimension controls;
+        an operand's first box is its shape).  For a composite's dropdown, use
+        ``control(...).locator("select")`` and Playwright's ``select_option``."""
         ctl = self.control(description, within)
+        inputs = ctl.locator("input:not([type=checkbox]):visible, textarea:visible")
         select = ctl.locator("select")
-        if select.count():
+        if select.count() and not inputs.count():
             select.first.select_option(label=str(value))
             return ctl
         box = ctl.locator("input[type=checkbox]")
-        if box.count():
+        if box.count() and not inputs.count():
             box.first.set_checked(bool(value))
             return ctl
-        inputs = ctl.locator("input, textarea")
         values = list(value) if isinstance(value, (list, tuple)) else [value]
         assert inputs.count() >= len(values), \
             f"{description!r} has {inputs.count()} inputs, got {len(values)} values"

@@ -11,7 +11,8 @@ grid shows the running values.
 import numpy as np
 
 from ..ops import registry
-from .core import Animator, TEXT_CELLS, combiner_name, element, fmt_index, fmt_list, fmt_value
+from ..ops.index_map import Unknown
+from .model import Animator, TEXT_CELLS, combiner_name, element, fmt_index, fmt_list, fmt_value, val
 
 
 def sliced(name, indices):
@@ -40,13 +41,13 @@ class GatherAnimator(Animator):
         d = a.detail
         for ix in d["start_indices_index"]:
             marks.elem("start_indices", ix, "index")
-        if not d["empty_slice"]:
+        if not d["empty_slice"] and not a.unknown:
             start = [s + b for s, b in zip(d["full_start_index"], d["full_batching_index"])]
             marks.box("operand", start, ctx.attrs["slice_sizes"], "clamped" if a.clamped else "window")
 
     def explain(self, ctx, a, state):
         d = a.detail
-        operand = np.asarray(ctx.operands[0])
+        operand = val(ctx.operands[0])
         sizes = list(ctx.attrs["slice_sizes"])
         upper = [n - s for n, s in zip(operand.shape, sizes)]
         lines = [f"result_index     = {fmt_index(a.index)}",
@@ -72,6 +73,22 @@ class GatherAnimator(Animator):
         return "\n".join(lines)
 
 
+    def explain_unknown(self, ctx, a, state):
+        d = a.detail
+        lines = [f"result_index     = {fmt_index(a.index)}",
+                 f"batch_index      = result_index[batch_dims={_dims(d['batch_dims'])}] = "
+                 f"{fmt_index(d['batch_index'])}",
+                 f"start_index      = {sliced('start_indices', d['start_indices_index'])} = ?",
+                 "                   (the index values are unknown: shapes only)",
+                 f"offset_index     = result_index[offset_dims={_dims(d['offset_dims'])}] = "
+                 f"{fmt_index(d['offset_index'])}",
+                 "operand_index    = clamp(start) + full_offset_index"]
+        if a.reads:
+            box = ", ".join(f"{lo}" if hi == lo + 1 else f"{lo}:{hi}" for lo, hi in a.reads.ranges)
+            lines.append(f"it reads one of {len(a.reads)} elements: operand[{box}]")
+        return "\n".join(lines)
+
+
 class ScatterAnimator(Animator):
     opcodes = ("scatter",)
 
@@ -94,7 +111,10 @@ class ScatterAnimator(Animator):
 
     def start(self, ctx):
         state = super().start(ctx)
-        state["running"] = [np.array(x, copy=True) for x in ctx.operands[:self._n(ctx)]]
+        inputs = ctx.operands[:self._n(ctx)]
+        # running values need the inputs and the indices (shapes only: none)
+        state["running"] = None if any(isinstance(x, Unknown) for x in ctx.operands) else \
+            [np.array(x, copy=True) for x in inputs]
         state["step"] = None
         return state
 
@@ -106,7 +126,7 @@ class ScatterAnimator(Animator):
         n = self._n(ctx)
         target = tuple(a.writes[0][1])
         old = [r[target] for r in running]
-        upd = [np.asarray(ctx.operands[n + 1 + j])[tuple(a.index)] for j in range(n)]
+        upd = [val(ctx.operands[n + 1 + j])[tuple(a.index)] for j in range(n)]
         try:
             new = ctx.attrs["update_computation"](*[np.asarray(v) for v in old + upd])
             new = list(new) if isinstance(new, (tuple, list)) else [new]
@@ -142,7 +162,7 @@ class ScatterAnimator(Animator):
         d = a.detail
         n = self._n(ctx)
         names = self.names(ctx)
-        inputs = np.asarray(ctx.operands[0])
+        inputs = val(ctx.operands[0])
         lines = [f"update_index         = {fmt_index(a.index)}",
                  f"update_scatter_index = update_index[update_scatter_dims={_dims(d['update_scatter_dims'])}]"
                  f" = {fmt_index(d['update_scatter_index'])}",

@@ -10,12 +10,12 @@ import numpy as np
 
 from ..ops import registry
 from ..ops.linalg import _dimension_numbers
-from .core import Animator, element, fmt_index, fmt_value
+from .model import Animator, element, fmt_index, fmt_value, val
 
 
 def _products(ctx, pairs, limit=4):
     """One line per product, names and values: ``lhs[0, 1] * rhs[1, 0] = 2 * 3``."""
-    lhs, rhs = np.asarray(ctx.operands[0]), np.asarray(ctx.operands[1])
+    lhs, rhs = val(ctx.operands[0]), val(ctx.operands[1])
     lines = []
     for k, (li, ri) in enumerate(pairs[:limit]):
         lines.append(f"   {'+' if k else ' '} {element('lhs', li)} * {element('rhs', ri)}"
@@ -51,7 +51,7 @@ class ConvolutionAnimator(Animator):
         dn = self._dn(ctx)
         out_spatial = [a.index[k] for k in dn.output_spatial_dimensions]
         pairs = d["pairs"]
-        value = np.asarray(ctx.results[0])[tuple(a.index)]
+        value = val(ctx.results[0])[tuple(a.index)]
         return "\n".join([
             f"result_index = {fmt_index(a.index)}",
             f"   batch {a.index[dn.output_batch_dimension]}, output feature {a.index[dn.output_feature_dimension]},"
@@ -68,7 +68,7 @@ class DotAnimator(Animator):
 
     def explain(self, ctx, a, state):
         pairs = a.detail["pairs"]
-        value = np.asarray(ctx.results[0])[tuple(a.index)]
+        value = val(ctx.results[0])[tuple(a.index)]
         return "\n".join([f"result_index = {fmt_index(a.index)}",
                           f"   batch {fmt_index(a.detail['batch_index'])}, lhs free "
                           f"{fmt_index(a.detail['lhs_free_index'])}, rhs free {fmt_index(a.detail['rhs_free_index'])}",

@@ -12,8 +12,8 @@ import numpy as np
 
 from ..ops import registry
 from ..ops.reduction import _window_attrs
-from .core import Animator, Grid, TEXT_CELLS, _STATIC_CODES, _type, combiner_name, element, fmt_index, \
-    fmt_list, fmt_value
+from ..ops.index_map import Unknown
+from .model import Animator, Grid, TEXT_CELLS, _type, combiner_name, element, fmt_index, fmt_list, fmt_value, val
 
 CROPPED, PADDING, HOLE, ELEMENT = 3, 2, 1, 0
 
@@ -39,19 +39,15 @@ def padded_lattice(shape, padding, base_dilations):
 
 
 def padded_grid(name, value, padding, base_dilations):
-    value = np.asarray(value)
+    value = val(value)
     lattice, origins, codes = padded_lattice(value.shape, padding, base_dilations)
-    combined = np.zeros((), np.int8)
-    for c in codes:
-        combined = np.maximum.outer(combined, c.astype(np.int8))
-    static = np.zeros(combined.shape, np.int8)
-    static[combined == CROPPED] = _STATIC_CODES["cropped"]
-    static[combined == PADDING] = _STATIC_CODES["padding"]
-    static[combined == HOLE] = _STATIC_CODES["hole"]
     how = (["padded"] if any(lo or hi for lo, hi in padding) else []) + \
         (["base-dilated"] if any(b > 1 for b in base_dilations) else [])
     grid = Grid(name, value, title=f"{name} {_type(value)}" + ("\n" + ", ".join(how) if how else ""),
-                lattice=lattice, static=static)
+                lattice=lattice)
+    # a cell's kind is the strongest of its dimensions' kinds (cropped > padding > hole)
+    for role, code in (("hole", HOLE), ("padding", PADDING), ("cropped", CROPPED)):
+        grid.add_static(role, [c == code for c in codes], "any")
     grid.origin = tuple(origins)
     return grid
 
@@ -134,10 +130,10 @@ class ReduceWindowAnimator(_Variadic):
         results = ctx.results
         res = element("result" if n == 1 else "result[0]", a.index)
         reads0 = [c[3] for c in cells if c[2] == "operand"]
-        operand = np.asarray(ctx.operands[0])
+        operand = val(ctx.operands[0])
         lines.append(f"{res} = reduce with {f}:" if n == 1 else f"{res}, ... = reduce with {f} (variadic):")
         lines += _fold_text(f, names[n], ctx.operands[n], [(element(names[0], i), operand[i]) for i in reads0],
-                            np.asarray(results[0])[tuple(a.index)])
+                            val(results[0])[tuple(a.index)])
         return "\n".join(lines)
 
 
@@ -161,7 +157,8 @@ class SelectAndScatterAnimator(Animator):
 
     def start(self, ctx):
         state = super().start(ctx)
-        state["running"] = np.full(np.shape(ctx.operands[0]), ctx.operands[2], dtype=np.asarray(ctx.results[0]).dtype)
+        state["running"] = None if any(isinstance(v, Unknown) for v in ctx.operands + ctx.results) else \
+            np.full(np.shape(ctx.operands[0]), ctx.operands[2], dtype=np.asarray(ctx.results[0]).dtype)
         state["step"] = None
         return state
 
@@ -177,7 +174,7 @@ class SelectAndScatterAnimator(Animator):
             marks.elem("operand", selected, "selected")
             if state["running"] is not None:
                 old = state["running"][selected]
-                src = np.asarray(ctx.operands[1])[tuple(a.index)]
+                src = val(ctx.operands[1])[tuple(a.index)]
                 try:
                     new = np.asarray(ctx.attrs["scatter"](np.asarray(old), np.asarray(src))).astype(old.dtype)
                     state["step"] = (old, src, new)
@@ -197,7 +194,7 @@ class SelectAndScatterAnimator(Animator):
     def explain(self, ctx, a, state):
         wd, ws, pad, bd, wdl = self.window(ctx)
         d = a.detail
-        operand = np.asarray(ctx.operands[0])
+        operand = val(ctx.operands[0])
         cells = d["cells"]
         lines = [f"source_index    = {fmt_index(a.index)}",
                  f"window_position = source_index * window_strides = {fmt_index(a.index)} * {fmt_list(ws)}"
@@ -249,7 +246,7 @@ class ReduceAnimator(_Variadic):
         d = a.detail
         n = self._n(ctx)
         names = self.names(ctx)
-        operand = np.asarray(ctx.operands[0])
+        operand = val(ctx.operands[0])
         reads = [i for k, i in a.reads if k == 0]
         f = combiner_name(ctx.attrs["computation"], "computation")
         res = element("result" if n == 1 else "result[0]", a.index)
@@ -257,10 +254,59 @@ class ReduceAnimator(_Variadic):
                  f"dimensions reduced = {list(d['reduced_dimensions'])}, kept = {list(d['kept_dimensions'])}",
                  f"{res} = reduce with {f} over {len(reads)} elements:"]
         lines += _fold_text(f, names[n], ctx.operands[n], [(element(names[0], i), operand[i]) for i in reads],
-                            np.asarray(ctx.results[0])[tuple(a.index)])
+                            val(ctx.results[0])[tuple(a.index)])
         return "\n".join(lines)
 
 
 for _animator in (ReduceWindowAnimator(), SelectAndScatterAnimator(), ReduceAnimator()):
     for _opcode in _animator.opcodes:
         registry.register_layer("animation", _opcode, _animator)
+
+
+class SortAnimator(Animator):
+    """Sort and TopK: each result element comes from one position of its row (the
+    permutation the reference computed from the keys)."""
+    opcodes = ("sort", "topk")
+
+    def operand_names(self, ctx):
+        n = len(ctx.operands)
+        return ["operand"] if n == 1 else [f"operands[{k}]" for k in range(n)]
+
+    def result_names(self, ctx):
+        if ctx.opcode == "topk":
+            return ["values", "indices"]
+        return super().result_names(ctx)
+
+    def mark(self, ctx, marks, a, state):
+        super().mark(ctx, marks, a, state)
+        if ctx.opcode == "topk":
+            marks.elem("indices", a.index, "current")
+
+    def explain(self, ctx, a, state):
+        d = a.detail
+        names = self.names(ctx)
+        q, index = d["source_position"], d["operand_index"]
+        row = ", ".join(":" if k == (len(a.index) - 1 if ctx.opcode == "topk" else d["dimension"]) else str(i)
+                        for k, i in enumerate(a.index))
+        if ctx.opcode == "topk":
+            which = "largest" if d["largest"] else "smallest"
+            return "\n".join([f"result_index = {fmt_index(a.index)}",
+                              f"the k={np.shape(ctx.results[0])[-1]} {which} entries of operand[{row}], in order",
+                              f"   (equal entries: lower index first)",
+                              f"position {d['position']} of them is operand[{row}] position {q}",
+                              f"{element('values', a.index)} = {element('operand', index)} = "
+                              f"{fmt_value(val(ctx.operands[0])[tuple(index)])}",
+                              f"{element('indices', a.index)} = {q}"])
+        f = combiner_name(ctx.attrs["comparator"], "comparator")
+        lines = [f"result_index = {fmt_index(a.index)}",
+                 f"the row {names[0]}[{row}] (dimension {d['dimension']}) sorted by the comparator ({f})",
+                 f"position {d['position']} of the sorted row holds position {q} of the operand",
+                 "   (every operand moves the same way; equal keys keep their order when stable)"]
+        for j, rname in enumerate(self.result_names(ctx)):
+            lines.append(f"{element(rname, a.index)} = {element(names[j], index)} = "
+                         f"{fmt_value(val(ctx.operands[j])[tuple(index)])}")
+        return "\n".join(lines)
+
+
+registry.register_layer("animation", "sort", SortAnimator())
+registry.register_layer("animation", "topk", SortAnimator())

@@ -3,12 +3,12 @@ element is a copy of one operand element, which the step highlights."""
 import numpy as np
 
 from ..ops import registry
-from .core import Animator, element, fmt_index, fmt_value
+from .model import Animator, element, fmt_index, fmt_value, val
 
 
 def _copy_line(ctx, a, names):
     k, index = a.reads[0]
-    v = np.asarray(ctx.operands[k])[tuple(index)]
+    v = val(ctx.operands[k])[tuple(index)]
     return f"{element('result', a.index)} = {element(names[k], index)} = {fmt_value(v)}"
 
 
@@ -73,12 +73,29 @@ class ConcatenateAnimator(Animator):
 
 
 class ReshapeAnimator(Animator):
-    opcodes = ("reshape", "copy")
+    opcodes = ("reshape", "copy", "bitcast", "dynamic-reshape")
+
+    def operand_names(self, ctx):
+        return ["operand"] + [f"dim_sizes[{k}]" for k in range(len(ctx.operands) - 1)]
 
     def explain(self, ctx, a, state):
         k, index = a.reads[0]
         if ctx.opcode == "copy":
             return "\n".join([f"result_index = {fmt_index(a.index)}", _copy_line(ctx, a, ["operand"])])
+        if ctx.opcode == "bitcast":
+            d = a.detail
+            lo, hi = d["operand_linear"]
+            lines = [f"result_index = {fmt_index(a.index)}",
+                     f"row-major position in the result = {d['linear_index']}: bits {d['bits'][0]} to "
+                     f"{d['bits'][1] - 1} of the buffer",
+                     "   (values here are row-major: a bitcast keeps the order of the bytes)"]
+            if lo == hi:
+                lines.append(f"they are operand element {lo} (row-major) = {element('operand', index)}")
+            else:
+                lines.append(f"they are in operand elements {lo} to {hi} (row-major)")
+            lines.append(f"{element('result', a.index)} = {fmt_value(val(ctx.result)[tuple(a.index)])}"
+                         f"   ({element('operand', index)} = {fmt_value(val(ctx.operands[0])[tuple(index)])})")
+            return "\n".join(lines)
         shape = ctx.index_map.domain_shape
         linear = int(np.ravel_multi_index(a.index, shape)) if shape else 0
         return "\n".join([f"result_index = {fmt_index(a.index)}",

@@ -11,20 +11,14 @@ from fractions import Fraction
 import numpy as np
 
 from ..ops import registry
-from .core import Animator, Grid, _STATIC_CODES, element, fmt_index, fmt_list, fmt_value
-
-
-def _outer_all(masks):
-    """The outer AND of per-dimension boolean vectors (True for a rank-0 array)."""
-    out = np.ones((), bool)
-    for m in masks:
-        out = np.logical_and.outer(out, np.asarray(m, bool))
-    return out
+from ..ops.index_map import Unknown
+from ..shapes import Shape
+from .model import Animator, Grid, element, fmt_index, fmt_list, fmt_value, val
 
 
 def _value_line(a, ctx, name="operand", k=0):
     index = next(i for j, i in a.reads if j == k)
-    v = np.asarray(ctx.operands[k])[tuple(index)]
+    v = val(ctx.operands[k])[tuple(index)]
     return f"{element('result', a.index)} = {element(name, index)} = {fmt_value(v)}"
 
 
@@ -35,10 +29,11 @@ class SliceAnimator(Animator):
         grids = super().make_grids(ctx)
         operand = grids[0]
         strides = ctx.attrs.get("strides") or (1,) * operand.rank
-        sel = np.ix_(*[np.arange(s, l, st) for s, l, st in zip(ctx.attrs["start_indices"],
-                                                                 ctx.attrs["limit_indices"], strides)])
-        if operand.rank:
-            operand.static[sel] = _STATIC_CODES["window"]
+        masks = []
+        for n, s, lim, st in zip(operand.shape, ctx.attrs["start_indices"], ctx.attrs["limit_indices"], strides):
+            i = np.arange(n)
+            masks.append((i >= s) & (i < lim) & ((i - s) % st == 0))
+        operand.add_static("window", masks, "all")
         return grids
 
     def explain(self, ctx, a, state):
@@ -64,8 +59,12 @@ class _DynamicAnimator(Animator):
 
     def make_grids(self, ctx):
         grids = super().make_grids(ctx)
-        starts = np.array([np.asarray(v).item() for v in ctx.operands[self.first:]])
-        grid = Grid("start_indices", starts, title=f"start_indices ({len(starts)} scalars)")
+        values = ctx.operands[self.first:]
+        if any(isinstance(v, Unknown) for v in values):
+            starts = Unknown(Shape("s64", (len(values),)))
+        else:
+            starts = np.array([np.asarray(v).item() for v in values])
+        grid = Grid("start_indices", starts, title=f"start_indices ({len(values)} scalars)")
         return grids[:self.first] + [grid] + grids[self.first:]
 
     def mark_starts(self, marks, ctx):
@@ -137,10 +136,8 @@ class PadAnimator(Animator):
             is_element.append((i >= low) & (r == 0) & (q < operand.shape[d]))
             target = low + np.arange(operand.shape[d]) * (interior + 1)
             cropped.append((target < 0) | (target >= result.shape[d]))
-        if result.rank:
-            result.static[~_outer_all(is_element)] = _STATIC_CODES["padding"]
-            kept = _outer_all([~c for c in cropped])
-            operand.static[~kept] = _STATIC_CODES["cropped"]
+        result.add_static("padding", [~m for m in is_element], "any")
+        operand.add_static("cropped", cropped, "any")
         return grids
 
     def mark(self, ctx, marks, a, state):

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, fpenv, progress
 from ..errors import ExecutionError, ShapeError
 from ..hlo.ir import HloComputation
 from ..ops import registry
@@ -266,6 +266,7 @@ def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
     kwargs.pop("shape", None)  # an op's declared result shape (iota, custom-call) is `shape` itself
     if op.needs_context:
         kwargs["ctx"] = ctx
+    values, flush_result = fpenv.prepare(op, values, shape, attrs)  # XLA:CPU's denormals-are-zero
     try:
         out = op.reference(*values, shape=shape, **kwargs)
     except (ShapeError, NotImplementedError, ExecutionError) as e:
@@ -277,7 +278,8 @@ def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
         raise
     except Exception as e:
         raise ExecutionError(f"{op.name} {inst_name}: {type(e).__name__}: {e}") from e
-    return conform(out, shape, f"{op.name} {inst_name}", batched)
+    out = conform(out, shape, f"{op.name} {inst_name}", batched)
+    return fpenv.flush(out) if flush_result else out    # and flush-to-zero
 
 
 def name_instruction(e, where, inst_name):
@@ -457,7 +459,18 @@ def run(module, args, ctx=None, on_value=None, channels=None):
     entry = module.entry
     args = entry_arguments(module, args)
     ctx = ctx or ExecutionContext(channels=channels)
-    return evaluate(entry, args, ctx, on_value)
+    if progress.current() is not None:  # inside another run (a replica, a JAX comparison)
+        return evaluate(entry, args, ctx, on_value)
+    # the run's progress (a notebook's progress bar), one step per entry instruction
+    with progress.task(f"numpy: {module.name}", total=len(entry.instructions)) as t:
+        if t is progress.QUIET:  # nobody listens: not one call more per instruction
+            return evaluate(entry, args, ctx, on_value)
+
+        def step(inst, value):
+            t.advance(detail=inst.name)
+            if on_value is not None:
+                on_value(inst, value)
+        return evaluate(entry, args, ctx, step)
 
 
 def run_replicated(module, per_replica_args, backend="numpy", num_partitions=None, channels=None,

@@ -30,7 +30,7 @@ import itertools
 import numpy as np
 
 from ..ops import registry
-from . import control, elementwise, indexing, linalg, movement, reduction  # noqa: F401  (register the bank)
+from . import control, elementwise, indexing, linalg, more_ops, movement, reduction  # noqa: F401  (register the bank)
 from .core import GENERATORS, KIND_TITLES, LEVELS, Exercise, Feedback, Solution, TeacherOnly, parse_literal
 
 

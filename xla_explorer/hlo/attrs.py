@@ -129,6 +129,11 @@ _COERCE = {
 }
 
 
+#: Attr kind -> the kind of argument (``ops.arguments.KINDS``) a playground control shows
+_ARG_KINDS = {"int": "int", "float": "float", "ints": "dims", "int_lists": "groups", "bool": "bool", "str": "str",
+              "qstr": "str", "raw": "str", "computation": "computation", "computations": "computations"}
+
+
 class Attr:
     """One HLO attribute for one Python keyword, of a simple kind (see ``_SIMPLE``).
 
@@ -146,6 +151,11 @@ class Attr:
         self.choices = tuple(choices) if choices is not None else None
         self.minimum = minimum
         self.kws = (kw,)
+
+    @property
+    def arg_kinds(self):
+        """{keyword: the kind of argument it is} (see ``ops.arguments``): what a control needs."""
+        return {self.kw: "enum" if self.choices is not None else _ARG_KINDS[self.kind]}
 
     def parse(self, raw, resolve):
         try:
@@ -205,6 +215,7 @@ class PaddingConfig:
 
     def __init__(self, kw="padding_config", hlo="padding"):
         self.kw, self.hlo, self.kws = kw, hlo, (kw,)
+        self.arg_kinds = {kw: "padding_config"}
 
     def parse(self, raw, resolve):
         triples = []
@@ -240,6 +251,7 @@ class SliceAttr:
 
     kws = ("start_indices", "limit_indices", "strides")
     hlo = "slice"
+    arg_kinds = dict.fromkeys(kws, "sizes")  # one integer per operand dimension
 
     def parse(self, raw, resolve):
         starts, limits, strides = [], [], []
@@ -287,6 +299,8 @@ class Window:
         self.fields = dict(fields)
         self.kws = tuple(self.fields.values())
         self.size_from = size_from
+        # per dimension of the window: a size each, a (low, high) pair, a reversal flag
+        self.arg_kinds = {kw: {"pad": "padding", "rhs_reversal": "flags"}.get(f, "sizes") for f, kw in self.fields.items()}
 
     def parse(self, raw, resolve):
         body = _strip_braces(raw, "window fields")

@@ -46,6 +46,7 @@ from ..coerce import as_int, as_int_list, as_int_lists
 from ..errors import ExecutionError, HloParseError, ShapeError
 from ..hlo.attrs import REQUIRED, Attr, parse_ints
 from ..shapes import Shape, as_shape
+from .arguments import describe
 from . import registry
 
 _U32 = Shape("u32", ())
@@ -60,6 +61,7 @@ class _OneDimension:
 
     def __init__(self, kw, default=REQUIRED):
         self.kw, self.kws, self.default = kw, (kw,), default
+        self.arg_kinds = {kw: "dim"}
 
     def parse(self, raw, resolve):
         dims = parse_ints(raw)
@@ -84,6 +86,7 @@ class _ShapeAttr:
 
     def __init__(self, kw, hlo):
         self.kw, self.hlo, self.kws = kw, hlo, (kw,)
+        self.arg_kinds = {kw: "shape"}
 
     def parse(self, raw, resolve):
         try:
@@ -393,6 +396,8 @@ registry.register("all-reduce", "AllReduce", "collective", _all_reduce_shape_rul
                   attrs=_channel_attrs() + (Attr("use_global_device_ids", "bool", default=False),
                                             Attr("computation", "computation", hlo="to_apply")),
                   computation_params=_reducer_params("AllReduce"), needs_context=True, categories=("collective",))
+describe("all-reduce", shape_with_layout={"kind": "skip"},
+         example={"operand": "f32[2,3]", "computation": "Add", "replica_groups": [[0, 1]]})
 
 
 def CrossReplicaSum(operand, replica_groups=(), *, replica_group_ids=None):
@@ -485,6 +490,8 @@ registry.register("all-gather", "AllGather", "collective", _all_gather_shape_rul
                                             Attr("use_global_device_ids", "bool", default=False)),
                   attrs_from_shape=lambda shape: {"shape": shape},
                   needs_context=True, categories=("collective",))
+describe("all-gather", shard_count={"kind": "int", "minimum": 1}, layout={"kind": "skip"},
+         example={"operand": "f32[2]", "all_gather_dim": 0, "replica_groups": [[0, 1]]})
 
 
 # -- AllToAll --------------------------------------------------------------------------------
@@ -584,6 +591,8 @@ def _all_to_all_reference(*operands, shape, ctx, split_dimension=None, replica_g
 registry.register("all-to-all", "AllToAll", "collective", _all_to_all_shape_rule, _all_to_all_reference,
                   attrs=_channel_attrs() + (_OneDimension("split_dimension", default=None),),
                   needs_context=True, categories=("collective",))
+describe("all-to-all", concat_dimension={"kind": "dim"}, split_count={"kind": "int", "minimum": 1},
+         example={"operand": "f32[4,2]", "split_dimension": 0, "concat_dimension": 1, "split_count": 2})
 
 
 # -- CollectivePermute -----------------------------------------------------------------------
@@ -641,6 +650,7 @@ registry.register("collective-permute", "CollectivePermute", "collective", _coll
                   _collective_permute_reference,
                   attrs=(Attr("channel_id", "int", default=None), Attr("source_target_pairs", "int_lists")),
                   needs_context=True, categories=("collective",))
+describe("collective-permute", example={"operand": "f32[2,3]", "source_target_pairs": [[0, 1], [1, 0]]})
 
 
 # -- ReduceScatter ---------------------------------------------------------------------------
@@ -717,6 +727,8 @@ registry.register("reduce-scatter", "ReduceScatter", "collective", _reduce_scatt
                   attrs_from_shape=lambda shape: {"shape": shape},
                   computation_params=_reducer_params("ReduceScatter"), needs_context=True,
                   categories=("collective",))
+describe("reduce-scatter", shard_count={"kind": "int", "minimum": 1}, layout={"kind": "skip"},
+         example={"operand": "f32[4,2]", "computation": "Add", "scatter_dimension": 0, "replica_groups": [[0, 1]]})
 
 
 # -- CollectiveBroadcast ---------------------------------------------------------------------
@@ -754,6 +766,7 @@ def _collective_broadcast_reference(operand, *, shape, ctx, replica_groups=(), c
 registry.register("collective-broadcast", "CollectiveBroadcast", "collective", _collective_broadcast_shape_rule,
                   _collective_broadcast_reference, attrs=_channel_attrs(), needs_context=True,
                   categories=("collective",))
+describe("collective-broadcast", example={"operand": "f32[2,3]", "replica_groups": [[0, 1]]})
 
 
 # -- index maps: every device at once --------------------------------------------------------
@@ -1013,6 +1026,7 @@ registry.register("infeed", "Infeed", "collective", _infeed_shape_rule, _infeed_
                   attrs=(Attr("config", "qstr", hlo="infeed_config", default=""),),
                   attrs_from_shape=lambda shape: {"shape": shape.tuple_shapes[0]} if shape.is_tuple else {},
                   needs_context=True, categories=("other",))
+describe("infeed", shape={"kind": "shape"}, example={"shape": "f32[2,3]"})
 
 
 def Outfeed(operand, shape_with_layout=None, outfeed_config=""):
@@ -1162,11 +1176,14 @@ def _token_reference(*values, shape, ctx=None, **attrs):
 
 registry.register("send", "Send", "collective", _send_shape_rule, _send_reference, attrs=_send_attrs(),
                   needs_context=True, categories=("other",))
+describe("send", channel_handle={"kind": "int", "minimum": 1}, example={"operand": "f32[2,3]", "channel_handle": 1})
 registry.register("send-done", "SendDone", "collective", _send_done_shape_rule, _token_reference,
                   attrs=_send_attrs(), categories=("other",))
 registry.register("recv", "Recv", "collective", _recv_shape_rule, _recv_reference, attrs=_send_attrs(),
                   attrs_from_shape=lambda shape: {"shape": shape.tuple_shapes[0]} if shape.is_tuple else {},
                   needs_context=True, categories=("other",))
+describe("recv", shape={"kind": "shape"}, channel_handle={"kind": "int", "minimum": 1},
+         example={"shape": "f32[2,3]", "channel_handle": 1})
 registry.register("recv-done", "RecvDone", "collective", _recv_done_shape_rule, _recv_done_reference,
                   attrs=_send_attrs(), needs_context=True, categories=("other",))
 

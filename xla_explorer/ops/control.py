@@ -3,10 +3,12 @@ AfterAll, OptimizationBarrier, GetDimensionSize, SetDimensionSize; and what opti
 adds (fusion, copy, bitcast)."""
 import numpy as np
 
+from .. import progress
 from ..builder import apply_op
 from ..errors import ExecutionError, ShapeError
 from ..hlo.attrs import Attr
 from ..shapes import Shape
+from .arguments import Arg, describe
 from . import registry
 
 
@@ -32,6 +34,7 @@ def _tuple_reference(*values, shape):
 
 registry.register("tuple", "Tuple", "control", _tuple_shape_rule, _tuple_reference,
                   categories=("control",))
+describe("tuple", example={"elements": ["f32[2,3]", "s32[]"]})
 
 
 # -- GetTupleElement -----------------------------------------------------------------------
@@ -57,6 +60,7 @@ def _gte_reference(tuple_value, *, shape, index):
 
 registry.register("get-tuple-element", "GetTupleElement", "control", _gte_shape_rule, _gte_reference,
                   attrs=(Attr("index", "int"),), categories=("control",))
+describe("get-tuple-element", example={"tuple_data": "(f32[2,3], s32[])", "index": 1})
 
 __all__ = ["Tuple", "GetTupleElement"]
 
@@ -82,8 +86,13 @@ def _constant_reference(*, shape, literal):
 
 registry.register("parameter", "Parameter", "control", _parameter_shape_rule, None,
                   attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant",))
+describe("parameter", parameter_number={"kind": "int", "minimum": 0}, shape={"kind": "shape"},
+         name={"kind": "str"}, example={"parameter_number": 0, "shape": "f32[2,3]", "name": "x"})
 registry.register("constant", "Constant", "control", _constant_shape_rule, _constant_reference,
-                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant", "elementwise"))
+                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant", "elementwise"),
+                  denormals="bits")  # a literal is copied, never computed
+describe("constant", value={"kind": "literal"}, element_type={"kind": "dtype"},
+         example={"value": "[[1, 2], [3, 4]]"})
 
 
 # -- Call ------------------------------------------------------------------------------------
@@ -122,6 +131,7 @@ def _same_as_operands(kw, shapes, attrs, index=None):
 registry.register("call", "Call", "control", _call_shape_rule, _call_reference,
                   attrs=(Attr("computation", "computation", hlo="to_apply"),),
                   computation_params=_same_as_operands, categories=("control",))
+describe("call", computation={"region": "function"}, example={"args": ["f32[2,3]", "f32[2,3]"], "computation": "Add"})
 
 
 def _fusion_shape_rule(*arg_shapes, calls, kind="kLoop"):
@@ -187,6 +197,8 @@ def _map_reference(*operands, shape, computation, dimensions=None):
 registry.register("map", "Map", "control", _map_shape_rule, _map_reference,
                   attrs=(Attr("dimensions", "ints", default=None), Attr("computation", "computation", hlo="to_apply")),
                   computation_params=_map_params, categories=("control",))
+describe("map", computation={"region": "function"},
+         example={"operands": ["f32[2,3]", "f32[2,3]"], "computation": "Max"})
 
 
 # -- While -----------------------------------------------------------------------------------
@@ -211,15 +223,19 @@ def _while_shape_rule(init, *, condition, body):
 
 
 def _while_reference(init, *, shape, condition, body):
-    state = init
+    state, k = init, 0
     while bool(condition(state)):
         state = body(state)
+        k += 1
+        progress.beat(f"while: iteration {k}")  # a long loop shows it is alive, and stops on interrupt
     return state
 
 
 registry.register("while", "While", "control", _while_shape_rule, _while_reference,
                   attrs=(Attr("condition", "computation"), Attr("body", "computation")),
                   computation_params=_same_as_operands, categories=("control",))
+describe("while", condition={"region": "predicate"}, body={"region": "body"},
+         example={"init": "f32[3]", "condition": "max(x) < 10", "body": "x + 1"})
 
 
 # -- Conditional -----------------------------------------------------------------------------
@@ -297,6 +313,11 @@ registry.register("conditional", "Conditional", "control", _conditional_shape_ru
                          Attr("false_computation", "computation", default=None),
                          Attr("branch_computations", "computations", default=None)),
                   computation_params=_conditional_params, categories=("control",))
+describe("conditional", signature=(
+    Arg("branch_index", "array"), Arg("branch_computations", "computations", region="function", of="branch_operands"),
+    Arg("branch_operands", "arrays")),
+    example={"branch_index": ("s32[]", 1), "branch_computations": ["Neg", "Abs"],
+             "branch_operands": ["f32[2,3]", "f32[2,3]"]})
 
 
 # -- Tokens and barriers ---------------------------------------------------------------------
@@ -320,6 +341,7 @@ def _after_all_reference(*tokens, shape):
 
 registry.register("after-all", "AfterAll", "control", _after_all_shape_rule, _after_all_reference,
                   categories=("control",))
+describe("after-all", example={"tokens": ["token[]", "token[]"]})
 
 
 def CreateToken(builder):
@@ -363,6 +385,7 @@ def _get_dimension_size_reference(operand, *, shape, dimensions):
 
 registry.register("get-dimension-size", "GetDimensionSize", "control", _get_dimension_size_shape_rule,
                   _get_dimension_size_reference, attrs=(Attr("dimensions", "ints"),), categories=("other",))
+describe("get-dimension-size", dimension={"kind": "dim"}, example={"operand": "f32[2,3]", "dimension": 1})
 
 
 def SetDimensionSize(operand, size, dimension):
@@ -394,6 +417,8 @@ def _set_dimension_size_reference(operand, size, *, shape, dimensions):
 
 registry.register("set-dimension-size", "SetDimensionSize", "control", _set_dimension_size_shape_rule,
                   _set_dimension_size_reference, attrs=(Attr("dimensions", "ints"),), categories=("other",))
+describe("set-dimension-size", dimension={"kind": "dim"},
+         example={"operand": "f32[4]", "size": ("s32[]", 2), "dimension": 0})
 
 __all__ += ["Call", "Map", "While", "Conditional", "AfterAll", "CreateToken", "OptimizationBarrier",
             "GetDimensionSize", "SetDimensionSize"]

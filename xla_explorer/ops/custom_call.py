@@ -8,6 +8,7 @@ An unknown target raises an error naming it.
 """
 from ..errors import ShapeError
 from ..hlo.attrs import Attr
+from .arguments import describe
 from . import registry
 
 #: target name -> (reference, shape_rule or None)
@@ -66,5 +67,8 @@ registry.register(
     # the result shape of a custom-call is only known from the HLO text or the caller
     attrs_from_shape=lambda shape: {"shape": shape},
     categories=("other",))
+describe("custom-call", call_target_name={"kind": "str"}, shape={"kind": "shape"},
+         backend_config={"kind": "str"}, has_side_effect={"kind": "bool"},
+         example={"call_target_name": "my_target", "operands": ["f32[2,3]"], "shape": "f32[3]"})
 
 __all__ = ["CustomCall", "register_target", "TARGETS"]

@@ -26,6 +26,7 @@ from ..errors import ShapeError
 from ..hlo.attrs import Attr
 from ..hlo.ir import HloComputation
 from ..shapes import Shape
+from .arguments import describe
 from . import registry
 from .index_map import Access, Candidates, IndexMap, is_unknown
 
@@ -364,6 +365,10 @@ registry.register(
            Attr("index_vector_dim", "int"), Attr("slice_sizes", "ints"),
            Attr("indices_are_sorted", "bool", default=False)),
     index_map=_gather_index_map, categories=("data_movement",))
+describe("gather", slice_sizes={"kind": "sizes"}, index_vector_dim={"of": "start_indices"},
+         start_indices_batching_dims={"of": "start_indices"},
+         example={"operand": "f32[3,4]", "start_indices": ("s32[2,1]", [[2], [0]]), "offset_dims": [1],
+                  "collapsed_slice_dims": [0], "start_index_map": [0], "index_vector_dim": 1, "slice_sizes": [1, 4]})
 
 
 # =========================================================================================
@@ -757,5 +762,9 @@ registry.register(
            Attr("update_computation", "computation", hlo="to_apply")),
     index_map=_scatter_index_map, computation_params=_scatter_computation_params,
     categories=("data_movement",))
+describe("scatter", scatter_indices_batching_dims={"of": "scatter_indices"},
+         example={"operands": ["f32[3,3]"], "scatter_indices": ("s32[2]", [0, 2]), "updates": ("f32[2,3]", 1),
+                  "update_computation": "Add", "update_window_dims": [1], "inserted_window_dims": [0],
+                  "scatter_dims_to_operand_dims": [0], "index_vector_dim": 1})
 
 __all__ = ["Gather", "Scatter"]

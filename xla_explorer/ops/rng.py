@@ -16,6 +16,7 @@ from ..builder import apply_op
 from ..errors import ShapeError
 from ..hlo.attrs import Attr
 from ..shapes import Shape
+from .arguments import describe
 from . import registry
 
 # ---------------------------------------------------------------------------------------
@@ -89,6 +90,7 @@ registry.register("rng", "RngUniform", "rng", _rng_shape_rule, _rng_reference,
                   # the output shape is the instruction's result shape in HLO text
                   attrs_from_shape=lambda shape: {"shape": shape},
                   needs_context=True, categories=("rng",))
+describe("rng", shape={"kind": "shape"}, example={"a": ("f32[]", 0), "b": ("f32[]", 1), "shape": "f32[2,3]"})
 registry.NAMES.setdefault("RngNormal", "rng")
 
 
@@ -281,5 +283,7 @@ registry.register("rng-bit-generator", "RngBitGenerator", "rng", _rbg_shape_rule
                   attrs=(Attr("algorithm", "str", default="rng_default", always_print=True),),
                   attrs_from_shape=lambda shape: {"shape": shape.tuple_shapes[1]},
                   categories=("rng",))
+describe("rng-bit-generator", algorithm={"kind": "enum", "choices": ALGORITHMS}, shape={"kind": "shape"},
+         example={"algorithm": "rng_default", "initial_state": ("u64[2]", [1, 2]), "shape": "u32[2,3]"})
 
 __all__ = ["RngUniform", "RngNormal", "RngBitGenerator"]

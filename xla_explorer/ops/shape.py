@@ -17,6 +17,7 @@ from ..coerce import as_bool, as_int, as_int_list, as_size_list, is_int
 from ..errors import ExecutionError, HloParseError, ShapeError
 from ..hlo.attrs import Attr, parse_ints
 from ..shapes import Shape, as_shape
+from .arguments import describe
 from . import registry
 from .index_map import Access, Candidates, IndexMap, is_unknown
 
@@ -172,6 +173,8 @@ registry.register(
     # HLO carries the result sizes only in the result shape
     attrs_from_shape=lambda shape: {"out_dim_size": tuple(shape.dims)},
     categories=("data_movement",))
+describe("broadcast", out_dim_size={"kind": "dims"},
+         example={"operand": "f32[3]", "out_dim_size": [2, 3], "broadcast_dimensions": [1]})
 
 
 # -- Reshape / Collapse (HLO `reshape`) ----------------------------------------------------------
@@ -261,6 +264,8 @@ registry.register(
     index_map=_reshape_index_map,
     attrs_from_shape=lambda shape: {"new_sizes": tuple(shape.dims)},
     categories=("data_movement",))
+describe("reshape", dimensions={"kind": "dims"}, new_sizes={"kind": "dims"},
+         example={"operand": "f32[2,3]", "new_sizes": [3, 2]})
 
 
 # -- Transpose -------------------------------------------------------------------------------
@@ -308,6 +313,7 @@ registry.register(
     "transpose", "Transpose", "shape", _transpose_shape_rule, _transpose_reference,
     attrs=(Attr("permutation", "ints", hlo="dimensions"),),
     index_map=_transpose_index_map, categories=("data_movement",))
+describe("transpose", example={"operand": "f32[2,3]", "permutation": [1, 0]})
 
 
 # -- Rev (HLO `reverse`) -----------------------------------------------------------------------
@@ -354,6 +360,7 @@ def _reverse_index_map(operand, *, shape, dimensions):
 registry.register(
     "reverse", "Rev", "shape", _reverse_shape_rule, _reverse_reference,
     attrs=(Attr("dimensions", "ints"),), index_map=_reverse_index_map, categories=("data_movement",))
+describe("reverse", example={"operand": "f32[2,3]", "dimensions": [0]})
 
 
 # -- Concatenate ---------------------------------------------------------------------------------
@@ -363,6 +370,7 @@ class ConcatDimension:
 
     hlo = "dimensions"
     kws = ("dimension",)
+    arg_kinds = {"dimension": "dim"}
 
     def parse(self, raw, resolve):
         try:
@@ -461,6 +469,7 @@ def _concatenate_index_map(*operands, shape, dimension):
 registry.register(
     "concatenate", "Concatenate", "shape", _concatenate_shape_rule, _concatenate_reference,
     attrs=(ConcatDimension(),), index_map=_concatenate_index_map, categories=("data_movement",))
+describe("concatenate", example={"operands": ["f32[2,3]", "f32[1,3]"], "dimension": 0})
 
 
 # -- Iota ----------------------------------------------------------------------------------------
@@ -506,6 +515,7 @@ registry.register(
     "iota", "Iota", "shape", _iota_shape_rule, _iota_reference,
     attrs=(Attr("iota_dimension", "int"),),
     attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant",))
+describe("iota", shape={"kind": "shape"}, example={"shape": "s32[2,3]", "iota_dimension": 1})
 
 
 # -- copy, bitcast: optimized HLO -----------------------------------------------------------------
@@ -601,6 +611,7 @@ def _bitcast_index_map(operand, *, shape):
 registry.register("bitcast", "Bitcast", "shape", _bitcast_shape_rule, _bitcast_reference,
                   attrs_from_shape=lambda shape: {"shape": shape}, index_map=_bitcast_index_map,
                   categories=("data_movement",))
+describe("bitcast", shape={"kind": "shape"}, example={"operand": "f32[6]", "shape": "f32[2,3]"})
 
 
 # -- dynamic-reshape ------------------------------------------------------------------------------
@@ -677,6 +688,10 @@ def _dynamic_reshape_index_map(operand, *dim_sizes, shape):
 registry.register("dynamic-reshape", "DynamicReshape", "shape", _dynamic_reshape_shape_rule,
                   _dynamic_reshape_reference, attrs_from_shape=lambda shape: {"shape": shape},
                   index_map=_dynamic_reshape_index_map, categories=("data_movement",))
+describe("dynamic-reshape", new_size_bounds={"kind": "dims"},
+         dims_are_dynamic={"kind": "flags", "of": "new_size_bounds"},
+         example={"operand": "f32[6]", "dim_sizes": [("s32[]", 2), ("s32[]", 3)], "new_size_bounds": [2, 3],
+                  "dims_are_dynamic": [False, False]})
 
 __all__ = ["Broadcast", "BroadcastInDim", "Reshape", "Collapse", "Transpose", "Rev", "Concatenate",
            "Iota", "DynamicReshape", "Copy", "Bitcast"]

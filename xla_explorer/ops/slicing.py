@@ -16,6 +16,7 @@ from ..builder import XlaOp, apply_op
 from ..errors import ShapeError
 from ..hlo.attrs import Attr, PaddingConfig, SliceAttr
 from ..shapes import Shape
+from .arguments import describe
 from . import registry
 from .index_map import Access, Candidates, IndexMap, is_unknown
 from .shape import Reshape, check_array, int_list
@@ -94,6 +95,8 @@ def _slice_index_map(operand, *, shape, start_indices, limit_indices, strides=No
 
 registry.register("slice", "Slice", "slicing", _slice_shape_rule, _slice_reference,
                   attrs=(SliceAttr(),), index_map=_slice_index_map, categories=("data_movement",))
+describe("slice", start_indices={"fill": 0}, example={"operand": "f32[4,5]", "start_indices": [1, 0], "limit_indices": [3, 5],
+                          "strides": [1, 2]})
 
 
 # -- dynamic start indices: the shared pieces ----------------------------------------------------
@@ -205,6 +208,8 @@ def _dynamic_slice_index_map(operand, *start_indices, shape, slice_sizes):
 registry.register("dynamic-slice", "DynamicSlice", "slicing", _dynamic_slice_shape_rule,
                   _dynamic_slice_reference, attrs=(Attr("slice_sizes", "ints", hlo="dynamic_slice_sizes"),),
                   index_map=_dynamic_slice_index_map, categories=("data_movement",))
+describe("dynamic-slice", start_indices={"kind": "scalars"}, slice_sizes={"kind": "sizes"},
+         example={"operand": "f32[3,4]", "start_indices": [("s32[]", 1), ("s32[]", 1)], "slice_sizes": [2, 2]})
 
 
 # -- DynamicUpdateSlice --------------------------------------------------------------------------
@@ -282,6 +287,8 @@ def _dynamic_update_slice_index_map(operand, update, *start_indices, shape):
 registry.register("dynamic-update-slice", "DynamicUpdateSlice", "slicing", _dynamic_update_slice_shape_rule,
                   _dynamic_update_slice_reference, index_map=_dynamic_update_slice_index_map,
                   categories=("data_movement",))
+describe("dynamic-update-slice", start_indices={"kind": "scalars"},
+         example={"operand": "f32[3,4]", "update": ("f32[2,2]", 0), "start_indices": [("s32[]", 1), ("s32[]", 2)]})
 
 
 # -- Pad -----------------------------------------------------------------------------------------
@@ -399,5 +406,7 @@ def _pad_index_map(operand, padding_value, *, shape, padding_config):
 
 registry.register("pad", "Pad", "slicing", _pad_shape_rule, _pad_reference,
                   attrs=(PaddingConfig(),), index_map=_pad_index_map, categories=("data_movement",))
+describe("pad", example={"operand": "f32[2,3]", "padding_value": ("f32[]", 0),
+                        "padding_config": [(1, 1, 0), (0, 0, 1)]})
 
 __all__ = ["Slice", "DynamicSlice", "DynamicUpdateSlice", "Pad"]

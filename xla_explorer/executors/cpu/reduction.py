@@ -136,6 +136,9 @@ def _reference_fallback(opcode, values, shape, attrs, why):
 #: opcode -> why the last call ran the reference instead of a kernel (for the curious)
 _FALLBACKS = {}
 
+#: from this many contiguous elements per window cell on, ReduceWindow combines them as vectors
+_VECTOR_BLOCK = 8
+
 
 def window_geometry(in_dims, out_dims, wd, ws, pad, bd, wdl, block_trailing=False):
     """A window as the kernels read it: (nout, C, odims, geo, maxwin, ncell).
@@ -597,6 +600,402 @@ def reduce_window(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, ou
 
 
 # ---------------------------------------------------------------------------------------
+# ReduceWindow with a standard combiner, separably: one pass per windowed dimension
+#
+# A standard combiner is associative and commutative, so the fold over a window's real cells
+# is the fold, along the last windowed dimension, of the folds along the others: one 1-D
+# reduce-window per windowed dimension (the last first), each reading [A, N, B] and writing
+# [A, M, B].  Along the contiguous dimension (B = 1) a pass combines whole result rows with
+# shifted input rows (vectorised over the result row, NCHW pooling); along another one
+# (B > 1) it combines rows of B.  A 3x3 window costs 3 + 3 combines a result instead of 9.
+# Empty partial windows hold the combiner's identity (-0.0 for float sums, -inf for max,
+# ...); the last pass starts from ``init``, so a result is init combined with its real
+# cells, as the reference folds them.  Floats are summed in another order than the
+# reference's (within its tolerance); integers give the same bits.  The leading dimensions
+# the window does not touch are items (channel planes): each thread runs all the passes of
+# its items through two scratch buffers that stay in cache.
+
+@njit(**_opts)
+def _op(code, a, b):
+    if code == ADD:
+        return a + b
+    if code == MUL:
+        return a * b
+    if code == MAX:
+        return fmax(a, b)
+    return fmin(a, b)
+
+
+@njit(**_opts)
+def _op_int(code, a, b):
+    if code == ADD:
+        return a + b
+    if code == MUL:
+        return a * b
+    if code == MAX:
+        return max(a, b)
+    if code == MIN:
+        return min(a, b)
+    if code == AND:
+        return a & b
+    if code == OR:
+        return a | b
+    return a ^ b
+
+
+def _combine(code, a, b):
+    """``_op`` or ``_op_int`` by the element type (chosen when Numba compiles the caller)."""
+    return (_op if isinstance(a, (float, np.floating)) else _op_int).py_func(code, a, b)
+
+
+@nb.extending.overload(_combine)
+def _combine_by_type(code, a, b):
+    if isinstance(a, nb.types.Float):
+        return lambda code, a, b: _op(code, a, b)
+    return lambda code, a, b: _op_int(code, a, b)
+
+
+@njit(**_opts)
+def _run_float(code, src, base, os):
+    """os combined element-wise with src[base:base + len(os)] (floats).  A function of its
+    own, not inlined at Numba's level: each of the passes' call sites would otherwise
+    compile its own copy of the four vectorised loops (seconds of compilation)."""
+    xs = src[base:base + os.shape[0]]
+    if code == ADD:
+        for j in range(os.shape[0]):
+            os[j] += xs[j]
+    elif code == MUL:
+        for j in range(os.shape[0]):
+            os[j] *= xs[j]
+    elif code == MAX:
+        for j in range(os.shape[0]):
+            os[j] = fmax(os[j], xs[j])
+    else:
+        for j in range(os.shape[0]):
+            os[j] = fmin(os[j], xs[j])
+
+
+@njit(**_opts)
+def _run_int(code, src, base, os):
+    xs = src[base:base + os.shape[0]]
+    n = os.shape[0]
+    if code == ADD:
+        for j in range(n):
+            os[j] += xs[j]
+    elif code == MUL:
+        for j in range(n):
+            os[j] *= xs[j]
+    elif code == MAX:
+        for j in range(n):
+            os[j] = max(os[j], xs[j])
+    elif code == MIN:
+        for j in range(n):
+            os[j] = min(os[j], xs[j])
+    elif code == AND:
+        for j in range(n):
+            os[j] &= xs[j]
+    elif code == OR:
+        for j in range(n):
+            os[j] |= xs[j]
+    else:
+        for j in range(n):
+            os[j] ^= xs[j]
+
+
+def _run(code, src, base, os):
+    """``_run_float`` or ``_run_int`` by the element type (chosen when Numba compiles the caller)."""
+    (_run_float if src.dtype.kind == "f" else _run_int).py_func(code, src, base, os)
+
+
+@nb.extending.overload(_run)
+def _run_by_type(code, src, base, os):
+    if isinstance(src.dtype, nb.types.Float):
+        return lambda code, src, base, os: _run_float(code, src, base, os)
+    return lambda code, src, base, os: _run_int(code, src, base, os)
+
+
+@njit(**_opts)
+def _deinterleave(xr, s, ph, L):
+    """ph[p * L + i] = xr[i * s + p]: the s phases of a row, each contiguous."""
+    n = xr.shape[0]
+    if s == 2:  # the usual pooling stride, spelled out so that LLVM vectorises it
+        h = n // 2
+        even = ph[0:h]
+        odd = ph[L:L + h]
+        for i in range(h):
+            even[i] = xr[2 * i]
+            odd[i] = xr[2 * i + 1]
+        if n % 2:
+            ph[h] = xr[n - 1]
+        return
+    for p in range(s):
+        for i in range((n - p + s - 1) // s):
+            ph[p * L + i] = xr[i * s + p]
+
+
+@njit(**_opts)
+def _copy_from(src, base, os):
+    xs = src[base:base + os.shape[0]]
+    for j in range(os.shape[0]):
+        os[j] = xs[j]
+
+
+@njit(**_opts)
+def _edge_cells(x, xrow, out, orow, m0, m1, g, code, start):
+    """Results m0 <= m < m1 of a row (B = 1), cell by cell, real cells only."""
+    N, s, low, bdil, wdil, win = g[1], g[4], g[5], g[6], g[7], g[8]
+    dilated = (N - 1) * bdil + 1 if N > 0 else 0
+    for m in range(m0, m1):
+        acc = start
+        q = m * s - low
+        for w in range(win):
+            if 0 <= q < dilated and q % bdil == 0:
+                acc = _combine(code, acc, x[xrow + q // bdil])
+            q += wdil
+        out[orow + m] = acc
+
+
+#: a pass along the contiguous dimension works on blocks of rows of about this many elements
+_ROW_BLOCK = 8192
+
+# How a pass walks its rows (the tasks of ``_separable``)
+_VECTORS, _BLOCKS, _PADDED = range(3)
+
+
+@njit(**_opts)
+def _row_scratch(passes):
+    """Scratch elements for the passes: a block of rows' phases, or a padded row (P) and
+    its phases (P + stride)."""
+    n = _ROW_BLOCK + 1
+    for k in range(passes.shape[0]):
+        M, s, wdil, win = passes[k, 3], passes[k, 4], passes[k, 7], passes[k, 8]
+        P = (M - 1) * s + (win - 1) * wdil + 1
+        n = max(n, max(passes[k, 1], 2 * P) + 2 * s + 1)
+    return n
+
+
+@njit(**_opts)
+def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, ident, init, use_init, by_rows):
+    """Items [lo, hi) of ``xin`` through every pass into ``yout`` (the last pass starting
+    from init), two scratch buffers in turn between passes; or, ``by_rows``, rows [lo, hi)
+    of the one pass in ``passes`` (a big item, its passes one after the other).
+
+    A pass over one windowed dimension reads x [A, N, B] and writes out [A, M, B]; its
+    geometry g = (A, N, B, M, stride, low padding, base dilation, window dilation,
+    window size).  Scratch: ``ph`` (``_row_scratch`` elements), ``sb`` (``init``, as many
+    as a result row or block), ``bases`` (window size).  ``use_start``: the results are
+    combined with ``start`` (False when it is the combiner's identity ``ident``).
+
+    - B > 1 (``_VECTORS``): each result row of B is the fold of the input rows of B its
+      window covers, combined as vectors.
+    - B = 1: the result row is combined with shifted runs of the input row.  A stride s > 1
+      reads every s-th element, so the s phases of the input are made contiguous first
+      (ph[p * L + i] = row[i * s + p]); then every window cell is a contiguous run of one
+      phase.  When the rows are exactly s times the result rows (``_BLOCKS``: SAME and
+      VALID pooling of a multiple of the stride), a block of rows is one long row, and the
+      positions whose window crosses two rows or the padding are recomputed cell by cell
+      afterwards; otherwise (``_PADDED``) each row is first copied into scratch with its
+      padding and base-dilation holes holding ``ident``, so that every result is interior.
+
+    Every task ends in the same few loops (one call site each: each site of a vectorised
+    loop costs a few tenths of a second of compilation).  All of it is one function: Numba compiles a called function into every caller again
+    (seconds here), so the passes are a loop, not a helper called per item."""
+    npass = passes.shape[0]
+    ph = np.empty(_row_scratch(passes), xin.dtype)
+    longest, maxwin = 1, 1
+    for k in range(npass):
+        # the longest run a result's fold covers: B, a result row or a block of rows
+        longest = max(longest, passes[k, 2] if passes[k, 2] > 1 else max(passes[k, 3], _ROW_BLOCK))
+        maxwin = max(maxwin, passes[k, 8])
+    sb = np.empty(longest, xin.dtype)
+    for j in range(longest):
+        sb[j] = init
+    bases = np.empty(maxwin, np.int64)
+    buf0 = np.empty(0 if by_rows else scratch, xin.dtype)
+    buf1 = np.empty(0 if by_rows else scratch, xin.dtype)
+    n_items = 1 if by_rows else hi - lo
+    for step in range(n_items * npass):
+        # step: pass k of item it, reading x [A, N, B] and writing out [A, M, B], rows a0..a1
+        it = lo + step // npass
+        k = step % npass
+        g = passes[k]
+        last = k == npass - 1
+        if by_rows:
+            x, out, a0, a1 = xin, yout, lo, hi
+        else:
+            x = xin[it * item_in:(it + 1) * item_in] if k == 0 else (buf1 if k % 2 == 0 else buf0)
+            out = yout[it * item_out:(it + 1) * item_out] if last else (buf0 if k % 2 == 0 else buf1)
+            a0, a1 = 0, g[0]
+        start = init if last else ident
+        use_start = use_init and last
+        N, B, M = g[1], g[2], g[3]
+        s, low, bdil, wdil, win = g[4], g[5], g[6], g[7], g[8]
+        dilated = (N - 1) * bdil + 1 if N > 0 else 0
+        # results whose window lies inside the operand (no base dilation): m_lo <= m < m_hi
+        m_lo, m_hi = M, M
+        if bdil == 1:
+            m_lo = min(M, max(0, (low + s - 1) // s))
+            q_last = N - 1 - (win - 1) * wdil + low  # m * s <= q_last
+            m_hi = max(m_lo, min(M, q_last // s + 1 if q_last >= 0 else 0))
+        if B > 1:
+            mode, R, ntasks = _VECTORS, 1, (a1 - a0) * M
+        elif bdil == 1 and M * s == N and N < _ROW_BLOCK:
+            R = _ROW_BLOCK // N
+            mode, ntasks = _BLOCKS, (a1 - a0 + R - 1) // R
+        else:
+            mode, R, ntasks = _PADDED, 1, a1 - a0
+        P = (M - 1) * s + (win - 1) * wdil + 1   # _PADDED: the padded positions the results read
+        plain = bdil == 1 and low <= 0 and P - low <= N   # ... all of them real elements
+        for t in range(ntasks):
+            a, r, k0, k1 = a0, 1, 0, 0
+            from_ph = s > 1 and mode != _VECTORS
+            nv = 0
+            if mode == _VECTORS:
+                a = a0 + t // M
+                m = t - (a - a0) * M
+                ob = (a * M + m) * B
+                os = out[ob:ob + B]
+                q = m * s - low
+                for w in range(win):
+                    if 0 <= q < dilated and q % bdil == 0:
+                        bases[nv] = (a * N + q // bdil) * B
+                        nv += 1
+                    q += wdil
+                L = 0
+                row = x[0:0]
+            elif mode == _BLOCKS:
+                a = a0 + t * R
+                r = min(R, a1 - a)
+                L = r * M
+                k0, k1 = 0, r * M
+                for w in range(win):  # the positions whose cells all lie in the block
+                    c = w * wdil - low
+                    off = c // s if s > 1 else c
+                    k0 = max(k0, -off)
+                    k1 = min(k1, r * M - off)
+                os = out[a * M + k0:a * M + max(k0, k1)]
+                if k1 > k0:
+                    for w in range(win):
+                        c = w * wdil - low
+                        bases[w] = (c % s) * L + k0 + c // s if s > 1 else a * N + k0 + c
+                    nv = win
+                row = x[a * N:(a + r) * N]
+            else:
+                a = a0 + t
+                L = (P + s - 1) // s
+                os = out[a * M:(a + 1) * M]
+                xrow = a * N
+                if plain:
+                    row = x[xrow - low:xrow - low + P]
+                else:
+                    row = ph[L * s + s:L * s + s + P]
+                    for k in range(P):
+                        row[k] = ident
+                    for q in range(N):
+                        k = low + q * bdil
+                        if 0 <= k < P:
+                            row[k] = x[xrow + q]
+                for w in range(win):
+                    c = w * wdil
+                    bases[w] = (c % s) * L + c // s if s > 1 else c
+                nv = win
+                from_ph = s > 1
+                if s == 1 and not plain:
+                    from_ph = True  # the padded row lies in ph (bases count from its start)
+                    for w in range(win):
+                        bases[w] += L * s + s
+                elif s == 1:
+                    for w in range(win):
+                        bases[w] += xrow - low
+            if from_ph and s > 1 and nv:
+                _deinterleave(row, s, ph, L)
+            # the fold of the window cells (and the start), one vectorised loop each
+            if nv == 0:
+                for j in range(os.shape[0]):
+                    os[j] = start
+            else:
+                for w in range(nv + (1 if use_start else 0)):
+                    if w == nv:
+                        src, base = sb, 0
+                    elif from_ph:
+                        src, base = ph, bases[w]
+                    else:
+                        src, base = x, bases[w]
+                    if w == 0:
+                        _copy_from(src, base, os)
+                    else:
+                        _run(code, src, base, os)
+            if mode == _BLOCKS:
+                for i in range(r):
+                    rw = a + i
+                    lo_end, hi_start = max(m_lo, k0 - i * M), min(m_hi, k1 - i * M)
+                    if hi_start <= lo_end:
+                        lo_end, hi_start = M, M
+                    for side in range(2):
+                        e0, e1 = (0, lo_end) if side == 0 else (hi_start, M)
+                        if e1 > e0:
+                            _edge_cells(x, rw * N, out, rw * M, e0, e1, g, code, start)
+
+
+@functools.lru_cache(maxsize=256)
+def separable_plan(in_dims, out_dims, wd, ws, pad, bd, wdl):
+    """(items, item_in, item_out, passes, scratch) of a separable ReduceWindow: ``passes``
+    an int64 table, one row (A, N, B, M, stride, low, base dilation, window dilation,
+    window size) per windowed dimension of an item, the last dimension first."""
+    rank = len(in_dims)
+    trivial = [wd[d] == 1 and ws[d] == 1 and tuple(pad[d]) == (0, 0) and bd[d] == 1 and in_dims[d] == out_dims[d]
+               for d in range(rank)]
+    k = 0
+    while k < rank - 1 and trivial[k]:
+        k += 1
+    items = product(in_dims[:k])
+    cur = list(in_dims[k:])
+    outs = list(out_dims[k:])
+    rows, scratch = [], 0
+    for d in range(len(cur) - 1, -1, -1):
+        if trivial[k + d] and not (d == 0 and not rows):
+            continue
+        A, B = product(cur[:d]), product(cur[d + 1:])
+        rows.append((A, cur[d], B, outs[d], ws[k + d], pad[k + d][0], bd[k + d], wdl[k + d], wd[k + d]))
+        cur[d] = outs[d]
+        scratch = max(scratch, product(cur))
+    passes = np.array(rows, np.int64).reshape(len(rows), 9)
+    return items, product(in_dims[k:]), product(out_dims[k:]), passes, scratch
+
+
+def _identity(code, dtype):
+    """The combiner's identity in ``dtype`` (the value of an empty partial window)."""
+    if dtype.kind == "f":
+        return dtype.type({ADD: -0.0, MUL: 1.0, MAX: -np.inf, MIN: np.inf}[code])
+    info = np.iinfo(dtype)
+    return dtype.type({ADD: 0, MUL: 1, MAX: info.min, MIN: info.max, AND: info.max if info.min == 0 else -1,
+                       OR: 0, XOR: 0}[code])
+
+
+def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out):
+    """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes."""
+    items, item_in, item_out, passes, scratch = separable_plan(in_dims, out_dims, wd, ws, pad, bd, wdl)
+    ident = _identity(code, x.dtype)
+    use_init = ident.tobytes() != x.dtype.type(init).tobytes()
+    work = x.size * max(1, int(sum(passes[:, 8])))
+    parallel = work >= PARALLEL_THRESHOLD
+    if not parallel or items >= 2 * _threads() or len(passes) == 1 and passes[0, 0] < 2 * _threads():
+        in_threads(_separable, items, parallel, x, out, passes, item_in, item_out, scratch, code, ident, init,
+                   use_init, False)
+        return
+    # a few big items: pass by pass over the whole array, each pass's rows in threads
+    for it in range(items):
+        src = x[it * item_in:(it + 1) * item_in]
+        for k in range(len(passes)):
+            g = passes[k:k + 1]
+            last = k == len(passes) - 1
+            dst = out[it * item_out:(it + 1) * item_out] if last else empty(int(g[0, 0] * g[0, 3] * g[0, 2]), x.dtype)
+            in_threads(_separable, int(g[0, 0]), True, src, dst, g, 0, 0, 0, code, ident, init if last else ident,
+                       use_init and last, True)
+            src = dst
+
+
+# ---------------------------------------------------------------------------------------
 # Generated code: a region as a scalar function, kernels specialised to it
 
 class NotCompilable(Exception):
@@ -637,7 +1036,7 @@ def _float_text(x):
 def region_source(comp, name):
     """The scalar Numba source of region ``comp``: ``def name(p0, p1, ...)`` returning one
     carrier value or a tuple.  Raises NotCompilable for an instruction without emitter."""
-    from ..emit import EMITTERS, can_emit, finish, supported_type
+    from ..emit import can_emit, emit, finish, supported_type
     names = {}
     for k, p in enumerate(comp.parameters):
         if not (p.shape.is_array and p.shape.rank == 0 and supported_type(p.shape.element_type)):
@@ -666,7 +1065,7 @@ def region_source(comp, name):
                 and inst.operands[0].shape.element_type == t:
             expr = names[inst.operands[0]]  # scalar to scalar: the value itself
         elif can_emit(inst):
-            expr = finish(EMITTERS[op](inst, *[names[o] for o in inst.operands]), t)
+            expr = finish(emit(inst, *[names[o] for o in inst.operands]), t)
         else:
             raise NotCompilable(f"{op} ({inst.name}) has no scalar emitter")
         names[inst] = f"t{n}"
@@ -971,8 +1370,16 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
         if x.size == 0:  # every cell is padding: the result is the init value
             return _from_carrier(np.full(out_dims, init, x.dtype), t)
         out = empty(nout * C, x.dtype)
-        parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
-        reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
+        # a window over the contiguous dimension (NCHW pooling, C = 1) or short blocks: by
+        # separable passes; long blocks of trailing dimensions the window does not move
+        # along (NHWC's channels) are combined as vectors of C, cell by cell, which reads
+        # the operand once and needs no intermediate
+        if len(in_dims) and C < _VECTOR_BLOCK:
+            reduce_window_separable(x, in_dims, out_dims, tuple(wd), tuple(ws), tuple(map(tuple, pad)), tuple(bd),
+                                    tuple(wdl), code, init, out)
+        else:
+            parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
+            reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
         return _from_carrier(out.reshape(out_dims), t)
     ok, why = _region_compiled(computation)
     if not ok:

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
+#     formats: notebooks///ipynb,notebooks_py///py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -77,11 +77,19 @@ for key in ("batch_index", "start_index", "full_start_index", "offset_index", "f
 print("value:", slices.run(operand, starts)[2, 3, 4], "==", operand[11, 9])
 
 # %% [markdown]
-# The same, animated: each frame is one result element, with the start vector it used, the
-# slice it lies in and the element it reads (12 of the 240 steps, evenly spaced).
+# Explore it: hover (or click) a result element, and the start vector it used, the slice
+# it lies in and the element it reads light up, with the formula above filled in for it.
+# The result has rank 3: its first dimension (which slice) has a slider of its own.
 
 # %%
-xe.animate(slices, gather, operand, starts, max_steps=12, sample=True)
+xe.index_map_view(slices, gather, operand, starts)
+
+# %% [markdown]
+# The same as an animation (for GIFs and slides; `.save("gather.gif")`): 12 of the 240
+# steps, the first row whole, then the rest in even strides.
+
+# %%
+xe.animate(slices, gather, operand, starts, max_steps=12)
 
 # %% [markdown]
 # ## 2. More batch dimensions
@@ -174,10 +182,20 @@ print(access.clamped, access.detail["full_start_index_before_clamp"], "->", acce
 np.array_equal(clamped.run(operand, oob, backend="jax"), out)
 
 # %% [markdown]
-# In the animation, the slice drawn at its clamped start is coloured differently:
+# In the picture, the slice drawn at its clamped start is coloured differently:
 
 # %%
-xe.animate(clamped, clamped.entry.root.name, operand, oob, max_steps=8, sample=True)
+xe.animate(clamped, clamped.entry.root.name, operand, oob, max_steps=8)
+
+# %% [markdown]
+# Without the arguments there are no start indices to read: the map is built from the
+# shapes alone (nothing is allocated, so this works for an operand of any size) and says
+# what it does not know. Each result element reads *one of* the elements its offset
+# allows, here one of the 9 x 6 cells of the operand a clamped start can reach:
+
+# %%
+unknown = xe.index_map(clamped, clamped.entry.root.name)[0, 0, 0]
+print(unknown.unknown, len(unknown.reads), unknown.reads)
 
 # %% [markdown]
 # ## 6. Batching dimensions: what `jax.vmap` emits
@@ -202,7 +220,8 @@ print(per_row.as_hlo_text())
 # In the index map this shows up as a `full_batching_index`, added to the start:
 
 # %%
-vgather = next(i.name for i in per_row.entry.instructions if i.opcode == "gather")
+# the run's trace finds the gather wherever JAX put it (here the entry computation)
+vgather = next(r.name for r in per_row.trace(xs, ids).records if r.opcode == "gather")
 access = xe.index_map(per_row, vgather, xs, ids)[2, 1]
 for key in ("batch_index", "full_start_index", "full_batching_index", "operand_index"):
     print(f"{key:20} {access.detail[key]}")

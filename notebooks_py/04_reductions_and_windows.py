@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
+#     formats: notebooks///ipynb,notebooks_py///py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -193,8 +193,16 @@ pool_grad.diff(x, g)
 # animation goes window by window (one step per `source` element):
 
 # %%
-sas = next(i.name for i in pool_grad.entry.instructions if i.opcode == "select-and-scatter")
+sas = next(r.name for r in pool_grad.trace(x, g).records if r.opcode == "select-and-scatter")
 xe.animate(pool_grad, sas, x, g)
+
+# %% [markdown]
+# Or hover a `source` element yourself: its window, the element `select` picked and the
+# result element it is scattered into light up (a collision when another window picked
+# it first):
+
+# %%
+xe.index_map_view(pool_grad, sas, x, g)
 
 # %% [markdown]
 # Ties: `select` sees the earlier element first, so `Ge` keeps the *first* of equal maxima

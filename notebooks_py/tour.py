@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
+#     formats: notebooks///ipynb,notebooks_py///py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -70,11 +70,24 @@ for access in list(m)[:5]:
     print(access.index, "reads", access.reads, "clamped" if access.clamped else "")
 
 # %% [markdown]
-# The map, animated: each step highlights the slice window that produces one result
-# element, at its clamped start, with the spec's formula filled in.
+# The map, interactive: hover (or click) a result element and the slice window that
+# produces it lights up, at its clamped start, with the spec's formula filled in.
+# `xe.animate` draws the same picture as frames (for GIFs and slides).
 
 # %%
-xe.animate(comp, gather, x_val, i_val, max_steps=8)
+xe.index_map_view(comp, gather, x_val, i_val)
+
+# %% [markdown]
+# ### Try it: the op playground
+#
+# Every op opens in a playground, one control per argument. Set `slice_sizes` to `1 5`:
+# the rule it breaks appears beside it, with the sizes that would fit; the values, HLO,
+# graph and index map tabs follow every change. (More in `playground.ipynb`.)
+
+# %%
+from xla_explorer.widgets import OpPlayground
+
+OpPlayground("Gather", graph=False)
 
 # %% [markdown]
 # ## 4. The graph, with values
@@ -164,6 +177,38 @@ x = np.random.default_rng(3).normal(size=(5, 4)).astype(np.float32)
 prog = xe.from_jax(mlp, w, x)
 print(prog.run(w, x), prog.run(w, x, backend="jax"))
 prog.diff(w, x)
+
+# %% [markdown]
+# ### Index maps anywhere in a real program
+#
+# The gradient of an embedding lookup: JAX puts the gather and the scatter-add of its
+# transpose inside called computations. `comp.trace` records every instruction the run
+# executes, in every computation, so `xe.index_map` and `xe.index_map_view` work on any
+# of them with the values it really saw. Hover a result element of the view: the table
+# rows it reads light up, with the formula filled in beside.
+
+# %%
+table = np.arange(24, dtype=np.float32).reshape(6, 4)
+ids = np.array([4, 0, 4], np.int32)
+
+
+def loss(table, ids):
+    return (jnp.take(table, ids, axis=0) ** 2).sum()
+
+
+grad = xe.from_jax(jax.grad(loss), table, ids)
+t = grad.trace(table, ids)
+take = next(r for r in t.records if r.opcode == "gather")
+print(take.name, "runs in", take.computation, "called by", take.stack)
+xe.index_map_view(grad, take.name, trace=t)
+
+# %% [markdown]
+# The scatter-add of the gradient: id 4 appears twice, so two rows of updates combine
+# into row 4 of the result (a collision).
+
+# %%
+scatter = next(r for r in t.records if r.opcode == "scatter")
+xe.animate(grad, scatter.name, trace=t)
 
 # %% [markdown]
 # ## 9. Four devices: simulated, and real
