@@ -602,7 +602,7 @@ _OPERAND_ARGS = frozenset({
     "a", "b", "lhs", "rhs", "operand", "operands", "pred", "on_true", "on_false", "min", "max", "init",
     "init_value", "init_values", "initial_state", "elements", "args", "mu", "sigma", "scale", "offset",
     "mean", "variance", "grad_output", "scatter_indices", "updates", "update", "source", "padding_value",
-    "tuple_data", "token", "tokens", "context", "size", "dim_sizes",
+    "tuple_data", "token", "tokens", "context", "size", "dim_sizes", "inputs", "inits",
 })
 _PROJECT_ERRORS = (ShapeError, HloParseError, ExecutionError, NotImplementedError)
 _BARE_ERRORS = (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError, ZeroDivisionError)

@@ -1033,9 +1033,9 @@ def Scan(inputs, inits, computation, dimension, is_reverse=False, is_associative
              dimension=0)      # -> ([1, 3, 6, 10], 10): a running sum
     """
     xs, cs = _as_list(inputs), _as_list(inits)
-    attrs = {"dimensions": (int(dimension),), "num_carries": len(cs), "is_reverse": bool(is_reverse),
-             "is_associative": None if is_associative is None else bool(is_associative),
-             "computation": computation}
+    # the attribute schema checks the values (an integer dimension, bool flags): no int()/bool() here
+    attrs = {"dimensions": (as_int("Scan", "dimension", dimension),), "num_carries": len(cs),
+             "is_reverse": is_reverse, "is_associative": is_associative, "computation": computation}
     return apply_op("scan", xs + cs, attrs)
 
 
