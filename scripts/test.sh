@@ -8,7 +8,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e ".[test]"
+# versions: constraints.txt, the one place they are pinned (binder/ installs through it too)
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[test]"
 # Graphviz's dot draws the graphs (tests/test_graph.py): installed here when we can
 if ! command -v dot >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

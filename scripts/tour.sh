@@ -8,7 +8,8 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q -e ".[notebook]"
+# versions: constraints.txt, the one place they are pinned (binder/ installs through it too)
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[notebook]"
 if ! command -v dot >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq graphviz) >/dev/null 2>&1 || true

@@ -40,6 +40,8 @@ def op(bw, name, operands, attrs=""):
 
 def rebuilt(bw):
     """Run bw.python_code() in a fresh namespace: its `comp` must print as bw's module."""
+    names = [i.name for c in bw.computation.computations for i in c.instructions]
+    assert len(names) == len(set(names)), names  # module-unique, as XLA's verifier wants
     namespace = {}
     exec(bw.python_code(), namespace)  # our own generated code, in a test
     assert namespace["comp"].as_hlo_text() == bw.computation.as_hlo_text(), bw.python_code()
@@ -233,12 +235,12 @@ def while_builder(widgets):
     zero = op(bw, "Constant", [], "value=0")
     init = op(bw, "Tuple", [zero.name, "v"])
     cond = bw.new_computation("cond", "(s32[], f32[3])")
-    i = op(cond, "GetTupleElement", ["p0"], "index=0")
+    i = op(cond, "GetTupleElement", ["cond_p0"], "index=0")
     three = op(cond, "Constant", [], "value=3")
     op(cond, "Compare", [i.name, three.name], "comparison_direction='LT'")
     body = bw.new_computation("body", "(s32[], f32[3])")
-    bi = op(body, "GetTupleElement", ["p0"], "index=0")
-    bv = op(body, "GetTupleElement", ["p0"], "index=1")
+    bi = op(body, "GetTupleElement", ["body_p0"], "index=0")
+    bv = op(body, "GetTupleElement", ["body_p0"], "index=1")
     one = op(body, "Constant", [], "value=1")
     op(body, "Tuple", [op(body, "Add", [bi.name, one.name]).name, op(body, "Add", [bv.name, bv.name]).name])
     return bw, cond, body, init
@@ -266,7 +268,7 @@ def test_builder_while_sub_computation_errors(widgets):
     bw, cond, body, init = while_builder(widgets)
     # the body must return the loop state: a body returning one element is refused
     short = bw.new_computation("short", "(s32[], f32[3])")
-    op(short, "GetTupleElement", ["p0"], "index=0")
+    op(short, "GetTupleElement", ["short_p0"], "index=0")
     bw.op_name, bw.operands, bw.attrs_text = "While", [], f"condition=cond, body=short, init={init.name}"
     assert bw.add() is None and "body" in bw.error and bw.error_control == "body"
     empty = bw.new_computation("empty")
@@ -285,11 +287,11 @@ def test_builder_conditional_call_sort_select_and_scatter(widgets):
     bw.add_parameter("pred[]", "p")
     assert bw.add_computation("scaled", lambda a: xe.Neg(a) * 2.0, "f32[4,4]") is not None
     twice = bw.new_computation("twice", "f32[4,4]")
-    op(twice, "Add", ["p0", "p0"])
+    op(twice, "Add", ["twice_p0", "twice_p0"])
     op(bw, "Conditional", ["p", "x", "scaled", "x", "twice"])
     op(bw, "Call", ["twice", "x"])
     less = bw.new_computation("greater", "f32[]", "f32[]")
-    op(less, "Compare", ["p0", "p1"], "comparison_direction='GT'")
+    op(less, "Compare", ["greater_p0", "greater_p1"], "comparison_direction='GT'")
     op(bw, "Sort", ["x"], "comparator=greater, dimension=1")
     op(bw, "Sort", ["[x, x]"], "dimension=0")  # the default comparator
     zero = op(bw, "Constant", [], "value=0.0")
@@ -297,6 +299,8 @@ def test_builder_conditional_call_sort_select_and_scatter(widgets):
     op(bw, "SelectAndScatter", ["x"], f"select=Ge, window_dimensions=[2, 2], window_strides=[2, 2], "
                                       f"padding='VALID', source={source.name}, init_value={zero.name}, scatter=Add")
     parsed = xe.parse_hlo("HloModule q\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT n = f32[] negate(p)\n}\n")
+    assert bw.add_computation("from_text", parsed) is None and "['p'] are taken" in bw.error
+    parsed = xe.parse_hlo("HloModule q\nENTRY e {\n  q = f32[] parameter(0)\n  ROOT n = f32[] negate(q)\n}\n")
     assert bw.add_computation("from_text", parsed) is parsed
     op(bw, "Map", ["[x]", "from_text"])
     comp = rebuilt(bw)

@@ -140,3 +140,80 @@ def test_cumulative_window_and_nan_propagate():
     _check(comp, x)
     comp = _reduce_window((4, 700), "s32", "add", 0, [1, 700], [1, 1], [(0, 0), (699, 0)])
     _check(comp, _values((4, 700), "s32"))
+
+
+# -- Gather of single elements: index vectors of any length, anywhere in the indices ----------
+
+def _element_gather(operand_dims, t, n, K, index_vector_dim, batching=False, rng=RNG):
+    """x[i0, ..., iK-1] gathered ``n`` times (indices out of bounds too: clamped);
+    the index vector at ``index_vector_dim`` of an [n, K] or [K, n] index array."""
+    rank = len(operand_dims)
+    dims = list(range(rank))
+    batch = [0] if batching else []
+    start = [d for d in dims if d not in batch][:K]
+    b = xe.XlaBuilder("elements")
+    x = xe.Parameter(b, 0, xe.Shape(t, tuple(operand_dims)), "x")
+    ishape = (n, K) if index_vector_dim == 1 else (K, n)
+    i = xe.Parameter(b, 1, xe.Shape("s32", ishape), "i")
+    if batching:  # position p reads operand batch coordinate p (n == operand_dims[0])
+        g = xe.Gather(x, i, offset_dims=[1 + d for d in range(rank - 1 - K)], collapsed_slice_dims=start,
+                      start_index_map=start, index_vector_dim=index_vector_dim,
+                      slice_sizes=[1 if d in start or d in batch else operand_dims[d] for d in dims],
+                      operand_batching_dims=batch, start_indices_batching_dims=[1 - index_vector_dim])
+    else:
+        g = xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=dims, start_index_map=start,
+                      index_vector_dim=index_vector_dim, slice_sizes=[1] * rank)
+    comp = b.build(g)
+    idx = np.stack([rng.integers(-3, operand_dims[d] + 3, n) for d in start], axis=index_vector_dim)
+    return comp, [_values(operand_dims, t, rng), idx.astype(np.int32)]
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+@pytest.mark.parametrize("index_vector_dim", [1, 0])
+@pytest.mark.parametrize("n", [37, PARALLEL_THRESHOLD + 5])
+def test_gather_single_elements(K, index_vector_dim, n):
+    dims = [7, 5, 9, 4][:K]
+    comp, args = _element_gather(dims, "s32", n, K, index_vector_dim)
+    _check(comp, *args)
+
+
+def test_gather_single_elements_with_batching_dimensions():
+    comp, args = _element_gather([40000, 6], "f32", 40000, 1, 1, batching=True)
+    _check(comp, *args)
+
+
+def test_gather_without_start_indices_reads_the_first_element():
+    # start_index_map empty: every position reads the one element at the origin
+    b = xe.XlaBuilder("origin")
+    x = xe.Parameter(b, 0, xe.Shape("s32", (4, 3)), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", (PARALLEL_THRESHOLD + 7, 0)), "i")
+    comp = b.build(xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[],
+                             index_vector_dim=1, slice_sizes=[1, 1]))
+    _check(comp, _values((4, 3), "s32"), np.zeros((PARALLEL_THRESHOLD + 7, 0), np.int32))
+
+
+@pytest.mark.parametrize("dims, axis", [((7, 300), 1), ((300, 33), 0), ((5, 40, 70), 2), ((5, 40, 70), 1)])
+@pytest.mark.parametrize("t, name, init", [("f32", "add", 0.0), ("s32", "add", 2), ("f32", "max", -np.inf),
+                                           ("s32", "min", 5)])
+def test_long_windows_slide(dims, axis, t, name, init):
+    """Cumulative windows (JAX's cumsum on the CPU), long strided windows and the same
+    window along a minor and a major dimension: the sliding (van Herk) pass."""
+    n = dims[axis]
+    for w, s, low, high in ((n, 1, n - 1, 0), (17, 3, 5, 9), (40, 1, 0, 0)):
+        if w > n + low + high:
+            continue
+        wd = [w if d == axis else 1 for d in range(len(dims))]
+        ws = [s if d == axis else 1 for d in range(len(dims))]
+        pad = [(low, high) if d == axis else (0, 0) for d in range(len(dims))]
+        comp = _reduce_window(dims, t, name, init, wd, ws, pad)
+        x = _values(dims, t)
+        if t == "f32" and name == "add":
+            got, want = comp.run(x, backend="numba"), comp.run(x)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        else:
+            _check(comp, x)
+
+
+def test_long_window_with_base_dilation_and_a_short_window_pass():
+    comp = _reduce_window((30, 64), "s32", "add", 0, [3, 20], [1, 2], [(1, 1), (19, 0)], [1, 2], [1, 1])
+    _check(comp, _values((30, 64), "s32"))

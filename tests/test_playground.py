@@ -191,7 +191,12 @@ def test_playground_controls_are_the_arguments(OpPlayground):
     assert pg.shape_text == "f32[2,4]" and pg.error == "" and pg.error_control == ""
     np.testing.assert_array_equal(pg.result, np.float32([[8, 9, 10, 11], [0, 1, 2, 3]]))
     assert "gather(operand, start_indices)" in pg.hlo and "result: f32[2,4]" in pg.result_text
-    assert "IndexMapStepper" == type(pg._index.children[0]).__name__ or hasattr(xe, "index_map_view")
+    view = pg._index.children[0]
+    if hasattr(xe, "index_map_view"):  # the interactive view: hover a result element, see what it reads
+        view.select((0, 1))
+        assert view.highlighted["operand"][(2, 1)] == "read"  # result[0, 1] reads operand[2, 1]
+    else:
+        assert type(view).__name__ == "IndexMapStepper"
 
 
 def test_playground_shows_the_error_beside_the_control_and_recovers(OpPlayground):

@@ -47,53 +47,6 @@ def test_core_never_imports_ipywidgets():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# -- StepperWidget ------------------------------------------------------------------------------
-
-def test_stepper_steps_through_the_instructions(widgets):
-    comp, gather = gather_module()
-    s = widgets.StepperWidget(comp, X, I, graph=False)
-    assert s.n_steps == len(comp.entry.instructions)
-    assert s.instruction.startswith("x = f32[3,4]") and "argument 0" in s.value_text
-    k = [i.name for i in comp.entry.instructions].index(gather)
-    s.step = k
-    assert f"{gather} = f32[2,4]" in s.instruction and "gather(x, i)" in s.instruction
-    assert "operands:" in s.value_text and "i: s32[2,1]" in s.value_text
-    assert "[[ 4.  5.  6.  7.]\n" in s.value_text and "[ 8.  9. 10. 11.]]" in s.value_text
-    s._slider.value = s.n_steps - 1  # the slider drives the step
-    assert s.step == s.n_steps - 1 and s.instruction.startswith("ROOT add")
-    with pytest.raises(Exception, match="outside"):
-        s.step = s.n_steps
-
-
-def test_stepper_summarises_big_values_and_diffs(widgets):
-    comp = xe.parse_hlo("HloModule m\nENTRY e {\n  p = f32[100,100] parameter(0)\n"
-                        "  ROOT l = f32[100,100] log(p)\n}\n")
-    arg = np.linspace(-1, 1, 10000, dtype=np.float32).reshape(100, 100)
-    s = widgets.StepperWidget(comp, arg, against=lambda a: np.log(np.abs(a)), graph=False)
-    s.step = 1
-    assert "l: f32[100,100] (10000 elements)" in s.value_text and "NaN 5000" in s.value_text
-    assert "against: max |difference|" in s.value_text and "5000 of 10000" in s.value_text
-
-
-def test_stepper_against_jax_per_instruction(widgets):
-    pytest.importorskip("jax", reason="jax is not installed")
-    comp, gather = gather_module()
-    s = widgets.StepperWidget(comp, X, I, against="jax", graph=False)
-    assert "vs jax" not in s.value_text  # an argument
-    s.step = [i.name for i in comp.entry.instructions].index(gather)
-    assert "numpy vs jax: ok; max |difference| 0, 0 of 8 elements beyond tolerance" in s.value_text
-
-
-def test_stepper_graph_when_render_is_there(widgets):
-    comp, gather = gather_module()
-    s = widgets.StepperWidget(comp, X, I)
-    if not (hasattr(comp, "graph") and shutil.which("dot")):
-        assert "graph:" in s._graph.value
-        return
-    s.step = 2
-    assert s._graph.value.startswith("<svg") and "drop-shadow" in s._graph.value
-
-
 # -- IndexMapStepper ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("use_animation", [False, True])

@@ -3,6 +3,8 @@ through one.
 
 - ``OpPlayground("Gather")``: a control per argument of the op; the result shape, or the
   broken rule beside the control at fault, at every change; values, HLO, graph, index map.
+- progress bars for long work (a first Numba run compiling its kernels, a long run, a big
+  animation), shown in the cell that runs it (``show_progress(False)`` turns them off).
 - ``BuilderWidget()``: pick ops from the registry, see each result shape (or the
   ``ShapeError``, beside the argument at fault) as you set operands and attributes,
   record the op; sub-computations in nested builders (While, Conditional, Call, Sort,
@@ -20,7 +22,8 @@ from xla_explorer.ops import registry
 
 from xla_explorer.playground import buildable
 
-_CLASSES = {"OpPlayground": ".playground", "BuilderWidget": ".builder", "StepperWidget": ".stepper", "IndexMapStepper": ".stepper"}
+_CLASSES = {"OpPlayground": ".playground", "ProgressBar": ".progress", "NotebookProgress": ".progress",
+            "show_progress": ".progress", "BuilderWidget": ".builder", "StepperWidget": ".stepper", "IndexMapStepper": ".stepper"}
 
 
 class _PlaygroundLayer:
@@ -37,6 +40,26 @@ for _opcode in registry.all_ops():
         registry.register_layer("widget", _opcode, _PlaygroundLayer())
 
 
+def _in_kernel():
+    import sys
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _notebook_progress(event):
+    """Progress bars in a notebook kernel: the listener is made (ipywidgets imported) at the
+    first long task, not when this module is imported."""
+    from xla_explorer import progress
+    from .progress import show_progress
+    progress.unsubscribe(_notebook_progress)
+    show_progress(True)(event)
+
+
+if _in_kernel():
+    from xla_explorer import progress as _progress
+    _progress.subscribe(_notebook_progress)
+
+
 def __getattr__(name):
     if name not in _CLASSES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -47,4 +70,4 @@ def __getattr__(name):
     return getattr(importlib.import_module(_CLASSES[name], __name__), name)
 
 
-__all__ = ["OpPlayground", "BuilderWidget", "StepperWidget", "IndexMapStepper"]
+__all__ = ["OpPlayground", "show_progress", "NotebookProgress", "ProgressBar", "BuilderWidget", "StepperWidget", "IndexMapStepper"]

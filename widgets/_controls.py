@@ -19,9 +19,9 @@ SMALL_BUTTON = w.Layout(width="2.2em", padding="0")
 ERROR_RED = "#b00020"
 
 
-#: composite labels right-aligned like ipywidgets' own descriptions (w.Label has no such style)
+#: composite labels right-aligned like ipywidgets' own descriptions (a Label is a flex box: justify)
 def css():
-    return w.HTML("<style>.xe-playground .xe-label { text-align: right !important; padding-right: 8px; box-sizing: border-box; "
+    return w.HTML("<style>.xe-playground .xe-label { justify-content: flex-end; padding-right: 8px; box-sizing: border-box; "
                   "overflow: hidden; text-overflow: ellipsis; }</style>")
 
 

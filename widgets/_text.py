@@ -321,10 +321,10 @@ def buildable_ops():
 # -- the builder's extras: doc lines, errors beside their control, inputs, generated code ------
 
 def doc_html(fn):
-    """The signature (monospace) and the docstring's first line, its ``code`` spans as <code>."""
+    """The signature (monospace) and the docstring's first paragraph, ``code`` spans as <code>."""
     sig = html.escape(f"{fn.__name__}{inspect.signature(fn)}")
-    doc = (inspect.getdoc(fn) or "").strip().splitlines()
-    first = html.escape(doc[0]) if doc else ""
+    doc = (inspect.getdoc(fn) or "").strip().split("\n\n")[0]  # the first paragraph
+    first = html.escape(" ".join(doc.split()))
     first = re.sub(r"``(.+?)``", r"<code>\1</code>", first)
     return (f"<div style='font-size:12px'><code>{sig}</code>"
             + (f"<br><span>{first}</span>" if first else "") + "</div>")
@@ -469,3 +469,81 @@ def _plain_list(arr):
         v = arr.item()
         return v if isinstance(v, (bool, int, float, complex)) else float(v)
     return [_plain_list(a) for a in arr]
+
+
+# -- values as tables, differing elements marked ------------------------------------------------
+
+#: rows and columns of a value table (bigger values show this corner and a summary)
+TABLE_ROWS, TABLE_COLUMNS = 12, 16
+
+
+def _cell(x):
+    if isinstance(x, (bool, np.bool_)):
+        return "T" if x else "F"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (complex, np.complexfloating)):
+        return f"{complex(x).real:.3g}{complex(x).imag:+.3g}j"
+    return f"{float(x):.4g}"
+
+
+def value_html(value, name="value", want=None, shape=None):
+    """A value as a table of its elements (a big one: its top-left corner and a summary);
+    with ``want`` (XLA's value of the same instruction) the elements that differ beyond
+    the type's tolerance (``xla_explorer.diff``) are red, XLA's value on hover."""
+    from xla_explorer import dtypes
+    from xla_explorer.diff import compare_arrays
+    if isinstance(value, tuple):
+        shapes = shape.tuple_shapes if shape is not None and shape.is_tuple else [None] * len(value)
+        wants = want if isinstance(want, tuple) and len(want) == len(value) else [None] * len(value)
+        return ("<div style='display:flex; flex-wrap:wrap; column-gap:16px'>"  # a tuple's elements side by side
+                + "".join(value_html(v, f"{name}[{k}]", wv, s) for k, (v, wv, s) in enumerate(zip(value, wants, shapes)))
+                + "</div>")
+    if not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
+        return pre(f"{name}: {value!r}")
+    arr = np.asarray(value)
+    head = f"{name}: {type_text(arr)}"
+    bad = wanted = None
+    if want is not None:
+        wanted = np.asarray(want)
+        try:
+            etype = shape.element_type if shape is not None and not shape.is_tuple else dtypes.from_numpy(arr.dtype)
+            bad = compare_arrays(arr, wanted, etype)[2]
+        except Exception as e:  # shapes differ: said, no marks
+            head += f"  (XLA's value differs in shape: {e})"
+            bad = wanted = None
+    note = ""
+    if bad is not None:
+        n = int(np.count_nonzero(bad))
+        note = (f"<span style='color:{'#b00020' if n else '#1a7f37'}'>"
+                f"{f'{n} of {arr.size} elements differ from XLA (red; hover for its value)' if n else 'equal to XLA'}"
+                "</span>")
+    if arr.size > TABLE_ROWS * TABLE_COLUMNS or arr.ndim > 2:
+        head += f"  ({arr.size} elements)  {summary(arr)}"
+    grid = arr.reshape(1, 1) if arr.ndim == 0 else arr.reshape(1, -1) if arr.ndim == 1 else \
+        arr.reshape(-1, arr.shape[-1])
+    bgrid = None if bad is None else np.asarray(bad).reshape(grid.shape)
+    wgrid = None if wanted is None else wanted.reshape(grid.shape)
+    lead = arr.shape[:-1] if arr.ndim > 1 else ()
+    rows = []
+    for i in range(min(grid.shape[0], TABLE_ROWS)):
+        label = ""
+        if arr.ndim > 1:
+            label = "[" + ",".join(str(int(j)) for j in np.unravel_index(i, lead)) + "]"
+        cells = [f"<td style='color:#888; padding:0 4px'>{label}</td>"] if arr.ndim > 1 else []
+        for j in range(min(grid.shape[1], TABLE_COLUMNS)):
+            style = "border:1px solid #ddd; padding:1px 4px; text-align:right"
+            title = ""
+            if bgrid is not None and bgrid[i, j]:
+                style += "; background:#fdd; border-color:#b00020; color:#b00020; font-weight:bold"
+                title = f" title='XLA: {_cell(wgrid[i, j])}'"
+            cells.append(f"<td style='{style}'{title}>{_cell(grid[i, j])}</td>")
+        if grid.shape[1] > TABLE_COLUMNS:
+            cells.append("<td>…</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    if grid.shape[0] > TABLE_ROWS:
+        rows.append("<tr><td>⋮</td></tr>")
+    table = ("<table style='border-collapse:collapse; font-family:monospace; font-size:12px; margin:2px 0'>"
+             + "".join(rows) + "</table>") if arr.size else ""
+    return (f"<div class='xe-value'><code style='font-size:12px'>{html.escape(head)}</code>"
+            + (f"<br><small>{note}</small>" if note else "") + table + "</div>")

@@ -179,6 +179,11 @@ class BuilderWidget(w.VBox):
         ]
         if _parent is None:
             rows += [self._subs_box(), self._run_box()]
+        self.add_class("xe-builder" if _parent is None else "xe-builder-nested")
+        for part, cls in ((self._operand_entry, "xe-operand-entry"), (self._operands, "xe-operands"),
+                          (self._result, "xe-result"), (self._hlo, "xe-hlo"), (self._graph, "xe-graph"),
+                          (self._signature, "xe-signature")):
+            part.add_class(cls)
         self.children = rows + [tabs]
         self._on_family({"new": self._family.value})
         self._refresh_module()
@@ -187,6 +192,8 @@ class BuilderWidget(w.VBox):
 
     def _error_label(self, control):
         label = w.HTML(layout=w.Layout(max_width="60%"))
+        label.add_class("xe-error")  # CSS classes: what browser tests find the parts by
+        label.add_class("xe-error-" + control.replace(" ", "-"))
         self._errors[control] = label
         return label
 
@@ -293,7 +300,10 @@ class BuilderWidget(w.VBox):
                 field = w.Text(**common)
             field.observe(self._on_field, names="value")
             fields[p.name] = field
-            rows.append(w.HBox([field, self._error_label(p.name)]))
+            row = w.HBox([field, self._error_label(p.name)])
+            row.add_class("xe-row")
+            row.add_class(f"xe-arg-{p.name}")
+            rows.append(row)
         for name in set(self._errors) - set(fields) - _FIXED_CONTROLS:
             if not name.startswith("input "):
                 del self._errors[name]
@@ -484,8 +494,10 @@ class BuilderWidget(w.VBox):
             self._show(None, _Refused(frozen, "parameter"))
             return None
         number = len(self.builder.parameters)
-        name = name or f"p{number}"
-        if name in self.values or (name in self._session.subs and self._session.subs[name] is not self):
+        # names are unique across the module (as XLA's verifier wants; the trace finds
+        # instructions by name): a nested builder's parameters are named after it
+        name = name or (f"p{number}" if self.parent is None else f"{self.name}_p{number}")
+        if name in self._all_value_names() or name in self._session.subs or name == self._root_widget().name:
             self._show(None, _Refused(f"Parameter: the name {name!r} is taken", "parameter"))
             return None
         state = self._transaction()
@@ -533,7 +545,7 @@ class BuilderWidget(w.VBox):
         self._show(result, None)
         return result
 
-    def _rename(self, insts):
+    def _rename(self, insts, traced=False):
         """Readable names: gather.3 for the 3rd op of the session; computations traced from
         callables (``computation=Add``) and what they contain, too."""
         known = {id(s.module().entry) for s in self._session.subs.values() if s.module() is not None}
@@ -545,14 +557,16 @@ class BuilderWidget(w.VBox):
             seen.add(id(comp))
             comp.name = f"{comp.name.rsplit('.', 1)[0]}.{self._session.next()}"
             for inst in comp.instructions:
-                if inst.opcode != "parameter":
-                    inst.name = f"{inst.opcode}.{self._session.next()}"
+                # p0 of every traced computation: numbered too, so that names stay unique
+                inst.name = f"{inst.opcode if inst.opcode != 'parameter' else inst.name}.{self._session.next()}"
                 for callee in inst.called_computations():
                     visit(callee)
 
         for inst in insts:
             if inst.opcode != "parameter":
                 inst.name = f"{inst.opcode}.{self._session.next()}"
+            elif traced:
+                inst.name = f"{inst.name}.{self._session.next()}"
             for callee in inst.called_computations():
                 visit(callee)
 
@@ -604,6 +618,8 @@ class BuilderWidget(w.VBox):
         for sub in self._session.subs.values():
             if isinstance(sub, BuilderWidget):
                 names |= set(sub.values)
+            else:
+                names |= {i.name for c in sub.computation.computations for i in c.instructions}
         return names
 
     def new_computation(self, name, *parameter_shapes):
@@ -617,7 +633,7 @@ class BuilderWidget(w.VBox):
             return None
         sub = BuilderWidget(name, _parent=self._root_widget())
         for k, shape in enumerate(parameter_shapes):
-            if sub.add_parameter(shape, f"p{k}") is None:
+            if sub.add_parameter(shape) is None:
                 self._sub_error(_Refused(f"{name}: parameter {k}: {sub.error}", "computation name"))
                 return None
         self._register_sub(name, sub)
@@ -631,6 +647,11 @@ class BuilderWidget(w.VBox):
             self._check_sub_name(name)
             if isinstance(fn, XlaComputation):
                 comp = fn
+                clash = sorted({i.name for c in comp.computations for i in c.instructions} & self._all_value_names())
+                if clash:
+                    raise _Refused(f"{name}: instruction names {clash} are taken in this module (names are "
+                                   "unique across a module); rename them in the given computation",
+                                   "computation name")
                 code = _module_code(comp, name, self._session.taken)
             elif callable(fn):
                 shapes = [xe.Shape.parse(s) if isinstance(s, str) else s for s in parameter_shapes]
@@ -642,7 +663,7 @@ class BuilderWidget(w.VBox):
                                    "computation name") from None
                 entry.name = name
                 comp = XlaComputation(entry)
-                self._rename([i for i in entry.instructions])
+                self._rename(list(entry.instructions), traced=True)
                 code = _module_code(comp, name, self._session.taken)
             else:
                 raise _Refused(f"{name}: expected an XlaComputation or a callable, got {type(fn).__name__}",
@@ -684,7 +705,7 @@ class BuilderWidget(w.VBox):
         self._sub_name = w.Text(placeholder="body", description="name", continuous_update=False,
                                 layout=w.Layout(width="200px"))
         new = w.Button(description="New sub-computation", tooltip="a nested builder for a while body, a "
-                       "reduce combiner, a sort comparator, a branch...")
+                       "reduce combiner, a sort comparator, a branch...", layout=w.Layout(width="auto"))
         new.on_click(lambda _: self.new_computation(self._sub_name.value.strip()))
         self._subs = w.Accordion(children=[])
         self._given = w.HTML()

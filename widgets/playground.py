@@ -221,7 +221,9 @@ class OpPlayground(w.VBox):
         try:
             view = getattr(xe, "index_map_view", None)
             if view is not None:
-                return view(outcome.computation, outcome.instruction, *args)
+                shown = view(outcome.computation, outcome.instruction, *args)
+                # the anywidget; without anywidget, the static view's HTML
+                return shown if isinstance(shown, w.Widget) else w.HTML(shown._repr_html_())
             from .stepper import IndexMapStepper
             return IndexMapStepper(outcome.computation, outcome.instruction, *args, use_animation=False)
         except Exception as e:  # an index map the views cannot show: the other tabs still work

@@ -45,9 +45,13 @@ class XlaOp:
     def __repr__(self):
         return f"XlaOp({self.inst.name}: {self.shape})"
 
-    # arithmetic sugar for the tour; each is the spec op of the same name
+    # -- operator sugar: each operator records the spec op of the same meaning --------------
+    # (Python scalars take the other operand's element type, as in the op functions.)
     def _bin(self, name, other, swap=False):
         from . import ops
+        from .op_sugar import operand_like
+        if not operand_like(other):
+            return NotImplemented
         a, b = (other, self) if swap else (self, other)
         return getattr(ops, name)(a, b)
 
@@ -59,10 +63,125 @@ class XlaOp:
     def __rmul__(self, o): return self._bin("Mul", o, True)
     def __truediv__(self, o): return self._bin("Div", o)
     def __rtruediv__(self, o): return self._bin("Div", o, True)
+    # XLA's remainder keeps the sign of the dividend (C's fmod), unlike Python's %
+    def __mod__(self, o): return self._bin("Rem", o)
+    def __rmod__(self, o): return self._bin("Rem", o, True)
+    def __pow__(self, o): return self._bin("Pow", o)
+    def __rpow__(self, o): return self._bin("Pow", o, True)
+    def __matmul__(self, o): return self._matmul(o, False)
+    def __rmatmul__(self, o): return self._matmul(o, True)
+    def __and__(self, o): return self._bin("And", o)
+    def __rand__(self, o): return self._bin("And", o, True)
+    def __or__(self, o): return self._bin("Or", o)
+    def __ror__(self, o): return self._bin("Or", o, True)
+    def __xor__(self, o): return self._bin("Xor", o)
+    def __rxor__(self, o): return self._bin("Xor", o, True)
+    def __lshift__(self, o): return self._bin("ShiftLeft", o)
+    def __rlshift__(self, o): return self._bin("ShiftLeft", o, True)
+    def __rshift__(self, o): return self._bin(self._shift_right(), o)
+    def __rrshift__(self, o): return self._bin(self._shift_right(), o, True)
+    # comparisons give pred arrays; == and != too, as in NumPy and JAX (hashing stays by identity)
+    def __lt__(self, o): return self._bin("Lt", o)
+    def __le__(self, o): return self._bin("Le", o)
+    def __gt__(self, o): return self._bin("Gt", o)
+    def __ge__(self, o): return self._bin("Ge", o)
+    def __eq__(self, o): return self._bin("Eq", o)
+    def __ne__(self, o): return self._bin("Ne", o)
 
     def __neg__(self):
         from . import ops
         return ops.Neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        from . import ops
+        return ops.Abs(self)
+
+    def __invert__(self):
+        from . import ops
+        return ops.Not(self)
+
+    def _shift_right(self):
+        # Python's >> on integers keeps the sign: arithmetic for signed types, logical for unsigned
+        return "ShiftRightLogical" if str(self.shape.element_type).startswith("u") else "ShiftRightArithmetic"
+
+    def _matmul(self, other, swap):
+        """``a @ b`` as NumPy's matmul: Dot for vectors and matrices, DotGeneral with the
+        leading dimensions as batch dimensions from rank 3 on (ranks must then agree)."""
+        from . import ops
+        from .op_sugar import operand_like
+        if not operand_like(other):
+            return NotImplemented
+        lhs, rhs = (other, self) if swap else (self, other)
+        ranks = [x.shape.rank if isinstance(x, XlaOp) else np.ndim(x) for x in (lhs, rhs)]
+        if min(ranks) == 0:
+            raise ShapeError(f"matmul (@): operands must have rank >= 1, got ranks {ranks}; use * to scale")
+        if max(ranks) <= 2:
+            return ops.Dot(lhs, rhs)
+        if ranks[0] != ranks[1]:
+            raise ShapeError(f"matmul (@): ranks {ranks[0]} and {ranks[1]} differ; above rank 2 both operands "
+                             "need the same batch dimensions (broadcast one first, or call DotGeneral)")
+        batch = list(range(ranks[0] - 2))
+        return ops.DotGeneral(lhs, rhs, lhs_contracting_dimensions=[ranks[0] - 1],
+                              rhs_contracting_dimensions=[ranks[1] - 2],
+                              lhs_batch_dimensions=batch, rhs_batch_dimensions=batch)
+
+    @property
+    def T(self):
+        """The transpose: dimensions in reverse order."""
+        from . import ops
+        return ops.Transpose(self, list(range(self.shape.rank))[::-1])
+
+    # -- indexing: x[1], x[:, 2:5], x[::-1], x[..., None], x[i] for a traced scalar i ---------
+    def __getitem__(self, index_):
+        """Basic NumPy indexing, recorded as Slice (steps > 0), Rev (negative steps), Reshape
+        (integer indices drop a dimension, None adds one) and, for a traced integer scalar,
+        DynamicSlice (whose start XLA clamps into bounds, unlike NumPy)."""
+        from .op_sugar import index
+        return index(self, index_)
+
+    def __iter__(self):
+        # a Python loop over a static first dimension unrolls: one slice per row, as jax does
+        dims = self.shape.dims if self.shape.is_array else ()
+        if not dims:
+            raise TypeError(f"iterating over the scalar {self!r}: a scalar has nothing to iterate over.")
+        if dims[0] is None:
+            raise TypeError(f"iterating over {self!r}: dimension 0 is dynamic, so a Python loop cannot know "
+                            "how often to run; loop with While instead.")
+        return (self[i] for i in range(dims[0]))
+
+    def __len__(self):
+        dims = self.shape.dims if self.shape.is_array else ()
+        if not dims:
+            raise TypeError(f"len() of the scalar {self!r}")
+        if dims[0] is None:
+            raise TypeError(f"len() of {self!r}: dimension 0 is dynamic; GetDimensionSize gives it at run time")
+        return dims[0]
+
+    # -- Python control flow on a traced value: explain why it cannot work --------------------
+    def __bool__(self):
+        from .op_sugar import NO_VALUE, USE_CONTROL_OPS
+        raise TypeError(f"{self!r} used as a Python bool (in `if`, `while`, `and`, `or`, `not`): {NO_VALUE} "
+                        f"{USE_CONTROL_OPS}")
+
+    def _no_number(self, kind):
+        from .op_sugar import NO_VALUE, USE_CONTROL_OPS
+        raise TypeError(f"{kind}({self!r}): {NO_VALUE} {USE_CONTROL_OPS}")
+
+    def __int__(self): return self._no_number("int")
+    def __float__(self): return self._no_number("float")
+    def __complex__(self): return self._no_number("complex")
+    def __index__(self): return self._no_number("operator.index")
+
+    def __array__(self, *args, **kwargs):
+        from .op_sugar import NO_VALUE
+        raise TypeError(f"np.asarray({self!r}): {NO_VALUE} Build the computation and run it "
+                        "(b.build(op).run(...)) to get its value.")
+
+    # NumPy defers to our reflected operators (np.float32(2) * op records a multiply)
+    __array_ufunc__ = None
 
     __hash__ = object.__hash__
 
@@ -82,7 +201,8 @@ class XlaBuilder:
         return XlaOp(self, inst)
 
     def parameter(self, parameter_number, shape, name=None):
-        parameter_number = as_int("Parameter", "parameter_number", parameter_number, minimum=0)
+        parameter_number = as_int("Parameter", "parameter_number", parameter_number, minimum=0,
+                                  maximum=(1 << 63) - 1)
         shape = _parameter_shape(shape)
         if name is not None and not isinstance(name, str):
             raise ShapeError(f"Parameter: name must be a string, got {short(name)} ({type(name).__name__})")
@@ -215,8 +335,11 @@ def literal_array(value, element_type=None, where="Constant"):
     if value is None or isinstance(value, (str, bytes, dict, set)) or callable(value):
         raise _not_a_value(value, where)
     if element_type is not None:
-        element_type = element_type if isinstance(element_type, str) else dtypes.from_numpy(element_type)
-        dt = dtypes.to_numpy(dtypes.check_type(element_type))
+        try:
+            element_type = element_type if isinstance(element_type, str) else dtypes.from_numpy(element_type)
+            dt = dtypes.to_numpy(dtypes.check_type(element_type))
+        except (TypeError, ValueError):
+            raise ShapeError(f"{where}: element_type={element_type!r} is not an XLA array element type") from None
         src = _numeric_array(value, where)
         _check_exact(src, dt, element_type, where)
         return src.astype(dt)
@@ -323,13 +446,23 @@ def apply_op(opcode, operands, attrs=None, *, name=None, builder=None):
             shapes = [o.shape for o in operands]
         else:
             operands = [_eager_value(_operand_value(op, k, o)) for k, o in enumerate(operands)]
-            shapes = [Shape.of(o) for o in operands]
+            shapes = [_value_shape(o) for o in operands]
         attrs = _trace_computations(op, shapes, attrs, builder)
         shape = infer_shape(op, shapes, attrs)
         if builder is not None:
             return builder.add(opcode, shape, operands, attrs, name=name)
     from .executors.reference import eager
     return eager(op, operands, shape, attrs)
+
+
+def _value_shape(v):
+    """The shape of an eager value: an array, a token, or a tuple of them."""
+    from .executors.reference import Token
+    if isinstance(v, tuple):
+        return Shape.tuple([_value_shape(x) for x in v])
+    if isinstance(v, Token):
+        return Shape.token()
+    return Shape.of(v)
 
 
 def _operand_value(op, k, v):
@@ -346,8 +479,10 @@ def infer_shape(op, shapes, attrs):
     """Run the op's shape rule; malformed arguments become ShapeErrors naming the op."""
     try:
         shape = op.shape_rule(*shapes, **attrs)
-    except ShapeError:
-        raise
+    except ShapeError as e:
+        if op.name in str(e) or op.opcode in str(e).lower():
+            raise
+        raise type(e)(f"{op.name}: {e}") from None   # a rule deep inside (a Shape) named nothing
     except (TypeError, IndexError, KeyError, ValueError, AttributeError, OverflowError, ZeroDivisionError,
             RecursionError) as e:
         raise ShapeError(f"{op.name}: invalid arguments for {op.name} with operand shapes "
@@ -467,7 +602,7 @@ _OPERAND_ARGS = frozenset({
     "a", "b", "lhs", "rhs", "operand", "operands", "pred", "on_true", "on_false", "min", "max", "init",
     "init_value", "init_values", "initial_state", "elements", "args", "mu", "sigma", "scale", "offset",
     "mean", "variance", "grad_output", "scatter_indices", "updates", "update", "source", "padding_value",
-    "tuple_data", "token", "tokens", "context", "size", "dim_sizes",
+    "tuple_data", "token", "tokens", "context", "size", "dim_sizes", "inputs", "inits",
 })
 _PROJECT_ERRORS = (ShapeError, HloParseError, ExecutionError, NotImplementedError)
 _BARE_ERRORS = (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError, ZeroDivisionError)

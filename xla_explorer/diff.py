@@ -315,6 +315,23 @@ def diff(module, *args, against="jax", backend="numpy", rtol=None, atol=None, ma
     return DiffReport(module, rows, backend, against, error)
 
 
+def diff_instruction(inst, operand_values, value, against="jax", module=None, rtol=None, atol=None,
+                     max_indices=20):
+    """One instruction, anywhere in a module (a loop body, a branch, a fusion): ``against``
+    (``"jax"``: XLA) evaluates ``inst`` on ``operand_values`` (what the reference gave it,
+    from a trace record) and its value is compared with the reference's ``value``, as
+    ``diff`` compares the entry's instructions.  A ``DiffRow`` (status "error" when XLA
+    could not evaluate it); single-device modules only."""
+    if against != "jax":
+        raise ValueError(f"diff_instruction: against={against!r}; the oracle is 'jax' (real XLA through JAX)")
+    from .executors import jax_lowering as jl
+    try:
+        want = jl.eval_instruction(inst, list(operand_values), jl.LoweringContext(module))
+    except Exception as e:  # noqa: BLE001 - reported in the row
+        return DiffRow(inst.name, inst.opcode, inst.shape, "error", got=value, note=f"{against}: {type(e).__name__}: {e}")
+    return _compare(inst, value, _unwrap(want), rtol, atol, max_indices, False)
+
+
 def _plain_template(value):
     if isinstance(value, (tuple, list)):
         return tuple(_plain_template(v) for v in value)
@@ -337,4 +354,4 @@ def _unwrap(value):
     return value
 
 
-__all__ = ["diff", "DiffReport", "DiffRow", "compare_arrays", "tolerance"]
+__all__ = ["diff", "diff_instruction", "DiffReport", "DiffRow", "compare_arrays", "tolerance"]

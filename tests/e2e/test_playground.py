@@ -37,3 +37,8 @@ def test_playground_error_beside_the_control(notebook):
     shape.filter(has_text="f32[2,2]").wait_for()
     pg.locator(".lm-TabBar-tab", has_text="index map").click()
     notebook.screenshot("playground_index_map", pg)
+
+    # the long loop at the end of the notebook left its progress bar, finished
+    bar = notebook.page.locator(".xe-progress").last
+    assert "numpy: count" in bar.inner_text() and "done in" in bar.inner_text()
+    notebook.screenshot("progress_bar", bar)

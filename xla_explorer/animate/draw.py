@@ -14,6 +14,7 @@ import uuid
 
 import numpy as np
 
+from .. import progress
 from .scene import layout
 
 
@@ -205,7 +206,7 @@ def save(anim, path, fps=2, dpi=100, frame=None):
     elif ext == "gif":
         if not anim.frames:
             raise ValueError(f"{anim.title}: no steps to save")
-        images = [_indexed(scene_image(s)) for s in scenes(anim)]
+        images = [_indexed(img) for img in frame_images(anim)]
         images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0,
                        optimize=False)
     else:
@@ -213,10 +214,22 @@ def save(anim, path, fps=2, dpi=100, frame=None):
     return path
 
 
+def frame_images(anim):
+    """Every frame painted (Pillow images), reported as a task: a notebook shows a progress
+    bar for a big animation (announced from 60 frames on)."""
+    frames = scenes(anim)
+    images = []
+    with progress.task(f"rendering {anim.title}", total=len(frames), announce=len(frames) > 60) as t:
+        for k, s in enumerate(frames):
+            images.append(scene_image(s))
+            t.advance(detail=f"frame {k + 1} of {len(frames)}")
+    return images
+
+
 def frame_pngs(anim):
     """Every frame as PNG bytes (encoded in threads: Pillow's encoder releases the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
-    images = [scene_image(s) for s in scenes(anim)]
+    images = frame_images(anim)
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         return list(pool.map(_png, images))
 

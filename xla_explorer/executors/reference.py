@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, fpenv, progress
 from ..errors import ExecutionError, ShapeError
 from ..hlo.ir import HloComputation
 from ..ops import registry
@@ -266,15 +266,34 @@ def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
     kwargs.pop("shape", None)  # an op's declared result shape (iota, custom-call) is `shape` itself
     if op.needs_context:
         kwargs["ctx"] = ctx
+    values, flush_result = fpenv.prepare(op, values, shape, attrs)  # XLA:CPU's denormals-are-zero
     try:
         out = op.reference(*values, shape=shape, **kwargs)
-    except (ShapeError, NotImplementedError, ExecutionError):
-        raise
+    except (ShapeError, NotImplementedError, ExecutionError) as e:
+        named = name_instruction(e, f"{op.name} {inst_name}", inst_name)
+        if named is None:
+            raise
+        raise named from e
     except threading.BrokenBarrierError:
         raise
     except Exception as e:
         raise ExecutionError(f"{op.name} {inst_name}: {type(e).__name__}: {e}") from e
-    return conform(out, shape, f"{op.name} {inst_name}", batched)
+    out = conform(out, shape, f"{op.name} {inst_name}", batched)
+    return fpenv.flush(out) if flush_result else out    # and flush-to-zero
+
+
+def name_instruction(e, where, inst_name):
+    """``e`` again with ``where`` (op and instruction) in front, when its message does not
+    name the instruction yet (a collective's or a target's own error); None if it does."""
+    if inst_name in str(e):
+        return None
+    try:
+        named = type(e)(f"{where}: {e}")
+    except Exception:  # noqa: BLE001 - an error class with another constructor: leave it
+        return None
+    for note in getattr(e, "__notes__", ()):
+        named.add_note(note)
+    return named
 
 
 def conform(value, shape, where, batched=False):
@@ -286,9 +305,12 @@ def conform(value, shape, where, batched=False):
         return tuple(conform(v, s, where, batched) for v, s in zip(value, shape.tuple_shapes))
     if shape.is_token:
         return value if isinstance(value, Token) else Token()
-    arr = np.asarray(value)
-    if arr.dtype != shape.dtype:
-        arr = arr.astype(shape.dtype)
+    try:
+        arr = np.asarray(value)
+        if arr.dtype != shape.dtype:
+            arr = arr.astype(shape.dtype)
+    except (ValueError, TypeError) as e:
+        raise ExecutionError(f"{where}: the result ({type(value).__name__}) is not an array of {shape} ({e})") from None
     if shape.is_static and arr.shape != shape.dims and not batched:
         raise ExecutionError(f"{where}: the reference produced shape {arr.shape}, the shape rule says {shape}")
     return arr
@@ -437,7 +459,18 @@ def run(module, args, ctx=None, on_value=None, channels=None):
     entry = module.entry
     args = entry_arguments(module, args)
     ctx = ctx or ExecutionContext(channels=channels)
-    return evaluate(entry, args, ctx, on_value)
+    if progress.current() is not None:  # inside another run (a replica, a JAX comparison)
+        return evaluate(entry, args, ctx, on_value)
+    # the run's progress (a notebook's progress bar), one step per entry instruction
+    with progress.task(f"numpy: {module.name}", total=len(entry.instructions)) as t:
+        if t is progress.QUIET:  # nobody listens: not one call more per instruction
+            return evaluate(entry, args, ctx, on_value)
+
+        def step(inst, value):
+            t.advance(detail=inst.name)
+            if on_value is not None:
+                on_value(inst, value)
+        return evaluate(entry, args, ctx, step)
 
 
 def run_replicated(module, per_replica_args, backend="numpy", num_partitions=None, channels=None,
@@ -489,6 +522,10 @@ def run_on_devices(work, num_replicas, num_partitions, channels=None, timeout=No
     ``Rendezvous`` for their collectives; the results by device.  The first failure is
     raised (the other devices are released from their collectives, not left hanging)."""
     n = num_replicas * num_partitions
+    from .spmd import MAX_DEVICES
+    if not 1 <= n <= MAX_DEVICES:
+        raise ExecutionError(f"{num_replicas} replicas x {num_partitions} partitions: a run simulates 1 to "
+                             f"{MAX_DEVICES} devices")
     rendezvous = Rendezvous(n, timeout)
     shared_channels = channels if channels is not None else {}
     results, errors = [None] * n, [None] * n

@@ -163,8 +163,9 @@ class Call:
 
     # -- variants --------------------------------------------------------------------------
     def copy(self):
-        c = Call(self.opcode, self.operands, self.attrs, self.display, self.api, self.args, self.note)
-        c.broken = self.broken
+        c = type(self).__new__(type(self))  # subclasses (collective calls) stay what they are
+        c.__dict__.update(self.__dict__)
+        c.operands, c.attrs, c.display, c.args = list(self.operands), dict(self.attrs), list(self.display), dict(self.args)
         return c
 
     def with_attrs(self, **changes):
@@ -213,7 +214,8 @@ class Call:
 
     def index_map(self):
         op, shapes, traced = self._traced()
-        return op.index_map(*self.values, shape=infer_shape(op, shapes, traced), **traced)
+        # ops whose attribute is their result shape (bitcast, dynamic-reshape) get it once
+        return op.index_map(*self.values, **dict(traced, shape=infer_shape(op, shapes, traced)))
 
     def argument_names(self):
         names = set()
@@ -233,6 +235,8 @@ class Call:
                 out.append(entry[1])
             elif entry[0] == "kwoperand":  # an operand passed by keyword: While(..., init=init)
                 out.append(f"{entry[1]}={entry[1]}")
+            elif entry[0] == "pos":  # an argument of the API form passed positionally: its value alone
+                out.append(py_attr(entry[2]) if python else spec_attr(entry[2]))
             elif entry[0] == "list":
                 out.append(("[" if python else "{") + ", ".join(entry[1]) + ("]" if python else "}"))
             else:
@@ -702,6 +706,8 @@ class ShapeExercise(Exercise):
         return self.generator.shape_steps(self.call, self.expected)
 
     def judge(self, answer, reveal):
+        if self.expected is not None and self.expected.is_tuple:
+            return self._judge_tuple(answer, reveal)
         claim, dims, etype = _shape_answer(answer)
         why = "\n".join(self.reasoning())
         if self.target:
@@ -732,6 +738,25 @@ class ShapeExercise(Exercise):
             return Feedback(False, f"The sizes are right, but the element type is {want.element_type}, not {etype}"
                             f" ({self.generator.type_rule})", str(want) if reveal else None)
         return Feedback(True, f"The result is {want}.\n{why}", str(want))
+
+    def _judge_tuple(self, answer, reveal):
+        """A tuple-shaped result: the answer is tuple shape text, "(u64[2], u32[3])"."""
+        want = self.expected
+        if isinstance(answer, str) and answer.strip().lower().startswith("illegal"):
+            return Feedback(False, "The call is legal: every rule of the spec holds."
+                            + ("\n" + "\n".join(self.reasoning()) if reveal else ""), str(want) if reveal else None)
+        if not isinstance(answer, (str, Shape)):
+            raise ValueError("the result is a tuple: answer with tuple shape text such as \"(u64[2], u32[3])\"")
+        got = answer if isinstance(answer, Shape) else Shape.parse(answer.strip())
+        if got == want:
+            return Feedback(True, f"The result is {want}.\n" + "\n".join(self.reasoning()), str(want))
+        if not got.is_tuple or len(got.tuple_shapes) != len(want.tuple_shapes):
+            msg = f"The result is a tuple of {len(want.tuple_shapes)} arrays."
+        else:
+            k = next(i for i, (a, b) in enumerate(zip(got.tuple_shapes, want.tuple_shapes)) if a != b)
+            msg = f"Tuple element {k} of your answer, {got.tuple_shapes[k]}, is not right."
+        return Feedback(False, msg + ("\n" + "\n".join(self.reasoning()) if reveal else "\n" + self.generator.rule),
+                        str(want) if reveal else None)
 
     def _judge_operand(self, claim, dims, etype, reveal):
         if claim != "shape":
@@ -1187,6 +1212,10 @@ class AttributeExercise(Exercise):
     def code(self):
         return self.call.code(target=self.target)
 
+    def _ours(self):
+        """The attribute values the exercise was made with (a fix exercise: the intended ones)."""
+        return {h: self.call.attrs[h] for h in self.hidden}
+
     def judge(self, answer, reveal):
         if isinstance(answer, str):
             answer = parse_literal(answer)
@@ -1235,7 +1264,7 @@ class AttributeExercise(Exercise):
                             f"{index_text(first)} = {scalar_text(result[first])}, while target{index_text(first)} = "
                             f"{scalar_text(target[first])}." + ("\n" + why if reveal else ""),
                             self.answer_value() if reveal else None)
-        ours = {h: self.call.attrs[h] for h in self.hidden}
+        ours = self._ours()
         extra = "" if all(spec_attr(values[h]) == spec_attr(ours[h]) for h in self.hidden) else \
             f"\n(The exercise used {', '.join(f'{k}={spec_attr(v)}' for k, v in ours.items())}; yours works too.)"
         return Feedback(True, f"With {shown} the result is the target." + extra + "\n" + why, self.answer_value())
@@ -1435,7 +1464,9 @@ class Generator:
             kind = self.kinds[np.random.default_rng([seed, level, self._crc, 99]).integers(len(self.kinds))]
         if kind not in self.kinds:
             raise ValueError(f"{self.opcode} has no {kind!r} exercises; kinds: {', '.join(self.kinds)}")
-        call = self.problem(np.random.default_rng([seed, level, self._crc]), level, kind)
+        # a kind may have problems of its own (indexing stories, replicated operands)
+        problem = getattr(self, kind + "_problem", self.problem)
+        call = problem(np.random.default_rng([seed, level, self._crc]), level, kind)
         call.shape()  # a generated problem is legal (mutations come later)
         rng = np.random.default_rng([seed, level, self._crc, _KIND_NUMBER[kind]])
         return KINDS[kind](self, call, seed=seed, level=level, rng=rng, teacher=teacher)

@@ -3,6 +3,7 @@ AfterAll, OptimizationBarrier, GetDimensionSize, SetDimensionSize; and what opti
 adds (fusion, copy, bitcast)."""
 import numpy as np
 
+from .. import progress
 from ..builder import apply_op
 from ..errors import ExecutionError, ShapeError
 from ..hlo.attrs import Attr
@@ -88,7 +89,8 @@ registry.register("parameter", "Parameter", "control", _parameter_shape_rule, No
 describe("parameter", parameter_number={"kind": "int", "minimum": 0}, shape={"kind": "shape"},
          name={"kind": "str"}, example={"parameter_number": 0, "shape": "f32[2,3]", "name": "x"})
 registry.register("constant", "Constant", "control", _constant_shape_rule, _constant_reference,
-                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant", "elementwise"))
+                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant", "elementwise"),
+                  denormals="bits")  # a literal is copied, never computed
 describe("constant", value={"kind": "literal"}, element_type={"kind": "dtype"},
          example={"value": "[[1, 2], [3, 4]]"})
 
@@ -157,7 +159,7 @@ def Map(operands, computation, dimensions=None):
         operands = [operands]
     attrs = {"computation": computation}
     if dimensions is not None:
-        attrs["dimensions"] = tuple(dimensions)
+        attrs["dimensions"] = dimensions   # checked by the attribute schema (a list of integers)
     return apply_op("map", list(operands), attrs)
 
 
@@ -221,9 +223,11 @@ def _while_shape_rule(init, *, condition, body):
 
 
 def _while_reference(init, *, shape, condition, body):
-    state = init
+    state, k = init, 0
     while bool(condition(state)):
         state = body(state)
+        k += 1
+        progress.beat(f"while: iteration {k}")  # a long loop shows it is alive, and stops on interrupt
     return state
 
 

@@ -39,10 +39,10 @@ import numpy as np
 from numba import njit, prange, uint64
 from numba.core.errors import NumbaError
 
-from ... import dtypes
+from ... import dtypes, fpenv
 from ...ops.indexing import (_batch_position, _index_values, _offset_operand_dims, _scatter_reference,
                              _split_scatter_operands)
-from ..emit import EMITTERS, can_emit, carrier, carrier_dtype, finish, supported_type
+from ..emit import _FTZ, can_emit, carrier, carrier_dtype, emit, finish, supported_type
 from ..jit_cache import load_source
 from ..numba_setup import PARALLEL_THRESHOLD
 from . import kernel
@@ -216,6 +216,64 @@ def take1_ser(out, src, idx, nb, top, stride):
         out[uint64(p)] = src[uint64(v * stride)]
 
 
+@njit(inline="always", **_opts)
+def _clamped(idx, at, top):
+    return min(max(np.int64(idx[uint64(at)]), 0), top)
+
+
+@njit(inline="always", **_opts)
+def _elems(lo, hi, out, src, idx, K, inner, imap, bmap):
+    """Positions [lo, hi) of a gather of single elements: each start index clamped into
+    the operand ([0, dim - 1]), times its stride; batching dimensions add their
+    coordinate's stride.  The index vectors of one to three components, last in the
+    indices and without batching, are spelled out branch-free so that the loop
+    vectorises (AVX-512 gathers); any other layout runs the general loop."""
+    if inner == 1 and bmap.shape[1] == 0 and 1 <= K <= 3:
+        s0, t0 = imap[0, 0], imap[1, 0]
+        if K == 1:
+            for p in range(lo, hi):
+                out[uint64(p)] = src[uint64(_clamped(idx, p, t0) * s0)]
+        elif K == 2:
+            s1, t1 = imap[0, 1], imap[1, 1]
+            for p in range(lo, hi):
+                out[uint64(p)] = src[uint64(_clamped(idx, 2 * p, t0) * s0 + _clamped(idx, 2 * p + 1, t1) * s1)]
+        else:
+            s1, t1, s2, t2 = imap[0, 1], imap[1, 1], imap[0, 2], imap[1, 2]
+            for p in range(lo, hi):
+                out[uint64(p)] = src[uint64(_clamped(idx, 3 * p, t0) * s0 + _clamped(idx, 3 * p + 1, t1) * s1
+                                            + _clamped(idx, 3 * p + 2, t2) * s2)]
+        return
+    stride = imap[0].copy()
+    top = imap[1].copy()
+    nbat = bmap.shape[1]
+    for p in range(lo, hi):
+        if inner == 1:
+            base = p * K
+        else:
+            q = p // inner
+            base = q * K * inner + (p - q * inner)
+        so = 0
+        for k in range(K):
+            so += _clamped(idx, base + k * inner, top[k]) * stride[k]
+        for i in range(nbat):
+            so += ((p // bmap[1, i]) % bmap[2, i]) * bmap[0, i]
+        out[uint64(p)] = src[uint64(so)]
+
+
+@njit(parallel=True, **_opts)
+def elems_par(out, src, idx, nb, K, inner, imap, bmap):
+    """A gather of single elements (every slice size 1, any number of start indices, batching
+    dimensions): position p's result is one element, at out[p] whatever the offset
+    dimensions (they all have size 1).  Blocks of 4096 positions in parallel."""
+    for c in prange((nb + 4095) // 4096):
+        _elems(c * 4096, min(nb, (c + 1) * 4096), out, src, idx, K, inner, imap, bmap)
+
+
+@njit(**_opts)
+def elems_ser(out, src, idx, nb, K, inner, imap, bmap):
+    _elems(0, nb, out, src, idx, K, inner, imap, bmap)
+
+
 @kernel("gather")
 def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, start_index_map, index_vector_dim,
            slice_sizes, operand_batching_dims=(), start_indices_batching_dims=(), indices_are_sorted=False):
@@ -230,7 +288,10 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
                             tuple(offset_dims), tuple(collapsed_slice_dims), tuple(start_index_map),
                             int(index_vector_dim), tuple(slice_sizes), tuple(operand_batching_dims),
                             tuple(start_indices_batching_dims))
-        if plan.take and plan.sl[0, 0] == 1:
+        if plan.nrows == 1 and plan.sl[0, 0] == 1 and not plan.take:
+            (elems_par if n >= PARALLEL_THRESHOLD else elems_ser)(
+                out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap)
+        elif plan.take and plan.sl[0, 0] == 1:
             (take1_par if n >= PARALLEL_THRESHOLD else take1_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0])
         elif plan.take:
@@ -431,7 +492,7 @@ def _region_statements(comp, arg_names):
             if expr is None:
                 return None
         elif can_emit(inst) and all(o in names for o in inst.operands):
-            expr = EMITTERS[inst.opcode](inst, *[names[o] for o in inst.operands])
+            expr = emit(inst, *[names[o] for o in inst.operands])
         else:
             return None
         names[inst] = f"v{k}"
@@ -461,6 +522,22 @@ def _how(region, types):
     return "region"
 
 
+def _combine_expr(name, t, a, b):
+    """The standard combiner ``name`` on type ``t`` of expressions ``a`` and ``b`` (None if the
+    type has none): XLA's complex multiply (``cmul``); in the ``"flush"`` environment operands
+    and result flushed to zero, as the region's own op would flush them (``emit.emit``)."""
+    template = _COMBINERS[name].get(_class(t))
+    if template is None:
+        return None
+    flush = fpenv.flushing(t)
+    if name == "multiply" and _class(t) == "c":
+        return f"cmul(np.complex128({a}), np.complex128({b}), {t == 'c64'}, {flush})"
+    if not flush:
+        return template.format(a=a, b=b)
+    ftz = _FTZ[t]
+    return f"{ftz}({template.format(a=f'{ftz}({a})', b=f'{ftz}({b})')})"
+
+
 def _combine_lines(how, region, types):
     """The combiner as statements on a0.. (current values) and b0.. (update values) that
     store into out0.. at ``t``; None when the region cannot be compiled.  One source (one
@@ -477,10 +554,10 @@ def _combine_lines(how, region, types):
         t = types[0]
         lines = ["a0 = out0[t]", "b0 = upd0[u]"]
         for code, name in enumerate(_CODES):
-            template = _COMBINERS[name].get(_class(t))
-            if template is not None:
+            expr = _combine_expr(name, t, "a0", "b0")
+            if expr is not None:
                 lines += [f"{'if' if len(lines) == 2 else 'elif'} code == {code}:",
-                          f"    out0[t] = {finish(template.format(a='a0', b='b0'), t)}"]
+                          f"    out0[t] = {finish(expr, t)}"]
         return lines
     comp = region.computation
     params = comp.parameters
@@ -513,11 +590,11 @@ def _row_lines(how, region, types, lines):
     t = types[0]
     out = []
     for code, name in enumerate(_CODES):
-        template = _COMBINERS[name].get(_class(t))
-        if template is not None:
+        expr = _combine_expr(name, t, "out0[t]", "upd0[u]")
+        if expr is not None:
             out += [f"{'if' if not out else 'elif'} code == {code}:", "    for j in range(L):"]
             out += ["        " + line for line in step]
-            out.append(f"        out0[t] = {finish(template.format(a='out0[t]', b='upd0[u]'), t)}")
+            out.append(f"        out0[t] = {finish(expr, t)}")
     return out
 
 
@@ -528,8 +605,10 @@ _generated = {}
 
 def _slot(how, region, types):
     """Where the kernel of this combiner and these types is kept: (cache, key)."""
-    if how == "region":
-        return region.computation.__dict__.setdefault("_cpu_scatter", {}), types
+    if how == "region":   # (its source depends on the floating-point environment)
+        return region.computation.__dict__.setdefault("_cpu_scatter", {}), (types, fpenv.flushing())
+    if how == "standard" and fpenv.flushing(types[0]):
+        return _generated, (how, types[0], "flush")
     return _generated, (how, types[0] if how == "standard" else len(types))
 
 

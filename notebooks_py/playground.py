@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
+#     formats: notebooks///ipynb,notebooks_py///py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -129,3 +129,18 @@ print(comp.run(x_val))
 # %%
 st = StepperWidget(comp, x_val)
 st
+
+# %% [markdown]
+# ## 6. Long work shows its progress
+#
+# A first run on the Numba backend compiles its kernels, a long loop takes its time, a
+# big animation renders frame by frame: a bar in the cell says what is going on, and the
+# notebook's interrupt button (■) stops the work between two steps. This loop counts to
+# 10000 on the NumPy reference, one iteration at a time:
+
+# %%
+b = xe.XlaBuilder("count")
+n = xe.Parameter(b, 0, xe.Shape("s32", ()), "n")
+count = b.build(xe.While(lambda s: xe.Lt(s, np.int32(10000)), lambda s: xe.Add(s, np.int32(1)), n))
+print(count.run(np.int32(0)))
+

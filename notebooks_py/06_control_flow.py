@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
+#     formats: notebooks///ipynb,notebooks_py///py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -144,13 +144,16 @@ except xe.ShapeError as e:
     print("ShapeError:", e)
 
 # %% [markdown]
-# ## 5. Stepping through a loop
+# ## 5. Stepping into a loop
 #
-# `StepperWidget(comp, *args)` walks a computation one instruction at a time, with the
-# values going in and out (and the graph around the instruction). Here a small loop -- double
-# a vector 4 times -- with the condition and body given as Python functions (traced into
-# computations). In the entry computation, the whole loop is a single step: the `while` takes
-# the initial tuple and returns the final one.
+# `StepperWidget(comp, *args)` is a debugger over one run of a computation. In the entry
+# computation the whole loop is a single step -- the `while` takes the initial tuple and
+# returns the final one -- but **step into** enters its body (at the first iteration, or
+# at the one you ask for), **step** walks on through the body and then through the
+# condition of the next iteration, and **step out** goes back to the `while`. The call
+# stack on top says where you are: `doubling: while.N#0 › body: ...#2` is the body's
+# instruction in its iteration 2. Here a small loop -- double a vector 4 times -- with the
+# condition and body given as Python functions (traced into computations).
 
 # %%
 from xla_explorer.widgets import StepperWidget
@@ -168,34 +171,49 @@ stepper = StepperWidget(doubling, x_val)
 stepper
 
 # %% [markdown]
-# The widget is driven by its `step` traitlet, so the same walk can be written in code:
+# The widget is driven by its methods (the buttons call them), so the same walk can be
+# written in code. Step over the entry computation, one instruction at a time:
 
 # %%
-for k in range(stepper.n_steps):
-    stepper.step = k
-    print(stepper.instruction)
-stepper.step = 3
-print(stepper.value_text)
+stepper.restart()
+print(stepper.location_text)
+while True:
+    stepper.step()
+    if stepper.error:  # the end of the run: the message says so
+        break
+    print(stepper.location_text)
 
 # %% [markdown]
-# To walk *inside* the loop, step through the body computation itself, once per iteration:
-# the condition decides whether to go on, the body maps the state to the next state. This is
-# exactly what the `while` does, written out:
+# Now into the loop: run to the `while`, step into its body at iteration 2, and walk the
+# body to its end and on into the condition of iteration 3. The body's multiply doubles
+# `[4, 8, 12]` into `[8, 16, 24]`.
 
 # %%
-while_inst = next(i for i in doubling.entry.instructions if i.opcode == "while")
-cond_comp, body_comp = (xe.XlaComputation(c) for c in (while_inst.attrs["condition"], while_inst.attrs["body"]))
-state_val = (np.int32(0), x_val)
-while cond_comp.run(state_val):
-    print("iteration", int(state_val[0]), "state", state_val[1])
-    state_val = body_comp.run(state_val)
-print("final", state_val)
+stepper.restart()  # run_to goes forward, to the next execution
+stepper.run_to(doubled.name)
+stepper.step_into(iteration=2)
+for _ in range(len(doubled.inst.attrs["body"].instructions) + 1):
+    print(stepper.location_text)
+    stepper.step()
+print(stepper.location_text)
 
 # %%
-body_stepper = StepperWidget(body_comp, (np.int32(2), np.float32([4, 8, 12])))
-body_stepper.step = body_stepper.n_steps - 1
-print(body_stepper.value_text)
-body_stepper
+multiply = next(i.name for i in doubled.inst.attrs["body"].instructions if i.opcode == "multiply")
+stepper.run_to(multiply, invocation=2)
+print(stepper.value_text)
+stepper.step_out()
+print(stepper.location, stepper.value)
+
+# %% [markdown]
+# A breakpoint stops **continue** at every execution of an instruction (`name#k`: only
+# its k-th): here at each iteration's multiply, the vector doubling as it goes.
+
+# %%
+stepper.restart()
+stepper.breakpoints = [multiply]
+for _ in range(4):
+    stepper.continue_()
+    print(stepper.location[-1], stepper.value)
 
 # %% [markdown]
 # ## 6. Conditional, in both forms

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
+#     formats: notebooks///ipynb,notebooks_py///py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -19,7 +19,8 @@
 #   family), its operands and attributes. The result shape appears as soon as the op is
 #   fully set, or the `ShapeError` that the spec's rule raises, in red. "Add" records it.
 # - `StepperWidget`: run the computation on the reference executor and walk through it
-#   one instruction at a time, with the values going in and coming out.
+#   like a debugger -- step, step into loops and calls, step out, run to, breakpoints --
+#   with the values going in and coming out.
 #
 # The widgets know no op: shapes, errors, values and index maps all come from
 # `xla_explorer` itself.
@@ -128,14 +129,15 @@ zero = add(loop, "Constant", [], "value=0")
 init = add(loop, "Tuple", [zero, "v"])
 
 cond = loop.new_computation("cond", "(s32[], f32[3])")
-i = add(cond, "GetTupleElement", ["p0"], "index=0")
+i = add(cond, "GetTupleElement", ["cond_p0"], "index=0")
 add(cond, "Compare", [i, add(cond, "Constant", [], "value=3")], "comparison_direction='LT'")
 
 body = loop.new_computation("body", "(s32[], f32[3])")
-i = add(body, "GetTupleElement", ["p0"], "index=0")
-v = add(body, "GetTupleElement", ["p0"], "index=1")
+i = add(body, "GetTupleElement", ["body_p0"], "index=0")
+v = add(body, "GetTupleElement", ["body_p0"], "index=1")
 one = add(body, "Constant", [], "value=1")
-add(body, "Tuple", [add(body, "Add", [i, one]), add(body, "Add", [v, v])])
+doubled = add(body, "Add", [v, v])
+add(body, "Tuple", [add(body, "Add", [i, one]), doubled])
 
 add(loop, "While", [], f"condition=cond, body=body, init={init}")
 print(loop.hlo)
@@ -149,28 +151,42 @@ loop.run(np.ones(3, np.float32))
 
 # %%
 half = loop.new_computation("half", "(s32[], f32[3])")
-add(half, "GetTupleElement", ["p0"], "index=0")
+add(half, "GetTupleElement", ["half_p0"], "index=0")
 loop.op_name, loop.operands, loop.attrs_text = "While", [], f"condition=cond, body=half, init={init}"
 print(loop.error_control, "->", loop.error)
 
 # %% [markdown]
-# ## 2. Step through it
+# ## 2. Step through it, into the loop
 #
-# The slider (or Play) moves from instruction to instruction in the order the entry
-# computation runs them; each step shows the HLO line, the operand values and the
-# result (big arrays are summarised: shape, min / max / mean, NaN count), and the graph
-# around the instruction.
+# `StepperWidget(comp, *args)` is a debugger over one run: **step** goes to the next
+# instruction of the computation you are in (a `while` is one step), **step into** enters
+# what the instruction runs (a loop's body, the branch a conditional took, a call, a
+# fusion, a reduce's combiner), **step out** goes back to the caller, **run to** jumps to
+# an instruction (`name#k`: its k-th execution), breakpoints stop **continue**, **back**
+# undoes a move and the slider is the whole run as a timeline. The call stack is shown
+# on top, the graph of the computation you are in below it, with the current instruction
+# glowing. When jax is installed each value is compared with XLA's on the same operands,
+# and elements that differ are marked in red.
 
 # %%
-stepper = StepperWidget(bw.computation, x_val, i_val)
+x3 = np.float32([1, 2, 3])
+stepper = StepperWidget(loop.computation, x3)
 stepper
 
+# %% [markdown]
+# The same moves in code: to the `while`, into its body at iteration 2, over to the
+# doubling, and back out.
+
 # %%
-for k in range(stepper.n_steps):
-    stepper.step = k
-    print(stepper.instruction)
-print()
+loop_name = next(name for name in loop.values if name.startswith("while"))
+stepper.run_to(loop_name)
+stepper.step_into(iteration=2)
+print(stepper.location)
+stepper.run_to(doubled)
+print(stepper.location_text)
 print(stepper.value_text)
+stepper.step_out()
+print(stepper.location, stepper.value)
 
 # %% [markdown]
 # ## 3. Inside one op: its index map, step by step

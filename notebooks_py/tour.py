@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
+#     formats: notebooks///ipynb,notebooks_py///py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -76,6 +76,18 @@ for access in list(m)[:5]:
 
 # %%
 xe.index_map_view(comp, gather, x_val, i_val)
+
+# %% [markdown]
+# ### Try it: the op playground
+#
+# Every op opens in a playground, one control per argument. Set `slice_sizes` to `1 5`:
+# the rule it breaks appears beside it, with the sizes that would fit; the values, HLO,
+# graph and index map tabs follow every change. (More in `playground.ipynb`.)
+
+# %%
+from xla_explorer.widgets import OpPlayground
+
+OpPlayground("Gather", graph=False)
 
 # %% [markdown]
 # ## 4. The graph, with values

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
+#     formats: notebooks///ipynb,notebooks_py///py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python

@@ -1,0 +1,184 @@
+"""Progress of long work: the core hook (``xla_explorer.progress``), the executors and the
+animations reporting to it, an interrupt stopping a run, and the notebook's progress bar."""
+import numpy as np
+import pytest
+
+import xla_explorer as xe
+from xla_explorer import progress
+
+
+@pytest.fixture
+def events():
+    seen = []
+
+    def listener(e):
+        seen.append((e.kind, e.task.label, e.task.done, e.task.total, e.task.detail, e.task.status, e.task.depth))
+    with progress.listening(listener):
+        yield seen
+
+
+def test_task_events(events, monkeypatch):
+    monkeypatch.setattr(progress, "MIN_INTERVAL", 0.0)
+    with progress.task("outer", total=2) as t:
+        t.advance(detail="a")
+        with progress.task("inner") as inner:
+            progress.beat("deep")
+            assert progress.current() is inner and inner.parent is t
+        t.advance(detail="b")
+    assert [e[0] for e in events] == ["start", "update", "start", "update", "end", "update", "end"]
+    assert events[1][2:5] == (1, 2, "a") and events[3][4] == "deep" and events[3][6] == 1
+    assert events[-1][5] == "done" and progress.current() is None
+
+
+def test_updates_are_throttled(events):
+    with progress.task("many", total=100000) as t:
+        for _ in range(100000):
+            t.advance()
+    assert events[-1][2] == 100000 and len(events) < 20
+
+
+def test_interrupted_and_failed_tasks(events):
+    with pytest.raises(KeyboardInterrupt):
+        with progress.task("stopped"):
+            raise KeyboardInterrupt
+    with pytest.raises(ValueError):
+        with progress.task("broken"):
+            raise ValueError("x")
+    assert [e[5] for e in events if e[0] == "end"] == ["interrupted", "failed"]
+    assert progress.current() is None
+
+
+def test_nobody_listening_costs_nothing_and_a_broken_listener_breaks_nothing(capsys):
+    with progress.task("quiet", total=3) as t:
+        assert t is progress.QUIET
+        t.advance()
+    progress.beat("nothing running")
+    with progress.listening(lambda e: 1 / 0):
+        with progress.task("watched") as t:
+            t.advance()
+    assert capsys.readouterr().err == ""
+
+
+def test_text_when_nobody_listens_in_an_interactive_session(monkeypatch, capsys):
+    monkeypatch.setattr(progress, "_interactive", lambda: True)
+    with progress.task("numba: f", announce=True):
+        pass
+    with progress.task("numpy: f"):  # not announced: quick work prints nothing
+        pass
+    err = capsys.readouterr().err
+    assert "xla_explorer: numba: f (the first run compiles kernels" in err and "numba: f: done in" in err
+    assert "numpy: f" not in err
+
+
+def _softplus():
+    b = xe.XlaBuilder("softplus")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (64,)), "x")
+    return b.build(xe.Log1p(xe.Exp(xe.Neg(xe.Abs(x)))) + xe.Max(x, np.float32(0)))
+
+
+def test_executors_report_their_runs(events):
+    comp = _softplus()
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    comp.run(x)
+    assert events[0][:2] == ("start", "numpy: softplus") and events[-1][0] == "end"
+    assert events[-1][2] == events[-1][3] == len(comp.entry.instructions)
+    events.clear()
+    pytest.importorskip("numba")
+    fast = comp.run(x, backend="numba")
+    np.testing.assert_allclose(fast, comp.run(x), rtol=1e-6)
+    cpu = [e for e in events if e[1] == "cpu: softplus"]
+    assert cpu[0][0] == "start" and cpu[-1][0] == "end" and cpu[-1][4].startswith("step ")
+
+
+def test_a_first_numba_run_is_announced(events):
+    pytest.importorskip("numba")
+    announced = []
+    with progress.listening(lambda e: announced.append(e.task.announce) if e.kind == "start" else None):
+        comp = _softplus()
+        comp.run(np.ones(64, np.float32), backend="numba")
+        comp.run(np.ones(64, np.float32), backend="numba")
+    assert announced == [True, False]
+
+
+def test_a_while_loop_beats_and_an_interrupt_stops_the_run(events, monkeypatch):
+    monkeypatch.setattr(progress, "MIN_INTERVAL", 0.0)
+    b = xe.XlaBuilder("count")
+    x = xe.Parameter(b, 0, xe.Shape("s32", ()), "x")
+    comp = b.build(xe.While(lambda s: xe.Lt(s, np.int32(50)), lambda s: xe.Add(s, np.int32(1)), x))
+    assert comp.run(np.int32(0)) == 50
+    assert any(e[4] == "while: iteration 20" for e in events)
+
+    def interrupt(e):  # the notebook's interrupt, arriving during the loop
+        if e.kind == "update" and e.task.detail == "while: iteration 10":
+            raise KeyboardInterrupt
+    events.clear()
+    with progress.listening(interrupt):
+        with pytest.raises(KeyboardInterrupt):
+            comp.run(np.int32(0))
+    assert events[-1][0] == "end" and events[-1][5] == "interrupted"
+    assert comp.run(np.int32(0)) == 50  # nothing left half-done
+
+
+def test_rendering_an_animation_reports_frames(events):
+    pytest.importorskip("matplotlib")
+    anim = xe.animate("pad", np.arange(4, dtype=np.float32), np.float32(0), padding_config=[(1, 1, 1)])
+    anim.to_jshtml()
+    assert events[0][1] == "rendering Pad" and events[-1][2] == events[-1][3] == len(anim.frames)
+
+
+# -- the notebook's progress bar ------------------------------------------------------------------
+
+@pytest.fixture
+def bars():
+    pytest.importorskip("ipywidgets")
+    from xla_explorer.widgets.progress import NotebookProgress
+    shown = []
+    listener = NotebookProgress(delay=0.05, display=shown.append)
+    with progress.listening(listener):
+        yield shown
+
+
+def test_an_announced_task_shows_a_bar_at_once(bars):
+    with progress.task("numba: f", total=4, announce=True) as t:
+        assert len(bars) == 1 and "numba: f" in bars[0].label.value
+        t.advance(detail="step 1 of 4: exp")
+    import time
+    time.sleep(0.06)  # slower than the delay: the bar stays, with its time
+    bar = bars[0]
+    assert bar.bar.bar_style == "success" and "done in" in bar.text.value
+    assert "interrupt the kernel" not in bar.text.value
+
+
+def test_quick_work_leaves_no_bar_and_slow_work_gets_one(bars, monkeypatch):
+    monkeypatch.setattr(progress, "MIN_INTERVAL", 0.0)
+    with progress.task("numpy: quick", total=2) as t:
+        t.advance()
+    assert bars == []
+    import time
+    with progress.task("numpy: slow", total=3) as t:
+        time.sleep(0.06)
+        t.advance(detail="while.1")
+        assert len(bars) == 1 and "1 of 3" in bars[0].text.value and "interrupt the kernel" in bars[0].text.value
+        with progress.task("replica 1") as inner:
+            inner.note("iteration 3")
+            t.advance()
+        assert bars[0].sub == ""
+    assert bars[0].bar.value == 1.0
+
+
+def test_an_interrupted_run_says_so(bars):
+    with pytest.raises(KeyboardInterrupt):
+        with progress.task("cpu: f", total=10, announce=True) as t:
+            t.advance()
+            raise KeyboardInterrupt
+    assert bars[0].bar.bar_style == "warning" and "interrupted" in bars[0].text.value
+
+
+def test_widgets_subscribe_only_in_a_kernel():
+    pytest.importorskip("ipywidgets")
+    import xla_explorer.widgets as widgets
+    assert not widgets._in_kernel() and widgets._notebook_progress not in progress._listeners
+    from xla_explorer.widgets import show_progress
+    listener = show_progress(True)
+    assert listener in progress._listeners
+    assert show_progress(False) is None and listener not in progress._listeners
