@@ -190,3 +190,30 @@ def test_gather_without_start_indices_reads_the_first_element():
     comp = b.build(xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[],
                              index_vector_dim=1, slice_sizes=[1, 1]))
     _check(comp, _values((4, 3), "s32"), np.zeros((PARALLEL_THRESHOLD + 7, 0), np.int32))
+
+
+@pytest.mark.parametrize("dims, axis", [((7, 300), 1), ((300, 33), 0), ((5, 40, 70), 2), ((5, 40, 70), 1)])
+@pytest.mark.parametrize("t, name, init", [("f32", "add", 0.0), ("s32", "add", 2), ("f32", "max", -np.inf),
+                                           ("s32", "min", 5)])
+def test_long_windows_slide(dims, axis, t, name, init):
+    """Cumulative windows (JAX's cumsum on the CPU), long strided windows and the same
+    window along a minor and a major dimension: the sliding (van Herk) pass."""
+    n = dims[axis]
+    for w, s, low, high in ((n, 1, n - 1, 0), (17, 3, 5, 9), (40, 1, 0, 0)):
+        if w > n + low + high:
+            continue
+        wd = [w if d == axis else 1 for d in range(len(dims))]
+        ws = [s if d == axis else 1 for d in range(len(dims))]
+        pad = [(low, high) if d == axis else (0, 0) for d in range(len(dims))]
+        comp = _reduce_window(dims, t, name, init, wd, ws, pad)
+        x = _values(dims, t)
+        if t == "f32" and name == "add":
+            got, want = comp.run(x, backend="numba"), comp.run(x)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        else:
+            _check(comp, x)
+
+
+def test_long_window_with_base_dilation_and_a_short_window_pass():
+    comp = _reduce_window((30, 64), "s32", "add", 0, [3, 20], [1, 2], [(1, 1), (19, 0)], [1, 2], [1, 1])
+    _check(comp, _values((30, 64), "s32"))

@@ -136,8 +136,9 @@ def _backend(name):
     import importlib
     try:
         target = BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}") from None
+    except (KeyError, TypeError):
+        from .errors import ExecutionError
+        raise ExecutionError(f"run: unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}") from None
     if callable(target):
         return target
     mod, _, fn = target.partition(":")

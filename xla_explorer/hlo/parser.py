@@ -119,7 +119,7 @@ def parse_hlo(text):
     """Parse HLO text into an XlaComputation (the module's ENTRY computation and callees)."""
     from ..computation import XlaComputation
     if not isinstance(text, str):
-        raise TypeError(f"parse_hlo expects HLO text (str), got {type(text).__name__}")
+        raise HloParseError(f"parse_hlo expects HLO text (str), got {type(text).__name__}")
     registry.all_ops()  # every family registered before attributes are looked up
     lines = _logical_lines(text)
     if not lines:
@@ -161,6 +161,9 @@ def parse_hlo(text):
         blocks[name] = (line, body)
         order.append(name)
         if m.group(1):
+            if entry_name is not None:
+                raise line.error(f"a second ENTRY computation ({name!r}; {entry_name!r} is the first): a module "
+                                 f"has one")
             entry_name = name
     if not order:
         raise lines[0].error("the module has no computations")
