@@ -123,8 +123,11 @@ class StepperWidget(w.VBox):
         which iteration (k-th call of that computation by that caller) it is."""
         self._kids = {}
         frame_of, open_frames, iteration, frames = {}, {}, Counter(), {}
+        self._rank = {}  # seq -> its place among its caller's records (a step is O(1) in long loops)
         for r in self.records:
-            self._kids.setdefault(r.parent, []).append(r.seq)
+            kids = self._kids.setdefault(r.parent, [])
+            self._rank[r.seq] = len(kids)
+            kids.append(r.seq)
             key = (r.parent, r.computation)
             f = open_frames.get(key)
             if f is None or r.name in f[1]:  # each instruction runs once per call: a repeat is a new call
@@ -193,7 +196,7 @@ class StepperWidget(w.VBox):
         rec = at = self.record
         while True:  # at the end of a call: on after the instruction that made it, as a debugger does
             siblings = self._kids[at.parent]
-            k = siblings.index(at.seq)
+            k = self._rank[at.seq]
             if k + 1 < len(siblings):
                 return self._go(siblings[k + 1])
             if at.parent is None:
