@@ -23,6 +23,7 @@ and the writes stay within a few cache lines per tile.
 fused loop (a lone one is a one-member loop group), so the executor never asks for one.
 """
 import functools
+import itertools
 import sys
 import threading
 
@@ -152,12 +153,14 @@ _pool_lock = threading.Lock()
 
 
 def in_threads(fn, n, parallel, *args):
-    """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into one contiguous part
-    per Numba thread, the calling thread running the first part and a small pool of
-    Python threads the others (``fn`` is a ``nogil`` Numba function, so they run at
-    once).  This costs tens of microseconds more than a ``prange`` launch, so it is for
-    large work; it saves the compilation of a parallel wrapper (over a second each,
-    cold) and does not spin-wait when another process wants the core."""
+    """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into about four parts per
+    Numba thread, which the calling thread and a small pool of Python threads take in turn
+    (``fn`` is a ``nogil`` Numba function, so they run at once).  The caller waits only for
+    parts another thread has started: when another process holds a core and a pool thread
+    does not get to run, the caller does its parts too instead of waiting for it.  This
+    costs tens of microseconds more than a ``prange`` launch, so it is for large work; it
+    saves the compilation of a parallel wrapper (over a second each, cold) and does not
+    spin-wait when another process wants the core."""
     global _pool
     k = min(threads(), n) if parallel else 1
     if k <= 1:
@@ -168,13 +171,33 @@ def in_threads(fn, n, parallel, *args):
             if _pool is None or _pool._max_workers < k - 1:
                 from concurrent.futures import ThreadPoolExecutor
                 _pool = ThreadPoolExecutor(k - 1, thread_name_prefix="xla_explorer_kernel")
-    per = -(-n // k)
-    parts = [_pool.submit(fn, i * per, min(n, (i + 1) * per), *args) for i in range(1, k) if i * per < n]
-    try:
-        fn(0, min(n, per), *args)
-    finally:
-        for p in parts:
-            p.result()
+    parts = min(n, 4 * k)
+    per = -(-n // parts)
+    parts = -(-n // per)
+    claim = itertools.count()   # next() is atomic under the GIL
+    done = threading.Semaphore(0)
+    errors = []
+
+    def work():
+        mine = 0
+        while True:
+            c = next(claim)
+            if c >= parts:
+                return mine
+            try:
+                fn(c * per, min(n, (c + 1) * per), *args)
+            except BaseException as e:  # noqa: BLE001 - re-raised by the caller
+                errors.append(e)
+            done.release()
+            mine += 1
+
+    for _ in range(k - 1):
+        _pool.submit(work)
+    work()
+    for _ in range(parts):  # every part, whoever took it
+        done.acquire()
+    if errors:
+        raise errors[0]
 
 
 def row_major_strides(dims):
