@@ -328,3 +328,15 @@ def test_values_inside_called_computations_from_the_trace():
     assert g.node("out").stats[0].startswith("min 16  max 48")
     same = comp.graph(values=comp.trace(x))  # a trace given as values
     assert same.node("y").stats == y.stats
+
+
+def test_a_word_names_forward_and_backward_scopes():
+    text = synthetic(layers=12).replace('op_name="jit(f)/layer1/', 'op_name="jit(f)/transpose(jvp(layer1))/')
+    comp = xe.parse_hlo(text.replace('op_name="jit(f)/layer11/', 'op_name="jit(f)/jvp(layer1)/'))
+    hier = Hierarchy(comp.entry, comp.computations)
+    assert {g.scope for g in hier.groups_named("layer1")} == {"transpose(jvp(layer1))", "jvp(layer1)"}
+    with pytest.raises(KeyError, match="names 2 groups"):
+        hier.group("layer1")
+    g = comp.graph(max_nodes=8).expand("layer1")
+    assert {hier.groups_named("layer1")[0].key, hier.groups_named("layer1")[1].key} <= g.opened
+    assert not {k for k in g.collapse("layer1").opened if "layer1)" in k}

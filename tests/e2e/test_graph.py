@@ -76,8 +76,12 @@ def test_graph_widget_expand_search_hover(notebook):
     page.mouse.up()
     assert _transform(page) != zoomed
 
-    # the view downloads as SVG
+    # the view downloads as SVG and as PNG (drawn by the browser from the SVG)
     with page.expect_download() as info:
         widget.locator("button.xe-svg").click()
     data = open(info.value.path(), encoding="utf-8").read()
     assert "<svg" in data and 'id="g' in data
+    with page.expect_download() as info:
+        widget.locator("button.xe-png").click()
+    assert open(info.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert info.value.suggested_filename == "synth.png"

@@ -35,7 +35,7 @@ FORMATS = ("svg", "png", "pdf", "dot")
 #: modules with at most this many instructions are drawn whole, every group open
 FULL_VIEW = 200
 #: most nodes of the first picture of a bigger module (Graphviz lays this out in a second)
-MAX_NODES = 60
+MAX_NODES = 40
 
 
 class HloGraph:
@@ -284,8 +284,11 @@ class _View:
         out = set()
         for target in targets:
             groups, item = self.hier.resolve(target)
-            if groups and groups[0] is not self.hier.root:
-                out.add(groups[0].key)
+            if item is not None:  # an instruction: its innermost group
+                groups = groups[:1]
+            else:  # the named groups, not their ancestors
+                groups = self.hier.groups_named(target)
+            out |= {g.key for g in groups if g is not self.hier.root}
         return out
 
     def resolve_marks(self, target):
