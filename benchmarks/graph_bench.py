@@ -126,7 +126,8 @@ def table(rows):
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         exp = f"{r['expand_s']:.2f} / {r['expand_max_s']:.2f}" if "expand_s" in r else "—"
-        lines.append(f"| {r['program']}, {r['layers']} layers | {r['instructions']:,} | {r['computations']} | "
+        layers = f"{r['layers']} layer" + ("s" if r["layers"] != 1 else "")
+        lines.append(f"| {r['program']}, {layers} | {r['instructions']:,} | {r['computations']} | "
                      f"{r['first_s']:.2f} | {r['nodes']} | {exp} |")
     return "\n".join(lines)
 
@@ -148,6 +149,12 @@ def plot(rows, path):
         ax.axhline(goal, color="grey", linewidth=0.8, linestyle=":")
         ax.annotate(f"goal: {what} ≤ {goal:g} s", (0.01, goal), xycoords=("axes fraction", "data"),
                     fontsize=9, color="dimgrey", va="bottom")
+    for r in rows:
+        if "whole_s" in r:
+            said = f"{r['whole_s']:.1f} s" if r["whole_s"] is not None else f"not done in {WHOLE_TIMEOUT} s"
+            ax.annotate(f"before, every node drawn ({r['program']}, {r['instructions']}): {said}",
+                        (0.99, 0.62 if r["program"] == "lowered" else 0.55), xycoords="axes fraction",
+                        ha="right", fontsize=8, color="dimgrey")
     ax.set_xscale("log")
     ax.set_xlabel("instructions in the module")
     ax.set_ylabel("seconds (wall clock)")
@@ -176,7 +183,11 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="the two smallest sizes only")
     parser.add_argument("--no-readme", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "graph.json"))
+    parser.add_argument("--replot", action="store_true", help="redraw the plot and table from --out, no run")
     opts = parser.parse_args(argv)
+    if opts.replot:
+        saved = json.loads(pathlib.Path(opts.out).read_text())
+        return report(saved["rows"], saved["machine"], readme=not opts.no_readme)
     sizes = QUICK if opts.quick else SIZES
     rows = []
     for program, layer_counts in sizes.items():
@@ -194,6 +205,11 @@ def main(argv=None):
     out = pathlib.Path(opts.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
+    report(rows, machine, readme=not opts.no_readme and not opts.quick)
+
+
+def report(rows, machine, readme=True):
+    """The plot (docs/images/graph_bench.png), the table, and the README's copy of it."""
     image = ROOT / "docs" / "images" / "graph_bench.png"
     plot(rows, image)
     text = table(rows)
@@ -205,7 +221,7 @@ def main(argv=None):
                       for r in whole) + "."
     text += f"\n\nMeasured by `python benchmarks/graph_bench.py` on {machine}."
     print(text)
-    if not opts.no_readme and not opts.quick:
+    if readme:
         update_readme(text)
 
 

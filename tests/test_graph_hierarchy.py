@@ -286,3 +286,57 @@ def test_jax_scopes_and_source_lines():
     assert any(n.kind == "group" for n in g.nodes)
     tanh = g.expand(g.find("op:tanh")[0].inst.name).node(g.find("op:tanh")[0].inst.name)
     assert tanh.source.startswith("test_graph_hierarchy.py:")
+
+
+WHILE = """HloModule loop
+
+cond {
+  s = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[3] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  two = f32[] constant(2)
+  b = f32[3] broadcast(two), dimensions={}
+  y = f32[3] multiply(x, b)
+  ROOT t = (s32[], f32[3]) tuple(j, y)
+}
+
+ENTRY main {
+  x0 = f32[3] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[3]) tuple(zero, x0)
+  w = (s32[], f32[3]) while(init), condition=cond, body=body
+  ROOT out = f32[3] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_values_inside_called_computations_from_the_trace():
+    comp = xe.parse_hlo(WHILE)
+    x = np.float32([1, 2, 3])
+    g = comp.graph(args=(x,))
+    y = g.node("y")  # in the while body: its first iteration
+    assert y.stats and y.stats[0].startswith("min 2  max 6") and "ran 4 times: the first shown" in y.stats
+    assert g.node("out").stats[0].startswith("min 16  max 48")
+    same = comp.graph(values=comp.trace(x))  # a trace given as values
+    assert same.node("y").stats == y.stats
+
+
+def test_a_word_names_forward_and_backward_scopes():
+    text = synthetic(layers=12).replace('op_name="jit(f)/layer1/', 'op_name="jit(f)/transpose(jvp(layer1))/')
+    comp = xe.parse_hlo(text.replace('op_name="jit(f)/layer11/', 'op_name="jit(f)/jvp(layer1)/'))
+    hier = Hierarchy(comp.entry, comp.computations)
+    assert {g.scope for g in hier.groups_named("layer1")} == {"transpose(jvp(layer1))", "jvp(layer1)"}
+    with pytest.raises(KeyError, match="names 2 groups"):
+        hier.group("layer1")
+    g = comp.graph(max_nodes=8).expand("layer1")
+    assert {hier.groups_named("layer1")[0].key, hier.groups_named("layer1")[1].key} <= g.opened
+    assert not {k for k in g.collapse("layer1").opened if "layer1)" in k}

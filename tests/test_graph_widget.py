@@ -110,3 +110,17 @@ def test_save_the_current_view(gw, tmp_path):
     assert "layer2" in path.read_text() or "mix" in path.read_text()
     png = gw.save(tmp_path / "view.png").read_bytes()
     assert png.startswith(b"\x89PNG")
+
+
+def test_follow_the_real_stepper_into_a_loop_body():
+    import numpy as np
+    from test_graph_hierarchy import WHILE
+    from xla_explorer.widgets import GraphWidget, StepperWidget
+    comp = xe.parse_hlo(WHILE)
+    st = StepperWidget(comp, np.float32([1, 2, 3]), against=None, graph=False)
+    gw = GraphWidget(comp, max_nodes=4).follow(st)
+    st.run_to("w")
+    st.step_into()
+    frames = [name for _, name, _ in st.location]
+    assert frames[0] == "w" and {n.name for n in gw.graph.nodes if n.highlight} == set(frames)
+    assert gw.nodes[gw.focus]["name"] == frames[-1]

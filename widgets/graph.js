@@ -95,6 +95,15 @@ function render({ model, el: root }) {
     ty = Math.max(0, (h - svgSize.h * scale) / 2);
     apply();
   };
+  // the first view of a picture: at its own size (the smallest text 8 points, 10.7 px),
+  // its top shown when it is taller than the view; "fit" shows all of it
+  const start = () => {
+    const w = view.clientWidth || 800, h = height();
+    scale = 1;
+    tx = Math.max(Math.min(0, w - svgSize.w * scale), (w - svgSize.w * scale) / 2);
+    ty = svgSize.h * scale > h ? 0 : (h - svgSize.h * scale) / 2;
+    apply();
+  };
   const centerOn = (node) => {
     const w = view.clientWidth || 800, h = height();
     const vr = view.getBoundingClientRect(), nr = node.getBoundingClientRect();
@@ -138,12 +147,12 @@ function render({ model, el: root }) {
         tx += anchor.x - (nr.left - vr.left);
         ty += anchor.y - (nr.top - vr.top);
         apply();
-      } else fit();
+      } else start();
       anchor = null;
     } else if (target) {
       if (scale < 0.6) { scale = 0.8; apply(); }
       centerOn(target);
-    } else fit();
+    } else start();
     if (target) target.classList.add("xe-found");
   }
 
@@ -196,23 +205,26 @@ function render({ model, el: root }) {
   });
   view.addEventListener("mouseleave", () => { tip.style.display = "none"; });
 
-  let timer = null;
+  let timer = null, picked = false;  // picked: a result was clicked; the list stays shut until typing
   search.addEventListener("input", () => {
+    picked = false;
     clearTimeout(timer);
     timer = setTimeout(() => { model.set("query", search.value); model.save_changes(); }, 200);
   });
+  search.addEventListener("focus", () => { if (search.value.trim()) { picked = false; showResults(); } });
   search.addEventListener("keydown", (e) => {
     if (e.key === "Enter") {
       const first = results.querySelector(".xe-result");
       if (first) first.click();
     } else if (e.key === "Escape") {
+      picked = true;
       results.style.display = "none";
     }
   });
   function showResults() {
     const found = model.get("results") || [];
     results.innerHTML = "";
-    if (!search.value.trim()) { results.style.display = "none"; return; }
+    if (!search.value.trim() || picked) { results.style.display = "none"; return; }
     if (!found.length) {
       results.append(el("div", "xe-result", "no instruction matches"));
     }
@@ -222,6 +234,7 @@ function render({ model, el: root }) {
                  el("span", "xe-where", r.where));
       row.title = r.where;
       row.addEventListener("click", () => {
+        picked = true;
         results.style.display = "none";
         status.textContent = "drawing…";
         model.send({ event: "reveal", index: r.index });

@@ -55,10 +55,9 @@ class GraphWidget(anywidget.AnyWidget):
     def __init__(self, comp, *args, values=None, height=560, **options):
         if args and values is not None:
             raise ValueError("give the run's arguments or values=, not both")
-        if args:
-            values = _run_values(comp, args)
         self.comp = comp
-        self._first = graph_of(comp, values=values, **options)
+        # the args are traced: values show inside called computations too
+        self._first = graph_of(comp, values=values, args=args or None, **options)
         self.graph = self._first
         super().__init__(height=height, filename=_safe(getattr(comp, "name", "graph")))
         self._drawing = False
@@ -237,12 +236,6 @@ def _jsonable(target):
     if isinstance(target, (list, tuple)):
         return [_jsonable(t) for t in target]
     return target if isinstance(target, (str, int, float)) else str(target)
-
-
-def _run_values(comp, args):
-    """Every instruction's value in a run, nested computations too when the trace is there."""
-    from xla_explorer.inspect import instruction_values
-    return instruction_values(comp, *args)
 
 
 def _safe(name):

@@ -35,7 +35,7 @@ FORMATS = ("svg", "png", "pdf", "dot")
 #: modules with at most this many instructions are drawn whole, every group open
 FULL_VIEW = 200
 #: most nodes of the first picture of a bigger module (Graphviz lays this out in a second)
-MAX_NODES = 60
+MAX_NODES = 40
 
 
 class HloGraph:
@@ -180,9 +180,11 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
              highlight=None):
     """The ``HloGraph`` of an ``XlaComputation`` (or an ``HloComputation``).
 
-    values:      {instruction or name: value}, e.g. ``xe.inspect.instruction_values(comp, *args)``;
-                 each node then shows min / max / mean, NaN and Inf counts, and a heatmap
-    args:        run the reference executor on these arguments to get the values
+    values:      {instruction or name: value}, or a trace (``comp.trace(*args)``); each node
+                 then shows min / max / mean, NaN and Inf counts, and a heatmap; an
+                 instruction that ran several times (a loop body) shows its first run
+    args:        trace a run of the reference executor on these arguments for the values
+                 (called computations' instructions included)
     around, radius: only the instructions at most ``radius`` edges from ``around``
     path:        (a, b): only the instructions on paths between a and b
     expand, collapse: groups to open or close (keys, computation or scope names,
@@ -204,11 +206,16 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
     if args is not None:
         if values is not None:
             raise ValueError("give values= or args=, not both")
-        from ..inspect import instruction_values
-        values = instruction_values(comp, *args)
+        from ..trace import trace
+        # every computation's values, the first run of each instruction (a loop body's
+        # first iteration): what a node shows, and a bounded memory for long loops
+        values = trace(comp, *args, keep=_first_run)
+    runs = {}
+    if hasattr(values, "records") and hasattr(values, "count"):  # a Trace: comp.trace(*args)
+        values, runs = _trace_values(values)
     hier = Hierarchy(entry, computations, debug_sections=getattr(comp, "debug_sections", None),
                      expand_trivial=expand_trivial, subcomputations=subcomputations)
-    options = dict(values=values, all_attributes=all_attributes, max_constant_elements=max_constant_elements,
+    options = dict(values=values, runs=runs, all_attributes=all_attributes, max_constant_elements=max_constant_elements,
                    heatmaps=heatmaps, title=title if title is not None else _title(name, entry))
     if around is not None or path is not None:
         model = view_model(hier, hier.groups, scope_clusters=False, **options)
@@ -229,6 +236,22 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
         state.opened -= state.resolve_close([collapse] if isinstance(collapse, str) else collapse)
     return state.redraw(highlight=[] if highlight is None else
                         ([highlight] if isinstance(highlight, (str, tuple)) else list(highlight)))
+
+
+def _first_run(record):
+    return record.invocation == 0
+
+
+def _trace_values(t):
+    """({instruction: value of its first kept run}, {instruction: how many times it ran})."""
+    values, runs = {}, {}
+    for rec in t.records:
+        inst = rec.instruction
+        if rec.kept and inst not in values:
+            values[inst] = rec.value
+    for inst in values:
+        runs[inst] = t.count(inst.name)
+    return values, runs
 
 
 class _View:
@@ -261,8 +284,11 @@ class _View:
         out = set()
         for target in targets:
             groups, item = self.hier.resolve(target)
-            if groups and groups[0] is not self.hier.root:
-                out.add(groups[0].key)
+            if item is not None:  # an instruction: its innermost group
+                groups = groups[:1]
+            else:  # the named groups, not their ancestors
+                groups = self.hier.groups_named(target)
+            out |= {g.key for g in groups if g is not self.hier.root}
         return out
 
     def resolve_marks(self, target):

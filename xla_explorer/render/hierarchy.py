@@ -41,7 +41,7 @@ from ..ops import registry
 from .model import called, shape_text, trivial_summary
 
 #: most children a group shows when opened; more are cut into parts
-MAX_CHILDREN = 12
+MAX_CHILDREN = 16
 
 
 @dataclass(eq=False)
@@ -416,15 +416,30 @@ class Hierarchy:
             raise KeyError(f"no instruction named {name!r} in the graph{hint}")
         return found[0]
 
-    def group(self, key):
-        """The group called ``key``: its key, a computation's name, a scope path (or its
-        end: ``"layer3"``), or ``"<instruction>"``'s innermost group is not accepted here."""
+    def groups_named(self, key):
+        """The groups a name means: a group's key or a computation's name (one group); else
+        the scopes whose path ends with ``key``, part by part, each part the same or
+        wrapping the same word: ``"layer3"`` names ``jvp(layer3)`` and
+        ``transpose(jvp(layer3))`` (not ``layer30``), ``"layer3/mlp"`` their ``mlp``."""
         if isinstance(key, Group):
-            return key
+            return [key]
         if key in self.groups:
-            return self.groups[key]
-        matches = [g for g in self.groups.values() if g.kind == "scope" and
-                   (g.scope == key or g.scope.endswith("/" + key) or g.label == key)]
+            return [self.groups[key]]
+        wanted = [p for p in _split_depth0(key, "/") if p]
+        words = [re.compile(r"(?<![\w.])" + re.escape(p) + r"(?![\w.])") for p in wanted]
+        found = []
+        for g in self.groups.values():
+            if g.kind != "scope" or not wanted:
+                continue
+            parts = _split_depth0(g.scope, "/")
+            if len(parts) >= len(wanted) and all(
+                    part == w or word.search(part) for part, w, word in zip(parts[-len(wanted):], wanted, words)):
+                found.append(g)
+        return found
+
+    def group(self, key):
+        """The one group ``key`` names (see ``groups_named``); KeyError if none or several."""
+        matches = self.groups_named(key)
         if len(matches) == 1:
             return matches[0]
         if matches:
@@ -445,16 +460,20 @@ class Hierarchy:
         return out
 
     def resolve(self, target):
-        """(groups to open, Item or None) for a name given to expand=/highlight=: a group
-        opens with its ancestors; an instruction opens the groups around it."""
-        if isinstance(target, Group) or (isinstance(target, str) and target in self.groups):
-            g = self.group(target)
-            return [g, *g.ancestors()], None
+        """(groups, Item or None) for a name given to expand=, collapse=, highlight=: the
+        groups it names (each followed by its ancestors), or for an instruction (a name or
+        a ``(computation, name[, invocation])`` frame) the groups around it, innermost first."""
         computation = None
-        if isinstance(target, (tuple, list)):  # (computation, instruction[, invocation])
+        if isinstance(target, (tuple, list)):
             computation, target = target[0], target[1]
-        if isinstance(target, str) and not any(it.inst.name == target for it in self._named(target)):
-            return self.resolve(self.group(target))
+        elif isinstance(target, Group) or target in self.groups or not self._named(target):
+            groups = self.groups_named(target)
+            if not groups:
+                self.group(target)  # raises, with close names
+            out = []
+            for g in groups:
+                out += [g, *g.ancestors()]
+            return out, None
         item = self.item(target, computation)
         return self.enclosing(item), item
 
@@ -551,7 +570,8 @@ class Hierarchy:
             for g in frontier:
                 for child in g.children:
                     if isinstance(child, Group):
-                        scopes.append(child)
+                        if not child.key.endswith("#parameters"):  # a list of parameters says little
+                            scopes.append(child)
                     else:
                         computations.extend(callee for _, callee in child.callees)
             frontier, partial = [], False

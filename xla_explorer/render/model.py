@@ -1,11 +1,13 @@
 """The graph of an HLO module as plain data: nodes, edges and clusters, before any drawing.
 
-``build_model`` walks a computation the way XLA's HLO graph dumper does: one node per
+The full picture (``build_model``) is the one XLA's HLO graph dumper draws: one node per
 instruction (opcode, name, shape, the attributes that define it), one edge per operand,
 and one cluster per called computation (reduce bodies, comparators, while bodies and
 conditions, branches, call targets, fusions), linked to its caller by a dashed "call"
 edge.  A trivial called computation -- one binary op of its two parameters, like the
-``add`` of a sum -- is summarised on its caller (``to_apply=add``) instead.
+``add`` of a sum -- is summarised on its caller (``to_apply=add``) instead.  Big modules
+are drawn with closed groups (``Node.kind == "group"``): ``hierarchy`` finds the groups,
+``view`` builds the model of any choice of open ones, this full picture included.
 
 The DOT emitter (``dot.py``) draws this model and the tests read it, so what a test
 checks is what is drawn.  Colours come from the op categories of the registry

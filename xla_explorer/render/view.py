@@ -26,20 +26,20 @@ from .model import Cluster, Edge, GraphModel, Node, instruction_node, shape_text
 MAX_SHAPES = 3
 
 
-def view_model(hier, opened, *, values=None, all_attributes=False, max_constant_elements=8, heatmaps=True,
+def view_model(hier, opened, *, values=None, runs=None, all_attributes=False, max_constant_elements=8, heatmaps=True,
                title="", highlight=(), scope_clusters=True):
     """The ``GraphModel`` of ``hier`` with the groups whose keys are in ``opened`` open.
 
     ``highlight``: Items and Groups to mark (the "where am I" of a stepper): an item
     inside a closed group marks that group's node."""
-    return _View(hier, set(opened), values, all_attributes, max_constant_elements, heatmaps,
+    return _View(hier, set(opened), values, runs, all_attributes, max_constant_elements, heatmaps,
                  scope_clusters).build(title, highlight)
 
 
 class _View:
-    def __init__(self, hier, opened, values, all_attributes, max_constant_elements, heatmaps, scope_clusters):
+    def __init__(self, hier, opened, values, runs, all_attributes, max_constant_elements, heatmaps, scope_clusters):
         self.hier, self.opened = hier, opened | {hier.root.key}
-        self.values = values or {}
+        self.values, self.runs = values or {}, runs or {}
         self.all_attributes, self.max_constant_elements = all_attributes, max_constant_elements
         self.heatmaps, self.scope_clusters = heatmaps, scope_clusters
         self.model = GraphModel()
@@ -144,6 +144,9 @@ class _View:
         node.alert, node.image = s.alert, s.image
         node.stats = [] if node.constant else s.lines  # an inlined constant shows its value already
         node.tooltip = "\n".join([node.tooltip] + s.tooltip)
+        runs = self.runs.get(inst, 1)
+        if runs > 1:
+            node.stats.append(f"ran {runs:,} times: the first shown")
 
     # -- edges ---------------------------------------------------------------------------------
     def edges(self):
