@@ -361,3 +361,13 @@ def test_no_input_array_is_modified():
                                                                                    [np.int32(0), np.int32(0)])))
         comp.run(x, backend=backend)
         np.testing.assert_array_equal(x, keep)
+
+
+def test_any_builder_name_prints_as_hlo_that_parses_back():
+    for name in ("my x", "a=b", "x(", "1abc", "é", "x\ny", "ROOT"):
+        b = xe.XlaBuilder("a builder")
+        comp = b.build(xe.Neg(xe.Parameter(b, 0, "f32[]", name)))
+        again = xe.parse_hlo(comp.as_hlo_text())
+        assert again.run(F32(2)) == -2
+    with pytest.raises(xe.ShapeError, match="XlaBuilder: name must be a string"):
+        xe.XlaBuilder(None)
