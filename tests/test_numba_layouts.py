@@ -217,3 +217,37 @@ def test_long_windows_slide(dims, axis, t, name, init):
 def test_long_window_with_base_dilation_and_a_short_window_pass():
     comp = _reduce_window((30, 64), "s32", "add", 0, [3, 20], [1, 2], [(1, 1), (19, 0)], [1, 2], [1, 1])
     _check(comp, _values((30, 64), "s32"))
+
+
+# -- Reduce: rows folded by halving ---------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [31, 32, 33, 255, 1000, 4099])
+@pytest.mark.parametrize("name, init", [("max", -np.inf), ("min", np.inf), ("mul", 1.0)])
+def test_reduce_rows_by_halving(n, name, init):
+    rows = max(2, 2 * PARALLEL_THRESHOLD // n) if n == 1000 else 3
+    b = xe.XlaBuilder("halving")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (rows, n)), "x")
+    comp = b.build(xe.Reduce(x, xe.Constant(b, np.float32(init)), lambda a, c: _COMBINE[name](a, c), dimensions=[1]))
+    v = RNG.uniform(0.99, 1.01, (rows, n)).astype(np.float32) if name == "mul" else _values((rows, n), "f32")
+    v[0, n // 3] = np.nan
+    v[-1, n - 1] = np.inf if name != "min" else -np.inf
+    got, want = comp.run(v, backend="numba"), comp.run(v)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape, axis", [((40, 50), 1), ((6, 7, 300), 2), ((6, 300, 7), 1), ((300, 120), 1)])
+@pytest.mark.parametrize("t", ["s32", "f32"])
+def test_gather_along_a_minor_axis(shape, axis, t):
+    """x[:, i] / jnp.take(x, i, axis): the positions are minor in the result, the slices
+    are columns (indices out of bounds clamped)."""
+    rank = len(shape)
+    n = 2 * shape[axis] + 3
+    b = xe.XlaBuilder("take_axis")
+    x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", (n, 1)), "i")
+    comp = b.build(xe.Gather(x, i, offset_dims=[d for d in range(rank) if d != axis], collapsed_slice_dims=[axis],
+                             start_index_map=[axis], index_vector_dim=1,
+                             slice_sizes=[1 if d == axis else shape[d] for d in range(rank)]))
+    idx = RNG.integers(-2, shape[axis] + 2, (n, 1)).astype(np.int32)
+    _check(comp, _values(shape, t), idx)

@@ -13,6 +13,9 @@ BACKENDS = {
 class XlaComputation:
     """An HLO module: ``entry`` and the computations it calls, plus module attributes."""
 
+    #: the HLO text's source-location sections ({"StackFrames": [lines], ...}), as parsed
+    debug_sections = None
+
     def __init__(self, entry, name=None, module_attrs=None, computations=None):
         self.entry = entry
         self.name = name or entry.name

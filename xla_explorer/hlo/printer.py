@@ -50,6 +50,8 @@ def print_module(module):
         if k != "entry_computation_layout":
             header += f", {k}={v}"
     blocks = [header, ""]
+    for section, numbered in (getattr(module, "debug_sections", None) or {}).items():
+        blocks += [section, *numbered, ""]  # what metadata's stack_frame_id refers to
     for comp in comps:
         blocks.append(print_computation(comp, names, entry=comp is entry))
         blocks.append("")

@@ -287,38 +287,47 @@ def _sum_range(xs, acc):
     return acc
 
 
+@njit(inline="always", **_opts)
+def _halve(code, xs, h, dst):
+    """dst[j] = xs[j] combined with xs[j + h], j < h (multiply, maximum, minimum); dst
+    may be xs (each j reads j and j + h, writes j)."""
+    if code == MUL:
+        for j in range(h):
+            dst[j] = xs[j] * xs[j + h]
+    elif code == MAX:
+        for j in range(h):
+            dst[j] = fmax(xs[j], xs[j + h])
+    else:
+        for j in range(h):
+            dst[j] = fmin(xs[j], xs[j + h])
+
+
 @njit(**_opts)
 def _fold_float(code, x, lo, hi, acc, lanes):
     """acc combined with x[lo:hi] (floats: add, multiply, maximum, minimum); ``lanes`` is
-    scratch space for 16 partial results."""
+    scratch space for half of x[lo:hi] (at least 16)."""
     xs = x[lo:hi]
     if code == ADD:
         return _sum_range(xs, acc)
     n = xs.shape[0]
-    if code == MUL:
-        for i in range(n):
-            acc *= xs[i]
-        return acc
-    # maximum / minimum: 16 lanes of partial results (vectorised), then the lanes; the
-    # same value as a left fold (up to which NaN's payload wins).  (Element loops, not
-    # ``lanes[:] = xs[0:16]``: an array assignment costs 1.5 s more compilation.)
-    start = 0
-    if n >= 64:
-        for j in range(16):
-            lanes[j] = xs[j]
-        start = n - n % 16
-        for i in range(16, start, 16):
-            block = xs[i:i + 16]
-            if code == MAX:
-                for j in range(16):
-                    lanes[j] = fmax(lanes[j], block[j])
-            else:
-                for j in range(16):
-                    lanes[j] = fmin(lanes[j], block[j])
-        for j in range(16):
-            acc = fmax(acc, lanes[j]) if code == MAX else fmin(acc, lanes[j])
-    for i in range(start, n):
-        acc = fmax(acc, xs[i]) if code == MAX else fmin(acc, xs[i])
+    if n >= 32:
+        # halving: the two halves combined element-wise (a vectorised loop), then the
+        # halves of that, ...: a balanced tree, six times faster than 16 running lanes
+        # (the same value up to which NaN's payload wins; products rounded in tree order)
+        if n % 2:
+            acc = _op(code, acc, xs[n - 1])
+        h = n // 2
+        _halve(code, xs, h, lanes)
+        m = h
+        while m > 1:
+            if m % 2:
+                acc = _op(code, acc, lanes[m - 1])
+            h = m // 2
+            _halve(code, lanes, h, lanes)
+            m = h
+        return _op(code, acc, lanes[0])
+    for i in range(n):
+        acc = _op(code, acc, xs[i])
     return acc
 
 
@@ -452,7 +461,7 @@ def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out):
     """Tasks [lo, hi) of reducing x[A, R, B] over R (cut in P parts) into out[A, P, B].
     Task t is part t % P of row t // P."""
     chunk = (R + P - 1) // P
-    lanes = np.empty(16, x.dtype)
+    lanes = np.empty(max(16, chunk // 2 + 1), x.dtype)
     if B == 1 and P == 1:
         # whole contiguous rows (the common case), without the per-task divisions and with
         # the sum's vectorised loop inlined: over 2x faster on rows of 512
