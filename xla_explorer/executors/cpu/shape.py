@@ -191,6 +191,10 @@ def in_threads(fn, n, parallel, *args):
             done.release()
             mine += 1
 
+    # compile (or load) fn for these argument types here, on an empty range, before other
+    # threads call it: Numba compiling one function in several threads at once can fail
+    # ("no compiled object yet for <Library ...>")
+    fn(0, 0, *args)
     for _ in range(k - 1):
         _pool.submit(work)
     work()
