@@ -9,6 +9,8 @@ the same executor; an intermediate is freed as soon as its last reader ran.
 Collectives exchange data between simulated devices exactly as in the reference (the
 exchange is a simulation, not a computation): they run the reference's code.
 """
+import weakref
+
 import numpy as np
 
 from .. import fpenv, progress
@@ -85,7 +87,8 @@ class CpuBackend:
         return literal
 
     def flush(self, value):
-        return fpenv.flush(value)
+        from .cpu.elementwise import flush_denormals
+        return flush_denormals(value)
 
     def run_group(self, group, values):
         from .cpu.fused import compile_loop, run_loop
@@ -161,7 +164,9 @@ def bind(attrs, ctx, backend):
     return out
 
 
-def run_op(inst, values, ctx, backend):
+def run_op(inst, values, ctx, backend, clean=None):
+    """Run one instruction.  ``clean``: per operand, whether its value is known to hold no
+    denormal (``_evaluate`` tracks it), so that flushing it again can be skipped."""
     op = inst.opcode
     if op == "constant":
         return backend.constant(inst.attrs["literal"])
@@ -207,6 +212,8 @@ def run_op(inst, values, ctx, backend):
     if getattr(kernel, "needs_context", False) or opdef.needs_context:
         kwargs["ctx"] = ctx
     mask, flush_result = _denormal_rule(opdef, inst, kwargs)
+    if clean is not None:
+        mask = [m and not c for m, c in zip(mask, clean)]
     if any(mask):
         values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
@@ -229,6 +236,17 @@ def _denormal_rule(opdef, inst, kwargs):
     *partial* sum is not flushed."""
     if not fpenv.flushing():
         return (), False
+    cached = _RULES.get(inst)
+    if cached is None:
+        cached = _RULES[inst] = _denormal_rule_of(opdef, inst, kwargs)
+    return cached
+
+
+#: instruction -> its denormal rule (mask, flush result), computed once
+_RULES = weakref.WeakKeyDictionary()
+
+
+def _denormal_rule_of(opdef, inst, kwargs):
     types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
     if opdef.opcode in ("reduce", "reduce-window", "select-and-scatter"):
         regions = [v for v in kwargs.values() if isinstance(v, CompiledRegion)]
@@ -315,9 +333,25 @@ def evaluate(computation, args, ctx, backend, on_value=None):
     return out
 
 
+def _clean_after(inst, step, clean):
+    """Whether ``inst``'s value holds no denormal (``"flush"`` mode): a fused loop's or a bits
+    op's (copy, slice, gather, ...: nothing flushed, nothing computed) when every operand's
+    does; a flushed result's.  Parameters and control flow are not known (False)."""
+    if step.group is not None:
+        from .emit import flushes_result
+        return flushes_result(step.group.root) or all(o in clean for o in step.group.inputs)
+    rule = _RULES.get(inst)
+    if rule is None or not inst.shape.is_array:
+        return False
+    mask, flush_result = rule
+    return flush_result or (not any(mask) and all(o in clean for o in inst.operands))
+
+
 def _evaluate(computation, plan, args, ctx, backend, on_value, task):
     env = dict(zip(computation.parameters, args))
     root = computation.root
+    # instructions whose values are known to hold no denormal: not flushed again
+    clean = set() if fpenv.flushing() else None
     for k, step in enumerate(plan.steps):
         inst = step.inst
         if task is not None:
@@ -331,7 +365,10 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task):
         elif inst.opcode == "parameter":
             value = env[inst]
         else:
-            value = run_op(inst, [env[o] for o in inst.operands], ctx, backend)
+            value = run_op(inst, [env[o] for o in inst.operands], ctx, backend,
+                           None if clean is None else [o in clean for o in inst.operands])
+        if clean is not None and _clean_after(inst, step, clean):
+            clean.add(inst)
         env[inst] = value
         if task is not None:
             task.advance()
