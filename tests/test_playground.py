@@ -319,3 +319,15 @@ def test_playground_graph_and_index_map(OpPlayground):
     assert "has no index map" in pg._index.children[0].value
     pg.controls["lhs"].value = P.Source("f32[5]")
     assert "not legal" in pg._graph.value and "not legal" in pg._index.children[0].value
+
+
+def test_one_change_one_rebuild(OpPlayground):
+    """A per-dimension control redrawn by the model must not echo its entries back."""
+    pg = OpPlayground("ReduceWindow", graph=False, index_map=False)
+    builds = []
+    real_run = pg.call.run
+    pg.call.run = lambda outcome=None: builds.append(1) or real_run(outcome)
+    pg.controls["window_strides"].value = (1, 1)
+    pg.inputs["operands"].items[0]._shape.value = "f32[4,4,2]"  # the window gets a third entry
+    assert len(builds) == 2 and pg.controls["window_dimensions"].value == (2, 2, 1)
+

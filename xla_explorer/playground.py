@@ -145,6 +145,8 @@ class Outcome:
     legal: str = ""
     #: the operands' values, in parameter order
     arguments: tuple = ()
+    #: the operands' names, as the arguments call them (``start_indices[1]``)
+    names: tuple = ()
     result: object = None
     #: why there are no result values ("" when there are)
     not_run: str = ""
@@ -224,9 +226,12 @@ class OpCall:
             return Outcome(error=f"{self.name}: {e}", argument="")
         inst = _own_instruction(comp, self.opdef.opcode)
         # parameters the op made itself (Parameter) get values of their shapes too
+        names = list(self._names)
         for p in comp.entry.parameters[len(arrays):]:
             arrays.append(operand_value(Source(str(p.shape)), p.name))
-        return Outcome(computation=comp, instruction=inst, shape=comp.result_shape, arguments=tuple(arrays))
+            names.append(p.name)
+        return Outcome(computation=comp, instruction=inst, shape=comp.result_shape, arguments=tuple(arrays),
+                       names=tuple(names))
 
     def explain(self, outcome=None):
         """``outcome`` (built when not given), with ``legal`` filled in when it failed."""
@@ -257,13 +262,16 @@ class OpCall:
     def _call_arguments(self, b, values):
         """(positional args, keyword args, parameter XlaOps, operand values) of the call."""
         number, params, arrays = 0, {}, []
+        self._names = []
 
         def parameter(name, src):
             nonlocal number
             value = operand_value(src, name)
-            op = Parameter(b, number, src.parsed_shape(name), name.replace("[", "").replace("]", ""))
+            # an HLO name for start_indices[1]: start_indices.1
+            op = Parameter(b, number, src.parsed_shape(name), name.replace("[", ".").replace("]", ""))
             number += 1
             arrays.append(value)
+            self._names.append(name)
             return op
 
         given = {}
