@@ -135,6 +135,39 @@ print("min", xe.Min(a, c), "signbit", np.signbit(xe.Min(a, c)))
 xe.Sign(np.float32([-3.0, -0.0, 0.0, 7.0, np.nan]))
 
 # %% [markdown]
+# ### Tiny numbers: XLA:CPU reads denormals as zero
+#
+# Floats smaller than the smallest *normal* number (`2**-126`, about `1.2e-38`, for `f32`) are
+# *denormal*: IEEE 754 keeps them, NumPy keeps them. XLA:CPU does not: it runs every program with
+# the processor's *denormals-are-zero* and *flush-to-zero* modes on, so an `f32`, `f64` or `bf16`
+# computation reads a denormal operand as a zero of the same sign, and writes zero where a result
+# would be denormal. `Max(-1, -2**-149)` is `-0.0`, not `-2**-149`, and `Ceil(2**-149)` is `0`, not
+# `1`. xla_explorer does what XLA does; `xe.float_env(denormals="ieee")` switches to exact IEEE.
+
+# %%
+d = np.float32(2.0**-149)                      # the smallest f32 denormal
+a, b = np.float32([-1, -d, d]), np.float32([-d, -0.0, 1])
+print("XLA:CPU  max", xe.Max(a, b), " min", xe.Min(a, b), " ceil", xe.Ceil(a))
+with xe.float_env(denormals="ieee"):
+    print("IEEE     max", xe.Max(a, b), " min", xe.Min(a, b), " ceil", xe.Ceil(a))
+print("NumPy    max", np.maximum(a, b), " min", np.minimum(a, b), " ceil", np.ceil(a))
+
+# %% [markdown]
+# Ops that only move bits keep a denormal (`Neg`, `Abs`, `Select`, copies and slices), and `f16`
+# keeps its own: XLA:CPU computes `f16` in `f32`, where `f16`'s denormals are normal numbers. A whole
+# computation follows the same rules on every backend (`comp.run(x, denormals="ieee")` switches one
+# run); the `jax` backend runs XLA itself, which always flushes. XLA says so too:
+
+# %%
+print("Neg keeps it:", xe.Neg(np.float32([d])), "  f16:", xe.Max(np.float16([-1]), np.float16([-2.0**-24])))
+try:
+    import jax
+    from jax import lax
+    print("XLA via JAX  max", jax.jit(lax.max)(a, b), " ceil", jax.jit(lax.ceil)(a))
+except ImportError:
+    print("(JAX is not installed: XLA cannot be asked here)")
+
+# %% [markdown]
 # ## 4. The total order
 #
 # The newer spec adds a second kind of float comparison: `Compare(..., compare_type=

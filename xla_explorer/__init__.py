@@ -8,6 +8,7 @@ from . import dtypes
 from .builder import Constant, ConstantR0, Parameter, XlaBuilder, XlaOp
 from .computation import XlaComputation
 from .errors import ExecutionError, HloParseError, ShapeError, SizeLimitError
+from .fpenv import FloatEnv, float_env, get_float_env, set_float_env
 from .ops import *  # noqa: F401,F403  (the op functions, named as in the spec)
 from .ops import __all__ as _ops_all
 from .ops.index_map import Access, IndexMap
@@ -76,5 +77,5 @@ def status_table(file=None):
 
 __all__ = ["Shape", "XlaBuilder", "XlaOp", "XlaComputation", "Parameter", "Constant", "ConstantR0",
            "ShapeError", "HloParseError", "ExecutionError", "SizeLimitError", "parse_hlo", "from_jax",
-           "index_map", "index_map_view", "animate", "status_table", "IndexMap", "Access", "dtypes", "set_size_limit",
-           "size_limit"] + list(_ops_all)
+           "index_map", "index_map_view", "animate", "status_table", "IndexMap", "Access", "dtypes",
+           "set_size_limit", "size_limit", "FloatEnv", "float_env", "get_float_env", "set_float_env"] + list(_ops_all)

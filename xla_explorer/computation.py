@@ -53,9 +53,17 @@ class XlaComputation:
         return self.entry.signature()
 
     # -- running ------------------------------------------------------------------------
-    def run(self, *args, backend="numpy", **options):
-        """Run on NumPy arrays; one array, or a tuple for a tuple-shaped result."""
-        return _backend(backend)(self, args, **options)
+    def run(self, *args, backend="numpy", denormals=None, **options):
+        """Run on NumPy arrays; one array, or a tuple for a tuple-shaped result.
+
+        ``denormals="flush"`` (XLA:CPU's: denormal operands read as 0, denormal results written
+        as 0) or ``"ieee"`` sets the floating-point environment of this run only; by default
+        the current one (``xe.get_float_env()``, ``xe.float_env(...)``)."""
+        if denormals is None:
+            return _backend(backend)(self, args, **options)
+        from .fpenv import float_env
+        with float_env(denormals):
+            return _backend(backend)(self, args, **options)
 
     def run_replicated(self, per_replica_args, backend="numpy", **options):
         """Run once per replica (device), collectives exchanging data; one result per replica."""

@@ -20,7 +20,7 @@ carrier types:
 """
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, fpenv
 
 EMITTERS = {}
 
@@ -74,6 +74,41 @@ def can_emit(inst):
         return False
     check = getattr(EMITTERS[inst.opcode], "accepts", None)
     return check is None or check(inst)
+
+
+#: the scalar_lib function flushing a value of each type to zero (in its carrier)
+_FTZ = {"f32": "ftz32", "bf16": "ftz32", "f64": "ftz64", "c64": "cftz32", "c128": "cftz64"}
+
+
+def emit(inst, *args, flushed=()):
+    """The expression of ``inst`` on its operands' expressions ``args``, as its emitter writes it,
+    inside the current floating-point environment (``fpenv``): in ``"flush"`` mode operands and
+    result are flushed to zero as the op's rule says (XLA:CPU's DAZ and FTZ).  ``flushed``:
+    indices of operands already flushed (results of flushing ops in the same loop).  The mode
+    becomes part of the source, so a loop compiled for one mode is never run in the other."""
+    emitter = EMITTERS[inst.opcode]
+    if not fpenv.flushing():
+        return emitter(inst, *args)
+    from ..ops import registry
+    types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
+    mask, result = fpenv.rule_of(registry.get(inst.opcode), types, _t(inst), inst.attrs)
+    args = [f"{_FTZ[t]}({a})" if m and k not in flushed else a
+            for k, (a, m, t) in enumerate(zip(args, mask, types))]
+    expr = emitter(inst, *args)
+    if result and not getattr(emitter, "picks_an_operand", False):
+        wrapped = f"{_FTZ[_t(inst)]}({expr})"
+        expr = Exact(wrapped) if isinstance(expr, Exact) else wrapped
+    return expr
+
+
+def flushes_result(inst):
+    """Whether ``emit`` leaves ``inst``'s value flushed (so its readers need not flush it)."""
+    if not fpenv.flushing() or not inst.shape.is_array or inst.shape.element_type not in _FTZ:
+        return False
+    from ..ops import registry
+    types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
+    mask, result = fpenv.rule_of(registry.get(inst.opcode), types, _t(inst), inst.attrs)
+    return result or (getattr(EMITTERS.get(inst.opcode), "picks_an_operand", False) and all(mask))
 
 
 class Exact(str):
@@ -169,12 +204,21 @@ def _sub(inst, a, b):
     return f"{a} - {b}"
 
 
+def _complex_flags(t):
+    """(parts are f32, flush to zero) for XLA's complex arithmetic on type ``t``: literals in
+    the generated code (so the environment is part of the loop's source and cache key)."""
+    return t == "c64", fpenv.flushing(t)
+
+
 @emitter("multiply")
 def _mul(inst, a, b):
     t = _t(inst)
     if t == "pred":
         return f"({a} and {b})"
-    return f"{_wide(t, a)} * {_wide(t, b)}"
+    if _is_complex(t):
+        f32, ftz = _complex_flags(t)
+        return f"cmul({_wide(t, a)}, {_wide(t, b)}, {f32}, {ftz})"
+    return f"{a} * {b}"
 
 
 @emitter("divide")
@@ -185,7 +229,8 @@ def _div(inst, a, b):
     if _is_int(t):
         return f"uint_div(np.uint64({a}), np.uint64({b}), np.uint64({_mask(t)}))"
     if _is_complex(t):
-        return f"cdiv({_wide(t, a)}, {_wide(t, b)})"
+        f32, ftz = _complex_flags(t)
+        return f"cdiv({_wide(t, a)}, {_wide(t, b)}, {f32}, {ftz})"
     return f"{a} / {b}"
 
 
@@ -239,6 +284,9 @@ def _max(inst, a, b):
     return Exact(f"fmax({a}, {b})") if _is_float(t) else f"max({a}, {b})"
 
 
+_max.picks_an_operand = True   # (its flushed operands need no second flush)
+
+
 @emitter("minimum")
 def _min(inst, a, b):
     t = _t(inst)
@@ -247,6 +295,9 @@ def _min(inst, a, b):
     if _is_complex(t):
         return f"cmin({a}, {b})"
     return Exact(f"fmin({a}, {b})") if _is_float(t) else f"min({a}, {b})"
+
+
+_min.picks_an_operand = True
 
 
 @emitter("power")
@@ -352,8 +403,9 @@ def _compare(inst, a, b):
         if direction in ("EQ", "NE"):
             equal = f"({xr} == {yr} and {xi} == {yi})"
             return equal if direction == "EQ" else f"(not {equal})"
-        strict = _OPS[direction[0] + "T"]
-        return f"({xr} {strict} {yr} or ({xr} == {yr} and {xi} {op} {yi}))"
+        if direction in ("LE", "GE"):   # XLA:CPU: the real parts only
+            return f"({xr} {op} {yr})"
+        return f"({xr} {op} {yr} or ({xr} == {yr} and {xi} {op} {yi}))"
     if total:
         return f"{_total_key(t, a)} {op} {_total_key(t, b)}"
     return f"{a} {op} {b}"
@@ -382,6 +434,9 @@ def _clamp(inst, lo, x, hi):
     if _is_float(t):
         return Exact(f"fmin(fmax({lo}, {x}), {hi})")
     return f"min(max({lo}, {x}), {hi})"
+
+
+_clamp.picks_an_operand = True
 
 
 # -- conversions ---------------------------------------------------------------------------------

@@ -398,16 +398,31 @@ def run(module, args, jit=True, cache=True):
     args = entry_arguments(module, args)
     load()
     entry = module.entry
+    check_float_env()
     with jax.enable_x64(True):
         f = jitted(module, cache) if jit else lower_module(module)
         out = f(*[to_jax_value(a) for a in args])
         return to_numpy(out, entry.root.shape, f"jax backend ({module.name})")
 
 
+def check_float_env():
+    """XLA:CPU flushes denormals in every run (its client sets the processor's DAZ and FTZ
+    modes; no flag turns them off): in the ``"ieee"`` environment the jax backend would
+    silently answer for the other one, so it refuses."""
+    from .. import fpenv
+    if fpenv.get_float_env().denormals == "ieee" and jax.default_backend() == "cpu":
+        raise ExecutionError(
+            "backend='jax' cannot run with denormals='ieee': XLA:CPU always treats denormal operands as "
+            "zero and flushes denormal results (its CPU client sets DAZ/FTZ around every run, and no flag "
+            "turns that off).  Use denormals='flush' (the default) with the jax backend, or run the 'ieee' "
+            "environment on backend='numpy', 'numba' or 'cuda'.")
+
+
 def eval_instruction(inst, operands, ctx):
     """One instruction evaluated eagerly with jax on the given operand values (NumPy
     values, or ``Manual`` stacks of per-device values); NumPy (or Manual) result."""
     load()
+    check_float_env()
     with jax.enable_x64(True):
         ops = [to_jax_value(v) for v in operands]
         if _has_manual(ops):
@@ -503,11 +518,26 @@ _UNARY = {
     "count-leading-zeros": lambda x: lax.clz(x), "popcnt": lambda x: lax.population_count(x),
 }
 
+def _on_pred_or_complex(opcode, lax_fn):
+    """``lax_fn``, except on pred (add, multiply: XLA's OR and AND, which jax.lax refuses) and
+    complex (maximum, minimum: lax.max orders complex numbers lexicographically itself, XLA
+    compares the real parts only): there the HLO op itself."""
+    def fn(a, b):
+        if a.dtype == np.bool_ or jnp.iscomplexobj(a):
+            return _hlo_op(opcode, a, b)
+        return lax_fn(a, b)
+    return fn
+
+
 _BINARY = {
-    "add": lambda a, b: lax.add(a, b), "subtract": lambda a, b: lax.sub(a, b),
-    "multiply": lambda a, b: lax.mul(a, b), "divide": lambda a, b: lax.div(a, b),
-    "remainder": lambda a, b: lax.rem(a, b), "maximum": lambda a, b: lax.max(a, b),
-    "minimum": lambda a, b: lax.min(a, b), "power": _power, "atan2": lambda a, b: lax.atan2(a, b),
+    "add": _on_pred_or_complex("add", lambda a, b: lax.add(a, b)),
+    "subtract": lambda a, b: lax.sub(a, b),
+    "multiply": _on_pred_or_complex("multiply", lambda a, b: lax.mul(a, b)),
+    "divide": lambda a, b: lax.div(a, b),
+    "remainder": lambda a, b: lax.rem(a, b),
+    "maximum": _on_pred_or_complex("maximum", lambda a, b: lax.max(a, b)),
+    "minimum": _on_pred_or_complex("minimum", lambda a, b: lax.min(a, b)),
+    "power": _power, "atan2": lambda a, b: lax.atan2(a, b),
     "complex": lambda a, b: lax.complex(a, b), "and": lambda a, b: lax.bitwise_and(a, b),
     "or": lambda a, b: lax.bitwise_or(a, b), "xor": lambda a, b: lax.bitwise_xor(a, b),
     "shift-left": lambda a, b: lax.shift_left(a, b),
@@ -553,6 +583,13 @@ def compare(lhs, rhs, direction, compare_type=None):
     fn = {"EQ": lax.eq, "NE": lax.ne, "LT": lax.lt, "LE": lax.le, "GT": lax.gt, "GE": lax.ge}.get(direction)
     if fn is None:
         raise ExecutionError(f"compare: unknown direction {direction!r}")
+    if jnp.iscomplexobj(lhs) and direction not in ("EQ", "NE"):
+        # lax refuses to order complex numbers; XLA:CPU's LT/GT are lexicographic, its LE/GE
+        # compare the real parts only (as the reference)
+        xr, yr, xi, yi = lax.real(lhs), lax.real(rhs), lax.imag(lhs), lax.imag(rhs)
+        if direction in ("LE", "GE"):
+            return fn(xr, yr)
+        return lax.bitwise_or(fn(xr, yr), lax.bitwise_and(lax.eq(xr, yr), fn(xi, yi)))
     return fn(lhs, rhs)
 
 
@@ -578,7 +615,22 @@ def _convert(x, *, shape, ctx, **_):
 
 @rule("bitcast-convert")
 def _bitcast_convert(x, *, shape, ctx, **_):
+    if jnp.iscomplexobj(x) and np.dtype(x.dtype) != shape.dtype:
+        return _bitcast_complex_width(x, shape.dtype)
     return lax.bitcast_convert_type(x, shape.dtype)
+
+
+def _bitcast_complex_width(x, dtype):
+    """c128 <-> c64[2] through the parts (lax refuses complex bitcasts that change the type):
+    c128 (re, im) holds the bytes of c64[0] in re and of c64[1] in im, each c64 being its
+    (low, high) f32 halves."""
+    if np.dtype(x.dtype) == np.complex128:                       # c128[...] -> c64[..., 2]
+        halves = [lax.bitcast_convert_type(p, np.float32) for p in (lax.real(x), lax.imag(x))]
+        pairs = jnp.stack(halves, axis=-2)                       # [..., part, (low, high)]
+        return lax.complex(pairs[..., 0], pairs[..., 1])
+    parts = [lax.bitcast_convert_type(jnp.stack([lax.real(x[..., k]), lax.imag(x[..., k])], axis=-1),
+                                      np.float64) for k in (0, 1)]   # c64[..., 2] -> c128[...]
+    return lax.complex(parts[0], parts[1])
 
 
 @rule("reduce-precision")
@@ -646,6 +698,25 @@ def _conditional(selector, *operands, shape, ctx, true_computation=None, false_c
     index = jnp.where((selector < 0) | (selector >= n), n - 1, selector).astype(jnp.int32)
     branches = [functools.partial(lambda k, *ops: branch_computations[k](ops[k]), k) for k in range(n)]
     return lax.switch(index, branches, *operands)
+
+
+@rule("scan")
+def _scan(*operands, shape, ctx, computation, dimensions, num_carries, is_reverse=False, **_):
+    """HLO scan as ``lax.scan`` (which JAX lowers to a while loop): the scan dimension moved
+    to the front and back, the region's outputs then carries split as in HLO."""
+    m = int(num_carries)
+    d = int(dimensions[0])
+    xs = tuple(jnp.moveaxis(x, d, 0) for x in operands[:len(operands) - m])
+    inits = tuple(operands[len(operands) - m:])
+
+    def step(carry, x):
+        result = computation(*x, *carry)
+        result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        k = len(result) - m
+        return tuple(result[k:]), tuple(result[:k])
+
+    final, ys = lax.scan(step, inits, xs, reverse=bool(is_reverse))
+    return tuple(jnp.moveaxis(y, 0, d) for y in ys) + tuple(final)
 
 
 @rule("after-all")

@@ -6,7 +6,7 @@ at ``0`` (scalars) or through a broadcast's index map; every member is one state
 only, never on sizes or constant values (those are run-time arguments), so one compiled
 loop serves every size.
 """
-from .emit import EMITTERS, carrier_dtype, finish
+from .emit import carrier_dtype, emit, finish, flushes_result
 
 
 class LoopSource:
@@ -17,6 +17,7 @@ class LoopSource:
         self.param_values = []                    # how to compute them: ("bcast", input k, member) / ("iota", member)
         self.body = []
         self._names = {}
+        self._flushed = set()   # members whose value is already flushed to zero (fpenv)
         self._build()
 
     def _input_expr(self, operand, reader):
@@ -60,7 +61,10 @@ class LoopSource:
                 expr = self.iota_expr(p)
             else:
                 args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
-                expr = EMITTERS[m.opcode](m, *args)
+                flushed = [k for k, o in enumerate(m.operands) if o in self._flushed]
+                expr = emit(m, *args, flushed=flushed)
+                if flushes_result(m):
+                    self._flushed.add(m)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")

@@ -11,7 +11,7 @@ exchange is a simulation, not a computation): they run the reference's code.
 """
 import numpy as np
 
-from .. import progress
+from .. import fpenv, progress
 from ..errors import ExecutionError
 from ..ops import registry
 from ..shapes import check_size
@@ -84,12 +84,16 @@ class CpuBackend:
     def constant(self, literal):
         return literal
 
+    def flush(self, value):
+        return fpenv.flush(value)
+
     def run_group(self, group, values):
         from .cpu.fused import compile_loop, run_loop
         from .cpu.shape import empty
-        prepared = getattr(group, "_cpu", None)
+        mode = fpenv.get_float_env().denormals    # the loop's source depends on it
+        prepared = group.__dict__.setdefault("_cpu", {}).get(mode)
         if prepared is None:
-            prepared = group._cpu = compile_loop(group)
+            prepared = group._cpu[mode] = compile_loop(group)
         src, compiled, static = prepared
         shape = group.root.shape
         n = int(np.prod(shape.dims, dtype=np.int64))
@@ -178,6 +182,8 @@ def run_op(inst, values, ctx, backend):
         while bool(backend.to_host(evaluate(cond, [state], ctx, backend))):
             state = evaluate(body, [state], ctx, backend)
         return state
+    if op == "scan":
+        return _scan(inst, values, ctx, backend)
     if op == "conditional":
         selector = backend.to_host(values[0])
         branches = inst.attrs.get("branch_computations")
@@ -200,13 +206,32 @@ def run_op(inst, values, ctx, backend):
     kwargs = bind(inst.attrs, ctx, backend)
     if getattr(kernel, "needs_context", False) or opdef.needs_context:
         kwargs["ctx"] = ctx
+    mask, flush_result = _denormal_rule(opdef, inst, kwargs)
+    if any(mask):
+        values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
         out = kernel(*values, shape=inst.shape, **kwargs)
     except (NotImplementedError, ExecutionError):
         raise
     except Exception as e:
         raise ExecutionError(f"{opdef.name} {inst.name} ({backend.name} kernel): {type(e).__name__}: {e}") from e
-    return out
+    return backend.flush(out) if flush_result else out
+
+
+def _denormal_rule(opdef, inst, kwargs):
+    """What to flush around a kernel in the ``"flush"`` environment (``fpenv``): the op's rule;
+    and for a reduce, reduce-window or select-and-scatter whose region is one add / multiply /
+    maximum / minimum (the kernels combine with their own code, not the region's flushing
+    ops), its float operands and results -- exact for maximum and minimum; a denormal
+    *partial* sum is not flushed."""
+    if not fpenv.flushing():
+        return (), False
+    types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
+    if opdef.opcode in ("reduce", "reduce-window", "select-and-scatter"):
+        regions = [v for v in kwargs.values() if isinstance(v, CompiledRegion)]
+        if any(r.combiner in ("add", "multiply", "maximum", "minimum") for r in regions):
+            return tuple(t in fpenv.FLUSHED_TYPES for t in types), True
+    return fpenv.rule_of(opdef, types, inst.shape.element_type if inst.shape.is_array else None, inst.attrs)
 
 
 #: ops whose work is the simulation of devices and hosts, not computation
@@ -214,8 +239,32 @@ _SIMULATED = {"replica-id", "partition-id", "infeed", "outfeed", "send", "recv",
               "rng", "custom-call"}
 
 
+def _scan(inst, values, ctx, backend):
+    """``scan`` as the executor's own loop (like ``while``): each step takes the inputs'
+    slices, runs the region with this backend's kernels and fused loops, and stores the
+    output slices; slicing and stacking happen on the host (one copy of each input)."""
+    m = int(inst.attrs["num_carries"])
+    d = int(inst.attrs["dimensions"][0])
+    region = inst.attrs["computation"]
+    inputs = [backend.to_host(v) for v in values[:len(values) - m]]
+    carries = list(values[len(values) - m:])
+    leaves = list(inst.shape.tuple_shapes)
+    outputs = [np.empty(s.dims, s.dtype) for s in leaves[:len(leaves) - m]]
+    n = inputs[0].shape[d]
+    for k in (range(n - 1, -1, -1) if inst.attrs.get("is_reverse") else range(n)):
+        args = [backend.to_device(np.ascontiguousarray(np.take(x, k, axis=d))) for x in inputs] + carries
+        result = evaluate(region, args, ctx, backend)
+        result = list(result) if isinstance(result, tuple) else [result]
+        for y, y_k in zip(outputs, result[:len(outputs)]):
+            y[(slice(None),) * d + (k,)] = backend.to_host(y_k)
+        carries = result[len(outputs):]
+    return tuple(backend.to_device(y) for y in outputs) + tuple(carries)
+
+
 def handled_without_kernel(opcode):
     """How the numba/cuda executors run an op that has no kernel (None: they cannot)."""
+    if opcode == "scan":
+        return "executor (a loop of the region's kernels)"
     if opcode in _CONTROL:
         return "executor (no data computed)"
     if opcode in ("broadcast", "iota"):

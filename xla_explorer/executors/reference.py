@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from .. import dtypes, progress
+from .. import dtypes, fpenv, progress
 from ..errors import ExecutionError, ShapeError
 from ..hlo.ir import HloComputation
 from ..ops import registry
@@ -266,6 +266,7 @@ def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
     kwargs.pop("shape", None)  # an op's declared result shape (iota, custom-call) is `shape` itself
     if op.needs_context:
         kwargs["ctx"] = ctx
+    values, flush_result = fpenv.prepare(op, values, shape, attrs)  # XLA:CPU's denormals-are-zero
     try:
         out = op.reference(*values, shape=shape, **kwargs)
     except (ShapeError, NotImplementedError, ExecutionError):
@@ -274,7 +275,8 @@ def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
         raise
     except Exception as e:
         raise ExecutionError(f"{op.name} {inst_name}: {type(e).__name__}: {e}") from e
-    return conform(out, shape, f"{op.name} {inst_name}", batched)
+    out = conform(out, shape, f"{op.name} {inst_name}", batched)
+    return fpenv.flush(out) if flush_result else out    # and flush-to-zero
 
 
 def conform(value, shape, where, batched=False):

@@ -20,8 +20,11 @@ Conventions:
   they handle NaN, +-Inf, overflow and underflow as the C library does.  f64 uses the C
   library (``np.exp`` ...: in Python, as the CUDA simulator runs these functions,
   ``math.exp`` would raise where NumPy returns Inf or NaN);
-- complex numbers are computed in complex128 (the reference's precision), except power,
-  which XLA computes in the operands' precision.
+- complex numbers are computed in complex128 (the reference's precision), except multiply,
+  divide and power, which XLA computes in the operands' precision (``cmul``, ``cdiv``);
+- denormals: ``ftz32``/``ftz64`` (and ``cftz*``) flush a value as XLA:CPU's DAZ/FTZ modes
+  do; the emitters wrap operands and results in them where the op's rule and the
+  floating-point environment say so (``emit.emit``).
 
 Bit patterns are read with ``np.float32(x).view(np.uint32)`` (a no-op on the machine).
 """
@@ -559,37 +562,120 @@ def logistic_f64(x):
 
 # -- complex (in complex128; the loop's cast narrows c64 results) ------------------------------
 
+#: the smallest normal f32 and f64 (flush-to-zero thresholds)
+_TINY32, _TINY64 = 1.1754943508222875e-38, 2.2250738585072014e-308
+
+
 @njit(**_opts)
-def cdiv(x, y):
-    """XLA's complex division: Smith's algorithm, with C99's recovery of infinities and zeros
-    (as the reference's ``_complex_divide``)."""
-    a, b = np.float64(x.real), np.float64(x.imag)   # (NumPy floats in Python: x / 0 is Inf)
-    c, d = np.float64(y.real), np.float64(y.imag)
-    if abs(c) >= abs(d):
-        r = d / c
-        t = c + d * r
-        re = (a + b * r) / t
-        im = (b - a * r) / t
+def ftz32(x):
+    """x, or a zero of its sign when |x| is an f32 denormal (XLA:CPU's FTZ/DAZ)."""
+    return x * np.float32(0.0) if abs(x) < np.float32(_TINY32) else x
+
+
+@njit(**_opts)
+def ftz64(x):
+    return x * 0.0 if abs(x) < _TINY64 else x
+
+
+@njit(**_opts)
+def cftz32(z):
+    return complex(ftz32(np.float32(z.real)), ftz32(np.float32(z.imag)))
+
+
+@njit(**_opts)
+def cftz64(z):
+    return complex(ftz64(z.real), ftz64(z.imag))
+
+
+@njit(**_opts)
+def part(x, f32, ftz):
+    """One step of XLA's complex arithmetic: an f64-carried value rounded to the parts' type
+    (f32 for c64) and, when ``ftz``, flushed to zero as XLA:CPU does."""
+    if f32:
+        x = np.float64(np.float32(x))
+    if ftz and abs(x) < (_TINY32 if f32 else _TINY64):
+        x = x * 0.0
+    return x
+
+
+@njit(**_opts)
+def part_fma(a, b, c, f32, ftz):
+    """a*b + c fused (XLA:CPU's FMA): exact for f32 parts (the product is exact in f64).  For
+    f64: Dekker's exact product (Veltkamp's split, no FMA instruction needed) and Knuth's
+    two-sum, so the product's rounding error is kept as the fused operation keeps it; an
+    overflowing product meets an infinite c as the unrounded product would."""
+    if f32:
+        return part(a * b + c, f32, ftz)
+    p = a * b
+    if not (math.isfinite(p) and math.isfinite(c) and abs(a) < 1e300 and abs(b) < 1e300):
+        if math.isinf(p) and math.isfinite(a) and math.isfinite(b) and math.isinf(c):
+            return part(c, f32, ftz)
+        return part(p + c, f32, ftz)
+    split = 134217729.0                       # 2**27 + 1
+    t = split * a
+    a_hi = t - (t - a)
+    a_lo = a - a_hi
+    t = split * b
+    b_hi = t - (t - b)
+    b_lo = b - b_hi
+    err = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo   # a*b = p + err exactly
+    s = p + c
+    z = s - p
+    s_err = (p - (s - z)) + (c - z)                                          # p + c = s + s_err exactly
+    low = s_err + err
+    return part(s if low == 0 else s + low, f32, ftz)   # (s + 0 would turn a -0 sum into +0)
+
+
+@njit(**_opts)
+def part_div(a, b, f32, ftz):
+    """a / b as one step (a helper, so that the CUDA simulator, which runs the callers' Python,
+    divides compiled: x / 0 is Inf there, not ZeroDivisionError)."""
+    return part(a / b, f32, ftz)
+
+
+@njit(**_opts)
+def cmul(x, y, f32, ftz):
+    """XLA's complex multiply (the reference's ``_complex_multiply``): (ac - bd) + (ad + bc)i in
+    the parts' precision, fused as XLA:CPU fuses it, no recovery of infinities."""
+    a, b = part(x.real, f32, ftz), part(x.imag, f32, ftz)
+    c, d = part(y.real, f32, ftz), part(y.imag, f32, ftz)
+    return complex(part_fma(a, c, -part(b * d, f32, ftz), f32, ftz),
+                   part_fma(b, c, part(a * d, f32, ftz), f32, ftz))
+
+
+@njit(**_opts)
+def cdiv(x, y, f32, ftz):
+    """XLA's complex division (the reference's ``_complex_divide``): Smith's algorithm in the
+    parts' precision; only where both parts are NaN, C99's recovery of x/0, inf/finite and
+    finite/inf."""
+    a_r, a_i = part(x.real, f32, ftz), part(x.imag, f32, ftz)
+    b_r, b_i = part(y.real, f32, ftz), part(y.imag, f32, ftz)
+    if abs(b_r) < abs(b_i):
+        ratio = part_div(b_r, b_i, f32, ftz)
+        denom = part_fma(ratio, b_r, b_i, f32, ftz)
+        c_r = part_div(part_fma(ratio, a_r, a_i, f32, ftz), denom, f32, ftz)
+        c_i = part_div(part_fma(ratio, a_i, -a_r, f32, ftz), denom, f32, ftz)
     else:
-        r = c / d
-        t = c * r + d
-        re = (a * r + b) / t
-        im = (b * r - a) / t
-    if c == 0 and d == 0 and not (a != a and b != b):
-        inf_c = math.copysign(math.inf, c)
-        re = inf_c * a
-        im = inf_c * b
-    if (math.isinf(a) or math.isinf(b)) and math.isfinite(c) and math.isfinite(d):
-        ia = math.copysign(1.0 if math.isinf(a) else 0.0, a)
-        ib = math.copysign(1.0 if math.isinf(b) else 0.0, b)
-        re = math.inf * (ia * c + ib * d)
-        im = math.inf * (ib * c - ia * d)
-    if (math.isinf(c) or math.isinf(d)) and math.isfinite(a) and math.isfinite(b):
-        ic = math.copysign(1.0 if math.isinf(c) else 0.0, c)
-        id_ = math.copysign(1.0 if math.isinf(d) else 0.0, d)
-        re = 0.0 * (a * ic + b * id_)
-        im = 0.0 * (b * ic - a * id_)
-    return complex(re, im)
+        ratio = part_div(b_i, b_r, f32, ftz)
+        denom = part_fma(ratio, b_i, b_r, f32, ftz)
+        c_r = part_div(part_fma(ratio, a_i, a_r, f32, ftz), denom, f32, ftz)
+        c_i = part_div(part_fma(-ratio, a_r, a_i, f32, ftz), denom, f32, ftz)
+    if not (c_r != c_r and c_i != c_i):
+        return complex(c_r, c_i)
+    if b_r == 0 and b_i == 0 and not (a_r != a_r and a_i != a_i):
+        inf_b = math.copysign(math.inf, b_r)
+        return complex(part(inf_b * a_r, f32, ftz), part(inf_b * a_i, f32, ftz))
+    if (math.isinf(a_r) or math.isinf(a_i)) and abs(b_r) != math.inf and abs(b_i) != math.inf:
+        s_r = math.copysign(1.0 if math.isinf(a_r) else 0.0, a_r)
+        s_i = math.copysign(1.0 if math.isinf(a_i) else 0.0, a_i)
+        return complex(part(math.inf * part_fma(s_r, b_r, part(s_i * b_i, f32, ftz), f32, ftz), f32, ftz),
+                       part(math.inf * part_fma(s_i, b_r, -part(s_r * b_i, f32, ftz), f32, ftz), f32, ftz))
+    if (math.isinf(b_r) or math.isinf(b_i)) and abs(a_r) != math.inf and abs(a_i) != math.inf:
+        t_r = math.copysign(1.0 if math.isinf(b_r) else 0.0, b_r)
+        t_i = math.copysign(1.0 if math.isinf(b_i) else 0.0, b_i)
+        return complex(part(0.0 * part_fma(a_r, t_r, part(a_i * t_i, f32, ftz), f32, ftz), f32, ftz),
+                       part(0.0 * part_fma(a_i, t_r, -part(a_r * t_i, f32, ftz), f32, ftz), f32, ftz))
+    return complex(c_r, c_i)
 
 
 @njit(**_opts)
@@ -683,7 +769,7 @@ def ccos(x):
 
 @njit(**_opts)
 def clogistic(x):
-    return cdiv(complex(1.0, 0.0), 1 + cexp(-x))
+    return cdiv(complex(1.0, 0.0), 1 + cexp(-x), False, False)
 
 
 @njit(**_opts)
@@ -701,16 +787,11 @@ def cpow(x, y, half, one):
 
 
 @njit(**_opts)
-def lex_less(x, y):
-    """Complex order: real parts, then imaginary parts."""
-    return x.real < y.real or (x.real == y.real and x.imag < y.imag)
-
-
-@njit(**_opts)
 def cmax(x, y):
-    return y if lex_less(x, y) else x
+    """XLA:CPU's complex maximum: the real parts decide, the first operand wins a tie."""
+    return x if x.real >= y.real else y
 
 
 @njit(**_opts)
 def cmin(x, y):
-    return y if lex_less(y, x) else x
+    return x if x.real <= y.real else y

@@ -244,7 +244,9 @@ def region_choices(region, n=1):
     - ``select`` (SelectAndScatter): ``Compare(a, b, direction)``;
     - ``predicate`` (While's condition) and ``body`` (its body), on an array state;
     - ``function`` (Map, Call, Conditional's branches): a unary op (n = 1), or a binary op
-      folded over the n arguments.
+      folded over the n arguments;
+    - ``scanner`` (Scan): a binary op of the slice and the carry, returned as the output slice
+      and the new carry (a running sum, product, maximum...).
     """
     from .. import ops as api
     if region == "reducer":
@@ -261,6 +263,8 @@ def region_choices(region, n=1):
             "sum(x) < 100": lambda x: api.Lt(reduce_all(x, api.Add, 0), _typed(x, 100)),
             "false (no iteration)": lambda x: api.Ne(_typed(x, 0), _typed(x, 0)),
         }
+    if region == "scanner":   # Scan: (slice, carry) -> (output slice, new carry), a running fold
+        return {f"running {name}": _running(fn) for name, fn in _binary_functions().items()}
     if region == "body":
         return {"x + 1": lambda x: api.Add(x, _typed(x, 1)), "x * 2": lambda x: api.Mul(x, _typed(x, 2)),
                 "x + x": lambda x: api.Add(x, x)}
@@ -269,6 +273,14 @@ def region_choices(region, n=1):
             return dict(_unary_functions())
         return {name: _folded(fn) for name, fn in _binary_functions().items()}
     raise ValueError(f"unknown computation family {region!r}")
+
+
+def _running(fn):
+    def scanner(x, carry):
+        new = fn(x, carry)
+        return new, new
+    scanner.__name__ = f"running_{fn.__name__}"
+    return scanner
 
 
 def _pairwise(fn, n):

@@ -89,7 +89,8 @@ registry.register("parameter", "Parameter", "control", _parameter_shape_rule, No
 describe("parameter", parameter_number={"kind": "int", "minimum": 0}, shape={"kind": "shape"},
          name={"kind": "str"}, example={"parameter_number": 0, "shape": "f32[2,3]", "name": "x"})
 registry.register("constant", "Constant", "control", _constant_shape_rule, _constant_reference,
-                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant", "elementwise"))
+                  attrs_from_shape=lambda shape: {"shape": shape}, categories=("constant", "elementwise"),
+                  denormals="bits")  # a literal is copied, never computed
 describe("constant", value={"kind": "literal"}, element_type={"kind": "dtype"},
          example={"value": "[[1, 2], [3, 4]]"})
 

@@ -1016,4 +1016,161 @@ registry.register("topk", "TopK", "reduction", _topk_shape_rule, _topk_reference
                   index_map=_topk_index_map, categories=("data_movement",))
 describe("topk", k={"minimum": 0}, example={"operand": {"shape": "f32[2,5]", "source": "random"}, "k": 2})
 
-__all__ = ["Reduce", "ReduceWindow", "SelectAndScatter", "Sort", "TopK"]
+# -- Scan --------------------------------------------------------------------------------
+
+def Scan(inputs, inits, computation, dimension, is_reverse=False, is_associative=None):
+    """Wraps XLA's Scan (HLO ``scan``, from ``chlo.scan``): a loop along ``dimension`` that
+    carries state and emits one slice per step.
+
+    With N ``inputs`` (arrays of one size ``n`` along ``dimension``) and M ``inits`` (the
+    initial carries), step ``k = 0, 1, ..., n-1`` (``n-1, ..., 0`` when ``is_reverse``) calls
+    ``computation(x_0[k], ..., x_{N-1}[k], c_0, ..., c_{M-1})`` -- ``x_j[k]`` is input j's
+    slice at k, ``dimension`` removed -- which returns K output slices and M new carries.
+    The result is the tuple ``(y_0, ..., y_{K-1}, c_0, ..., c_{M-1})``: the output slices
+    stacked along ``dimension``, then the final carries.  ``is_associative`` is a promise
+    about ``computation`` that XLA may use to reorder; it never changes the result here.
+    In HLO: ``scan(x, init), dimensions={0}, num_carries=1, to_apply=f``::
+
+        Scan(np.int32([1, 2, 3, 4]), np.int32(0), lambda x, c: (Add(x, c), Add(x, c)),
+             dimension=0)      # -> ([1, 3, 6, 10], 10): a running sum
+    """
+    xs, cs = _as_list(inputs), _as_list(inits)
+    attrs = {"dimensions": (int(dimension),), "num_carries": len(cs), "is_reverse": bool(is_reverse),
+             "is_associative": None if is_associative is None else bool(is_associative),
+             "computation": computation}
+    return apply_op("scan", xs + cs, attrs)
+
+
+def _scan_split(shapes, num_carries, dimensions):
+    """(inputs, inits, the scan dimension) of a scan's operand shapes, checked."""
+    m = int(num_carries)
+    if not 0 <= m <= len(shapes):
+        raise ShapeError(f"Scan: num_carries={m} but the scan has {len(shapes)} operands (N inputs, then "
+                         f"num_carries inits)")
+    inputs, inits = list(shapes[:len(shapes) - m]), list(shapes[len(shapes) - m:])
+    if not inputs:
+        raise ShapeError(f"Scan: needs at least one input before the {m} inits (the inputs give the "
+                         f"number of steps)")
+    dims = tuple(int(d) for d in dimensions)
+    if len(dims) != 1:
+        raise ShapeError(f"Scan: dimensions={list(dims)} must name exactly one dimension (the one scanned)")
+    d = dims[0]
+    for i, s in enumerate(inputs):
+        if not s.is_array:
+            raise ShapeError(f"Scan: inputs[{i}] must be an array, got {s}")
+        if not 0 <= d < s.rank:
+            raise ShapeError(f"Scan: dimension {d} is out of range for inputs[{i}] {s} (rank {s.rank})")
+        if s.dims[d] != inputs[0].dims[d]:
+            raise ShapeError(f"Scan: inputs[{i}] {s} has {s.dims[d]} elements along dimension {d} but "
+                             f"inputs[0] {inputs[0]} has {inputs[0].dims[d]}; every input is scanned in step")
+    for i, s in enumerate(inits):
+        if not s.is_array:
+            raise ShapeError(f"Scan: inits[{i}] must be an array, got {s}")
+    return inputs, inits, d
+
+
+def _scan_slice(s, d):
+    return Shape(s.element_type, s.dims[:d] + s.dims[d + 1:])
+
+
+def _scan_params(kw, shapes, attrs, index=None):
+    inputs, inits, d = _scan_split(shapes, attrs.get("num_carries", 0), attrs.get("dimensions", (0,)))
+    return [_scan_slice(s, d) for s in inputs] + list(inits)
+
+
+def _scan_shape_rule(*shapes, computation, dimensions, num_carries, is_reverse=False, is_associative=None):
+    inputs, inits, d = _scan_split(shapes, num_carries, dimensions)
+    params = [_scan_slice(s, d) for s in inputs] + inits
+    if computation is None:
+        raise ShapeError("Scan: the computation is required")
+    got = getattr(computation, "parameter_shapes", None)
+    if got is not None:
+        name = getattr(computation, "name", None) or getattr(getattr(computation, "computation", None), "name", "?")
+        if [str(p) for p in got] != [str(p) for p in params]:
+            raise ShapeError(f"Scan: computation {name} takes ({', '.join(map(str, got))}) but Scan calls it "
+                             f"with the input slices (dimension {d} removed) and the carries: "
+                             f"({', '.join(map(str, params))})")
+        out = computation.result_shape
+        leaves = list(out.tuple_shapes) if out.is_tuple else [out]
+        m = len(inits)
+        if len(leaves) < m:
+            raise ShapeError(f"Scan: computation {name} returns {out}: fewer than the {m} carries it must "
+                             f"return last")
+        outputs, carries = leaves[:len(leaves) - m], leaves[len(leaves) - m:]
+        for i, (c, init) in enumerate(zip(carries, inits)):
+            if str(c) != str(init):
+                raise ShapeError(f"Scan: computation {name} returns carry {i} as {c} but inits[{i}] is {init}; "
+                                 f"a carry keeps its shape")
+        n = inputs[0].dims[d]
+        results = []
+        for i, y in enumerate(outputs):
+            if not y.is_array or d > y.rank:
+                raise ShapeError(f"Scan: output {i} of computation {name} is {y}; dimension {d} cannot be "
+                                 f"inserted into it to stack the {n} steps")
+            results.append(Shape(y.element_type, y.dims[:d] + (n,) + y.dims[d:]))
+        return Shape.tuple(results + list(inits))
+    # an untraced callable (index maps on values): outputs like the inputs
+    return Shape.tuple([Shape(s.element_type, s.dims) for s in inputs] + list(inits))
+
+
+def _scan_reference(*values, shape, computation, dimensions, num_carries, is_reverse=False,
+                    is_associative=None):
+    m = int(num_carries)
+    inputs, carries = values[:len(values) - m], list(values[len(values) - m:])
+    d = int(dimensions[0])
+    n = np.shape(inputs[0])[d]
+    leaves = list(shape.tuple_shapes)
+    outputs = [np.empty(s.dims, s.dtype) for s in leaves[:len(leaves) - m]]
+    steps = range(n - 1, -1, -1) if is_reverse else range(n)
+    for k in steps:
+        x_k = [np.take(x, k, axis=d) for x in inputs]             # input slices at step k
+        result = _call(computation, x_k + carries, len(outputs) + m)
+        for y, y_k in zip(outputs, result[:len(outputs)]):
+            y[(slice(None),) * d + (k,)] = y_k                    # output slice k, stacked along d
+        carries = [np.asarray(c, dtype=s.dtype) for c, s in zip(result[len(outputs):], leaves[len(outputs):])]
+    return tuple(outputs) + tuple(carries)
+
+
+def _scan_index_map(*values, shape, computation, dimensions, num_carries, is_reverse=False,
+                    is_associative=None):
+    """Output element ``index`` (of the first output) depends on the inits and on every input
+    slice the scan has visited by its step: positions ``0..k`` along the dimension (``k..n-1``
+    reversed), at the same other coordinates when the slices have the outputs' shape."""
+    m = int(num_carries)
+    inputs = values[:len(values) - m]
+    d = int(dimensions[0])
+    n = np.shape(inputs[0])[d]
+    leaves = list(shape.tuple_shapes)
+    if len(leaves) == m:
+        raise NotImplementedError("Scan index map: this scan has no outputs (only carries)")
+    domain = leaves[0].dims
+
+    def fn(index):
+        k = index[d]
+        visited = range(k, n) if is_reverse else range(k + 1)
+        reads = []
+        for j, x in enumerate(inputs):
+            rest = np.shape(x)[:d] + np.shape(x)[d + 1:]
+            same = rest == tuple(index[:d] + index[d + 1:])
+            others = [tuple(index[:d] + index[d + 1:])] if same else list(np.ndindex(*rest))
+            for p in visited:
+                for o in others:
+                    reads.append((j, tuple(int(i) for i in o[:d]) + (p,) + tuple(int(i) for i in o[d:])))
+        return Access(index, reads=tuple(reads), source="operand",
+                      detail={"step": k, "steps_visited": tuple(visited), "scan_dimension": d})
+
+    return IndexMap("scan", domain, fn, operand_shapes=[np.shape(v) for v in values], result_shape=shape,
+                    kind="reduce", combiner=computation)
+
+
+registry.register("scan", "Scan", "reduction", _scan_shape_rule, _scan_reference,
+                  attrs=(Attr("dimensions", "ints"), Attr("num_carries", "int"),
+                         Attr("is_reverse", "bool", default=False), Attr("is_associative", "bool", default=None),
+                         Attr("computation", "computation", hlo="to_apply")),
+                  index_map=_scan_index_map, computation_params=_scan_params, categories=("reduction",))
+describe("scan", inputs={"kind": "arrays"}, inits={"kind": "arrays"}, computation={"region": "scanner"},
+         dimension={"kind": "dim", "of": "inputs"},
+         example={"inputs": [{"shape": "f32[2,4]", "source": "random"}], "inits": [("f32[2]", 0)],
+                  "computation": "running Add", "dimension": 1})
+
+__all__ = ["Reduce", "ReduceWindow", "SelectAndScatter", "Sort", "TopK", "Scan"]

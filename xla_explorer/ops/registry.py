@@ -54,6 +54,8 @@ class OpDef:
     categories: frozenset = field(default_factory=frozenset)
     #: which operands are index arrays (gather's start_indices): animators show their values
     doc: str = ""
+    #: how the op meets denormal numbers under XLA:CPU's flush-to-zero (see ``fpenv.rule_of``)
+    denormals: object = None
 
     def attr_schema(self):
         return self.attrs
@@ -65,12 +67,13 @@ class OpDef:
 
 def register(opcode, name, family, shape_rule, reference=None, *, attrs=(), index_map=None,
              computation_params=None, attrs_from_shape=None, needs_context=False, categories=(),
-             doc=""):
+             doc="", denormals=None):
     """Register one op; returns its OpDef.  Registering an opcode twice is an error."""
     if opcode in OPS:
         raise ValueError(f"opcode {opcode!r} registered twice")
     op = OpDef(opcode, name, family, shape_rule, reference, tuple(attrs), index_map,
-               computation_params, attrs_from_shape, needs_context, frozenset(categories), doc)
+               computation_params, attrs_from_shape, needs_context, frozenset(categories), doc,
+               denormals)
     OPS[opcode] = op
     if name:
         NAMES.setdefault(name, opcode)

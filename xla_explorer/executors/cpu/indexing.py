@@ -39,10 +39,10 @@ import numpy as np
 from numba import njit, prange, uint64
 from numba.core.errors import NumbaError
 
-from ... import dtypes
+from ... import dtypes, fpenv
 from ...ops.indexing import (_batch_position, _index_values, _offset_operand_dims, _scatter_reference,
                              _split_scatter_operands)
-from ..emit import EMITTERS, can_emit, carrier, carrier_dtype, finish, supported_type
+from ..emit import _FTZ, can_emit, carrier, carrier_dtype, emit, finish, supported_type
 from ..jit_cache import load_source
 from ..numba_setup import PARALLEL_THRESHOLD
 from . import kernel
@@ -492,7 +492,7 @@ def _region_statements(comp, arg_names):
             if expr is None:
                 return None
         elif can_emit(inst) and all(o in names for o in inst.operands):
-            expr = EMITTERS[inst.opcode](inst, *[names[o] for o in inst.operands])
+            expr = emit(inst, *[names[o] for o in inst.operands])
         else:
             return None
         names[inst] = f"v{k}"
@@ -522,6 +522,22 @@ def _how(region, types):
     return "region"
 
 
+def _combine_expr(name, t, a, b):
+    """The standard combiner ``name`` on type ``t`` of expressions ``a`` and ``b`` (None if the
+    type has none): XLA's complex multiply (``cmul``); in the ``"flush"`` environment operands
+    and result flushed to zero, as the region's own op would flush them (``emit.emit``)."""
+    template = _COMBINERS[name].get(_class(t))
+    if template is None:
+        return None
+    flush = fpenv.flushing(t)
+    if name == "multiply" and _class(t) == "c":
+        return f"cmul(np.complex128({a}), np.complex128({b}), {t == 'c64'}, {flush})"
+    if not flush:
+        return template.format(a=a, b=b)
+    ftz = _FTZ[t]
+    return f"{ftz}({template.format(a=f'{ftz}({a})', b=f'{ftz}({b})')})"
+
+
 def _combine_lines(how, region, types):
     """The combiner as statements on a0.. (current values) and b0.. (update values) that
     store into out0.. at ``t``; None when the region cannot be compiled.  One source (one
@@ -538,10 +554,10 @@ def _combine_lines(how, region, types):
         t = types[0]
         lines = ["a0 = out0[t]", "b0 = upd0[u]"]
         for code, name in enumerate(_CODES):
-            template = _COMBINERS[name].get(_class(t))
-            if template is not None:
+            expr = _combine_expr(name, t, "a0", "b0")
+            if expr is not None:
                 lines += [f"{'if' if len(lines) == 2 else 'elif'} code == {code}:",
-                          f"    out0[t] = {finish(template.format(a='a0', b='b0'), t)}"]
+                          f"    out0[t] = {finish(expr, t)}"]
         return lines
     comp = region.computation
     params = comp.parameters
@@ -574,11 +590,11 @@ def _row_lines(how, region, types, lines):
     t = types[0]
     out = []
     for code, name in enumerate(_CODES):
-        template = _COMBINERS[name].get(_class(t))
-        if template is not None:
+        expr = _combine_expr(name, t, "out0[t]", "upd0[u]")
+        if expr is not None:
             out += [f"{'if' if not out else 'elif'} code == {code}:", "    for j in range(L):"]
             out += ["        " + line for line in step]
-            out.append(f"        out0[t] = {finish(template.format(a='out0[t]', b='upd0[u]'), t)}")
+            out.append(f"        out0[t] = {finish(expr, t)}")
     return out
 
 
@@ -589,8 +605,10 @@ _generated = {}
 
 def _slot(how, region, types):
     """Where the kernel of this combiner and these types is kept: (cache, key)."""
-    if how == "region":
-        return region.computation.__dict__.setdefault("_cpu_scatter", {}), types
+    if how == "region":   # (its source depends on the floating-point environment)
+        return region.computation.__dict__.setdefault("_cpu_scatter", {}), (types, fpenv.flushing())
+    if how == "standard" and fpenv.flushing(types[0]):
+        return _generated, (how, types[0], "flush")
     return _generated, (how, types[0] if how == "standard" else len(types))
 
 

@@ -547,6 +547,11 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
                 window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
                 precision_config=None, preferred_element_type=None):
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+    if spec.has_nonfinite(lhs, rhs):   # Inf/NaN: padding's zeros and Winograd's sums as the reference has them
+        return spec._conv_reference(lhs, rhs, shape=shape, window_strides=window_strides, padding=padding,
+                                    lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                                    window_reversal=window_reversal, dimension_numbers=dimension_numbers,
+                                    feature_group_count=feature_group_count, batch_group_count=batch_group_count)
     dn = spec._dimension_numbers("Convolution", dimension_numbers, lhs.ndim)
     strides, pads, ld, rd, rev = spec._conv_geometry(
         "Convolution", Shape.of(lhs), Shape.of(rhs), window_strides=window_strides, padding=padding,

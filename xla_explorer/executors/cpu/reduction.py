@@ -1036,7 +1036,7 @@ def _float_text(x):
 def region_source(comp, name):
     """The scalar Numba source of region ``comp``: ``def name(p0, p1, ...)`` returning one
     carrier value or a tuple.  Raises NotCompilable for an instruction without emitter."""
-    from ..emit import EMITTERS, can_emit, finish, supported_type
+    from ..emit import can_emit, emit, finish, supported_type
     names = {}
     for k, p in enumerate(comp.parameters):
         if not (p.shape.is_array and p.shape.rank == 0 and supported_type(p.shape.element_type)):
@@ -1065,7 +1065,7 @@ def region_source(comp, name):
                 and inst.operands[0].shape.element_type == t:
             expr = names[inst.operands[0]]  # scalar to scalar: the value itself
         elif can_emit(inst):
-            expr = finish(EMITTERS[op](inst, *[names[o] for o in inst.operands]), t)
+            expr = finish(emit(inst, *[names[o] for o in inst.operands]), t)
         else:
             raise NotCompilable(f"{op} ({inst.name}) has no scalar emitter")
         names[inst] = f"t{n}"

@@ -135,6 +135,10 @@ class CudaBackend:
         from .fused import run_group
         return run_group(self, group, values)
 
+    def flush(self, value):
+        from .elementwise import flush_device
+        return flush_device(value)
+
 
 def carrier_dtype_of(dtype):
     from ... import dtypes

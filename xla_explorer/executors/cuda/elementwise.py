@@ -130,8 +130,10 @@ def from_bits(bits, t, dims):
 
 def reinterpret(value, t, dims):
     """``value``'s bytes read as elements of XLA type ``t`` with dimensions ``dims``."""
-    if np.dtype(value.dtype).kind == "c":    # complex bitcasts only to the same width
-        return DeviceValue(value.flat(), dtypes.to_numpy(t), tuple(dims))
+    if np.dtype(value.dtype).kind == "c":    # complex to complex: a view of the same bytes
+        new = dtypes.to_numpy(t)
+        return DeviceValue(value.flat().view(new) if new != np.dtype(value.dtype) else value.flat(), new,
+                           tuple(dims))
     width = dtypes.bit_width(t) // 8
     return from_bits(raw_bits(value).view(np.uint8).view(_UNSIGNED[width]), t, dims)
 
@@ -187,3 +189,35 @@ def _fallback(opcode):
 registry.all_ops()   # every family registered, so the category is complete
 for _op in sorted(registry.CATEGORIES["elementwise"] - {"constant"}):
     kernel(_op)(_fallback(_op))
+
+
+# -- flush to zero (fpenv): around kernels that compute without the fused loops' flushing ------
+
+@cuda.jit
+def _flush_kernel(n, x, out, tiny):
+    i = cuda.grid(1)
+    if i < n:
+        v = x[i]
+        out[i] = v * 0 if abs(v) < tiny else v
+
+
+def flush_device(value):
+    """``value`` (a DeviceValue, or a tuple of them) with its denormals replaced by zeros of
+    their sign, as XLA:CPU's FTZ/DAZ modes see them (``fpenv.flush``); a new value."""
+    from ... import fpenv
+    if isinstance(value, tuple):
+        return tuple(flush_device(v) for v in value)
+    if not isinstance(value, DeviceValue):
+        return value
+    try:
+        t = dtypes.from_numpy(value.dtype)
+    except ValueError:
+        return value
+    if t not in fpenv.FLUSHED_TYPES:
+        return value
+    if t in dtypes.COMPLEX:   # (rare: complex dot, fft) through the host
+        from .shape import to_device
+        return to_device(fpenv.flush(to_host(value)))
+    out = new_value(value.shape, value.dtype)
+    launch(_flush_kernel, value.size, value.flat(), out.flat(), fpenv.TINY[t])
+    return out

@@ -1,6 +1,7 @@
 """Fused element-wise loops as CUDA kernels: one thread per element, bounds-checked."""
 import numpy as np
 
+from ... import fpenv
 from ..jit_cache import load_source
 from ..loopgen import LoopSource
 from . import launch_config, run_kernel
@@ -65,12 +66,13 @@ def compile_loop(group):
 
 def run_group(backend, group, values):
     from ..numba_executor import _static_params
-    prepared = getattr(group, "_cuda", None)
+    mode = fpenv.get_float_env().denormals    # the loop's source depends on it
+    prepared = group.__dict__.setdefault("_cuda", {}).get(mode)
     if prepared is None:
         src, loop = compile_loop(group)
         odims, params = _static_params(src)
         params = [backend.cuda.to_device(p) if isinstance(p, np.ndarray) else p for p in params]
-        prepared = group._cuda = (src, loop, backend.cuda.to_device(odims), params)
+        prepared = group._cuda[mode] = (src, loop, backend.cuda.to_device(odims), params)
     src, loop, odims, params = prepared
     shape = group.root.shape
     out = backend.empty(shape.dims, shape.dtype)

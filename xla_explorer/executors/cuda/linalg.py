@@ -14,7 +14,7 @@ NumPy reference and copy the result back; the status table says "host (numpy)".
 import numpy as np
 
 from ... import dtypes
-from ...ops.linalg import _conv_geometry, _dimension_numbers
+from ...ops.linalg import _conv_geometry, _dimension_numbers, conv_zero_cells
 from ...shapes import Shape
 from . import kernel
 from .shape import (host_api, host_kernel, ints, launch, new_value, params, prod, row_major_strides, static_dims,
@@ -110,7 +110,8 @@ _CONV = """
 @cuda.jit
 def convolution(n, out, lhs, rhs, out_dims, out_inner, g, spatial, kernel_count):
     # g: out batch dim, out feature dim, lhs batch stride, lhs feature stride, rhs output-feature
-    #    stride, rhs input-feature stride, B, I, O, groups, feature groups > 1, batch groups > 1
+    #    stride, rhs input-feature stride, B, I, O, groups, feature groups > 1, batch groups > 1,
+    #    padding cells are zeros multiplied (ops.linalg.conv_zero_cells) rather than skipped
     # spatial[s]: out dim, lhs stride, lhs size, kernel size, rhs stride, window stride,
     #    rhs dilation, lhs dilation, low padding, reversed
     i = cuda.grid(1)
@@ -148,11 +149,14 @@ def convolution(n, out, lhs, rhs, out_dims, out_inner, g, spatial, kernel_count)
                     if g[10] != 0:
                         feature = group * g[7] + iz
                     acc += ACC(lhs[lo + feature * g[3]]) * ACC(rhs[ro + iz * g[5]])
+            elif g[12] != 0:   # padding as zeros times the kernel (XLA:CPU's Eigen path: Inf -> NaN)
+                for iz in range(g[7]):
+                    acc += ACC(0) * ACC(rhs[ro + iz * g[5]])
         out[i] = FINISH(acc)
 """
 
 
-def _conv_params(lhs_dims, rhs_dims, out_dims, attrs):
+def _conv_params(lhs_dims, rhs_dims, out_dims, attrs, lhs_type="f32", result_type="f32"):
     dn = _dimension_numbers("Convolution", attrs.get("dimension_numbers"), len(lhs_dims))
     strides, pads, ld, rd, rev = _conv_geometry(
         "Convolution", Shape("f32", lhs_dims), Shape("f32", rhs_dims),
@@ -165,7 +169,8 @@ def _conv_params(lhs_dims, rhs_dims, out_dims, attrs):
          ls[dn.input_feature_dimension], rs[dn.kernel_output_feature_dimension],
          rs[dn.kernel_input_feature_dimension], lhs_dims[dn.input_batch_dimension],
          rhs_dims[dn.kernel_input_feature_dimension], rhs_dims[dn.kernel_output_feature_dimension],
-         max(fgc, bgc), int(fgc > 1), int(bgc > 1)]
+         max(fgc, bgc), int(fgc > 1), int(bgc > 1),
+         int(conv_zero_cells(lhs_type, lhs_dims, rhs_dims, out_dims, result_type, ld, rev))]
     spatial = np.array([[od, ls[d_in], lhs_dims[d_in], rhs_dims[d_k], rs[d_k], strides[s], rd[s], ld[s], pads[s][0],
                          int(rev[s])]
                         for s, (d_in, d_k, od) in enumerate(zip(dn.input_spatial_dimensions,
@@ -186,8 +191,9 @@ def convolution(lhs, rhs, *, shape, **attrs):
     out = new_value(out_dims, shape.dtype)
     if out.size == 0:
         return out
-    p = params(("conv", lhs.shape, rhs.shape, out_dims, _conv_key(attrs)),
-               lambda: _conv_params(lhs.shape, rhs.shape, out_dims, attrs))
+    lhs_type = dtypes.from_numpy(lhs.dtype)
+    p = params(("conv", lhs.shape, rhs.shape, out_dims, _conv_key(attrs), lhs_type, shape.element_type),
+               lambda: _conv_params(lhs.shape, rhs.shape, out_dims, attrs, lhs_type, shape.element_type))
     if lhs.size == 0 or rhs.size == 0:   # nothing to sum: zeros (kernel_count or I is 0, or B is)
         p = p[:4] + (0,)
     launch(_generated("convolution", shape.element_type, _CONV), out.size, out.flat(), lhs.flat(), rhs.flat(), *p)

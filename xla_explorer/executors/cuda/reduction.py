@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from ... import fpenv
 from ...ops.reduction import _window_attrs
 from . import kernel
 from .shape import cuda, fill, host_api, ints, launch, new_value, params, prod, row_major_strides, static_dims
@@ -60,9 +61,10 @@ def region_function(comp, name="region"):
     """(source of a CUDA device function computing ``comp`` on scalars, whether it
     returns a tuple); cached on the computation."""
     cache = comp.__dict__.setdefault("_cuda_region", {})
-    if name in cache:
-        return cache[name]
-    from ..emit import EMITTERS, can_emit, finish
+    name_key = (name, fpenv.flushing())   # (the source depends on the floating-point environment)
+    if name_key in cache:
+        return cache[name_key]
+    from ..emit import can_emit, emit, finish
     names = {p: f"p{k}" for k, p in enumerate(comp.parameters)}
     lines = []
     for k, inst in enumerate(comp.instructions):
@@ -86,7 +88,7 @@ def region_function(comp, name="region"):
         if op == "constant":
             expr = _literal(inst.attrs["literal"], inst.shape.element_type)
         elif can_emit(inst):
-            expr = EMITTERS[op](inst, *[names[o] for o in inst.operands])
+            expr = emit(inst, *[names[o] for o in inst.operands])
         else:
             raise NotImplementedError(f"backend='cuda': the computation {comp.name} has {inst.name} "
                                       f"({op} {inst.shape}), which the scalar emitters (executors/emit.py) "
@@ -99,8 +101,8 @@ def region_function(comp, name="region"):
     params_ = ", ".join(names[p] for p in comp.parameters)
     src = (f"@cuda.jit(device=True)\ndef {name}({params_}):\n" + "\n".join(lines)
            + ("\n" if lines else "") + f"    return {ret}\n")
-    cache[name] = (src, is_tuple)
-    return cache[name]
+    cache[name_key] = (src, is_tuple)
+    return cache[name_key]
 
 
 def call(fn, args, targets, is_tuple):

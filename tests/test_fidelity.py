@@ -1,0 +1,239 @@
+"""XLA's own answers where IEEE, C99 or NumPy would say something else: the floating-point
+environment (denormals), complex arithmetic and order, pred arithmetic and complex bitcasts
+on the jax backend -- on every executor.
+
+Every expected value below was computed by XLA:CPU through JAX 0.10.2 on x86-64 (jax.jit of
+the jax.lax op on these inputs; for HLO that JAX does not emit -- complex maximum, minimum and
+ordered compares, pred add -- the StableHLO op compiled directly with
+``jax.extend.backend.get_backend("cpu").compile_and_load``), and hard-coded here.
+"""
+import numpy as np
+import pytest
+
+import ml_dtypes
+import xla_explorer as xe
+from xla_explorer.errors import ExecutionError
+
+inf, nan = np.inf, np.nan
+BACKENDS = ["numpy", "numba", "cuda", "jax"]
+#: the smallest denormal of each type
+DENORMAL = {"f32": 2.0 ** -149, "f64": 2.0 ** -1074, "bf16": 2.0 ** -133, "f16": 2.0 ** -24}
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _backend_ok(backend):
+    if backend == "jax":
+        pytest.importorskip("jax")
+    if backend in ("numba", "cuda"):
+        pytest.importorskip("numba")
+
+
+def _comp(name, shapes, body):
+    b = xe.XlaBuilder(name)
+    ps = [xe.Parameter(b, i, xe.Shape.parse(s), f"p{i}") for i, s in enumerate(shapes)]
+    out = body(*ps)
+    return b.build(xe.Tuple(list(out)) if isinstance(out, (list, tuple)) else out)
+
+
+def _same_bits(got, want):
+    got, want = np.asarray(got), np.asarray(want, dtype=got.dtype)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    if got.dtype.kind == "c":
+        _same_bits(got.real.copy(), want.real.copy())
+        _same_bits(got.imag.copy(), want.imag.copy())
+        return
+    if got.dtype.kind in "fV" or got.dtype == ml_dtypes.bfloat16:
+        g, w = got.view(f"u{got.dtype.itemsize}"), want.view(f"u{want.dtype.itemsize}")
+        nan_both = np.isnan(got.astype(np.float64)) & np.isnan(want.astype(np.float64))
+        assert (nan_both | (g == w)).all(), (got, want)
+    else:
+        assert np.array_equal(got, want), (got, want)
+
+
+# -- the floating-point environment -----------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "f16"])
+def test_max_min_ceil_floor_of_denormals_as_xla_cpu(t, backend):
+    """XLA:CPU reads f32, f64 and bf16 denormals as zeros and writes zeros for denormal
+    results (DAZ + FTZ); f16 is computed in f32, where its denormals are normal."""
+    _backend_ok(backend)
+    d = DENORMAL[t]
+    dt = xe.Shape(t, ()).dtype
+    a, b = np.array([-1, -d, d], dt), np.array([-d, -0.0, 1], dt)
+    comp = _comp("den", [f"{t}[3]", f"{t}[3]"], lambda x, y: [
+        xe.Max(x, y), xe.Min(x, y), xe.Ceil(x), xe.Floor(x), xe.Add(x, x), xe.Neg(x), xe.Abs(x), xe.Eq(x, y)])
+    got = comp.run(a, b, backend=backend)
+    if t == "f16":   # jax.jit(lambda a, b: (lax.max(a, b), ...)) on f16: IEEE
+        want = [[-d, -0.0, 1], [-1, -d, d], [-1, -0.0, 1], [-1, -1, 0], [-2, -2 * d, 2 * d],
+                [1, d, -d], [1, d, d], [False, False, False]]
+    else:            # f32, f64, bf16 alike
+        want = [[-0.0, -0.0, 1], [-1, -0.0, 0.0], [-1, -0.0, 0.0], [-1, -0.0, 0.0], [-2, -0.0, 0.0],
+                [1, d, -d], [1, d, d], [False, True, False]]   # negate and abs keep the bits
+    for g, w in zip(got, want):
+        _same_bits(g, np.array(w, dtype=g.dtype))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba", "cuda"])
+def test_ieee_mode_keeps_denormals(backend):
+    _backend_ok(backend)
+    d = DENORMAL["f32"]
+    a, b = np.float32([-1, -d, d]), np.float32([-d, -0.0, 1])
+    comp = _comp("ieee", ["f32[3]", "f32[3]"], lambda x, y: [xe.Max(x, y), xe.Min(x, y), xe.Ceil(x)])
+    with xe.float_env(denormals="ieee"):
+        assert xe.get_float_env() == xe.FloatEnv("ieee")
+        got = comp.run(a, b, backend=backend)
+    assert xe.get_float_env().denormals == "flush"
+    for g, w in zip(got, [[-d, -0.0, 1], [-1, -d, d], [-1, -0.0, 1]]):
+        _same_bits(g, np.float32(w))
+    # the run option, for one run; and the default again after it
+    _same_bits(comp.run(a, b, backend=backend, denormals="ieee")[2], np.float32([-1, -0.0, 1]))
+    _same_bits(comp.run(a, b, backend=backend)[2], np.float32([-1, -0.0, 0.0]))
+
+
+def test_jax_backend_refuses_ieee_mode_on_xla_cpu():
+    pytest.importorskip("jax")
+    comp = _comp("j", ["f32[2]"], lambda x: xe.Ceil(x))
+    with pytest.raises(ExecutionError, match="denormals='ieee'.*XLA:CPU"):
+        comp.run(np.float32([1, 2]), backend="jax", denormals="ieee")
+
+
+def test_float_env_switches():
+    previous = xe.set_float_env(denormals="ieee")
+    try:
+        assert previous == xe.FloatEnv("flush") and xe.get_float_env().denormals == "ieee"
+        assert xe.Ceil(np.float32([DENORMAL["f32"]]))[0] == 1      # eager ops follow it too
+    finally:
+        xe.set_float_env(previous.denormals)
+    assert xe.Ceil(np.float32([DENORMAL["f32"]]))[0] == 0
+    with pytest.raises(ValueError, match="denormals='daz'.*'flush'.*'ieee'"):
+        xe.float_env(denormals="daz").__enter__()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_denormals_in_conversions_products_and_reductions(backend):
+    """jax.jit: x*0.5 of 2**-126, f32 <-> f64 conversions (the processor's conversion honours
+    DAZ/FTZ), bf16 -> f32 (a shift: kept), a sum and a dot of denormals, compares."""
+    _backend_ok(backend)
+    d = DENORMAL["f32"]
+    comp = _comp("mix", ["f32[4]", "f64[1]", "bf16[1]"], lambda x, w, h: [
+        xe.Mul(x, xe.Constant(x.builder, np.float32(0.5))),
+        xe.ConvertElementType(x, "f64"), xe.ConvertElementType(w, "f32"), xe.ConvertElementType(h, "f32"),
+        xe.Reduce(x, xe.Constant(x.builder, np.float32(0)), lambda a, c: xe.Add(a, c), dimensions=[0]),
+        xe.Dot(x, x),
+        xe.Compare(x, xe.Neg(x), "EQ"), xe.Compare(x, xe.Neg(x), "EQ", "TOTALORDER")])
+    x = np.float32([2.0 ** -126, d, d, d])
+    got = comp.run(x, np.float64([2.0 ** -130]), np.array([2.0 ** -133], ml_dtypes.bfloat16), backend=backend)
+    want = [np.float32([0, 0, 0, 0]), np.float64([2.0 ** -126, 0, 0, 0]), np.float32([0]),
+            np.float32([2.0 ** -133]), np.float32(2.0 ** -126), np.float32(0),
+            np.array([False, True, True, True]), np.array([False, False, False, False])]
+    for g, w in zip(got, want):
+        _same_bits(g, w)
+
+
+# -- complex arithmetic and order ----------------------------------------------------------------
+
+#: (lhs, rhs, lhs * rhs, lhs / rhs) on c64, from jax.jit(lax.mul) and jax.jit(lax.div)
+_C64 = [
+    (complex(1, -2.5), complex(-inf, 3e38), complex(nan, inf), complex(-0.0, 0.0)),     # C99: -inf+inf i
+    (complex(-2.5, -2.5), complex(3e38, 3e38), complex(inf, -inf), complex(-0.0, 0.0)),  # FMA: not NaN
+    (complex(-2.5, 1), complex(inf, 3e38), complex(-inf, nan), complex(-0.0, 0.0)),
+    (complex(0, inf), complex(1, 3e38), complex(-inf, inf), complex(inf, nan)),  # 1/3e38 flushed to 0
+    (complex(0, inf), complex(3e38, 1), complex(-inf, inf), complex(nan, inf)),
+    (complex(0, inf), complex(0, 0), complex(nan, nan), complex(nan, inf)),
+    (complex(1, 0), complex(inf, inf), complex(nan, nan), complex(0.0, -0.0)),
+    (complex(1, 2), complex(3, -4), complex(11, 2), complex(-0.2, 0.4)),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_multiply_and_divide_as_xla(backend):
+    _backend_ok(backend)
+    x = np.array([r[0] for r in _C64], np.complex64)
+    y = np.array([r[1] for r in _C64], np.complex64)
+    comp = _comp("cmd", ["c64[8]", "c64[8]"], lambda a, b: [xe.Mul(a, b), xe.Div(a, b)])
+    mul, div = comp.run(x, y, backend=backend)
+    np.testing.assert_allclose(mul, np.array([r[2] for r in _C64], np.complex64), rtol=1e-6)
+    np.testing.assert_allclose(div, np.array([r[3] for r in _C64], np.complex64), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_complex_max_min_compare_the_real_parts(t, backend):
+    """stablehlo.maximum/minimum/compare on complex compiled by XLA:CPU: max and min keep the
+    first operand unless the second's real part is larger (smaller); LT/GT are lexicographic,
+    LE/GE compare the real parts only."""
+    _backend_ok(backend)
+    dt = xe.Shape(t, ()).dtype
+    a = np.array([1 + 1j, 1 + 2j, 2 + 0j, complex(nan, 0), complex(0, nan), 1 - 1j, complex(-0.0, 1), 3 + 1j,
+                  complex(1, nan), complex(-0.0, 0)], dt)
+    b = np.array([1 + 2j, 1 + 1j, 1 + 5j, 1 + 0j, 1 + 0j, 1 + 1j, complex(0.0, 0), complex(nan, 0), 1 + 2j, 0j], dt)
+    comp = _comp("cmm", [f"{t}[10]", f"{t}[10]"], lambda x, y: [
+        xe.Max(x, y), xe.Min(x, y), xe.Lt(x, y), xe.Le(x, y), xe.Gt(x, y), xe.Ge(x, y)])
+    mx, mn, lt, le, gt, ge = comp.run(a, b, backend=backend)
+    np.testing.assert_array_equal(mx, np.array([1 + 1j, 1 + 2j, 2, 1, 1, 1 - 1j, complex(-0.0, 1), complex(nan, 0),
+                                                complex(1, nan), complex(-0.0, 0)], dt))
+    np.testing.assert_array_equal(mn, np.array([1 + 1j, 1 + 2j, 1 + 5j, 1, complex(0, nan), 1 - 1j, complex(-0.0, 1),
+                                                complex(nan, 0), complex(1, nan), complex(-0.0, 0)], dt))
+    np.testing.assert_array_equal(lt, [1, 0, 0, 0, 1, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(le, [1, 1, 0, 0, 1, 1, 1, 0, 1, 1])
+    np.testing.assert_array_equal(gt, [0, 1, 1, 0, 0, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(ge, [1, 1, 1, 0, 0, 1, 1, 0, 1, 1])
+
+
+def test_complex_totalorder_is_refused_as_xlas_verifier_does():
+    with pytest.raises(xe.ShapeError, match="TOTALORDER does not fit element type c64"):
+        xe.Compare(np.complex64([1]), np.complex64([2]), "LT", "TOTALORDER")
+
+
+# -- pred arithmetic and complex bitcasts on every backend -----------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pred_add_is_or_and_multiply_is_and(backend):
+    _backend_ok(backend)
+    p, q = np.array([0, 0, 1, 1], bool), np.array([0, 1, 0, 1], bool)
+    comp = _comp("pred", ["pred[4]", "pred[4]"], lambda x, y: [xe.Add(x, y), xe.Mul(x, y)])
+    add, mul = comp.run(p, q, backend=backend)
+    np.testing.assert_array_equal(add, [False, True, True, True])
+    np.testing.assert_array_equal(mul, [False, False, False, True])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bitcast_convert_c128_to_c64_and_back(backend):
+    """StableHLO's interpreter test bitcast_convert_op_test_c128_to_c64 (XLA:CPU refuses to
+    compile it; the bytes are the spec's): (0x0123456789ABCDEF, 0x0000000011111111) ->
+    [(0x89ABCDEF, 0x01234567), (0x11111111, 0x00000000)]."""
+    _backend_ok(backend)
+    x = np.array([0x0123456789ABCDEF, 0x0000000011111111], np.uint64).view(np.complex128)
+    to_c64 = _comp("c128_c64", ["c128[]"], lambda v: xe.BitcastConvertType(v, "c64"))
+    got = to_c64.run(x[0], backend=backend)
+    assert got.dtype == np.complex64 and got.shape == (2,)
+    np.testing.assert_array_equal(got.view(np.uint32), [0x89ABCDEF, 0x01234567, 0x11111111, 0])
+    back = _comp("c64_c128", ["c64[2]"], lambda v: xe.BitcastConvertType(v, "c128"))
+    np.testing.assert_array_equal(back.run(got, backend=backend).reshape(1).view(np.uint64), x.view(np.uint64))
+
+
+# -- Inf and NaN in convolution windows over padding and dilation holes ----------------------------
+
+#: (type, lhs length, kernel, padding, lhs dilation, XLA:CPU's result), from jax.jit of
+#: lax.conv_general_dilated on ones: Eigen (f32, buffers over 8 bytes) multiplies the padding's
+#: zeros (Inf -> NaN); the loop emitter (f64, tiny buffers, lhs dilation) skips those cells
+_CONV = [
+    ("f32", 3, [inf, 1, 1], (1, 1), 1, [nan, inf, inf]),
+    ("f32", 3, [inf, 1, 1], (0, 0), 2, [inf, 1, inf]),
+    ("f64", 3, [inf, 1, 1], (1, 1), 1, [2, inf, inf]),
+    ("f32", 2, [inf, 1, 1], (1, 1), 1, [2, inf]),
+    ("f32", 4, [1, nan, 1], (1, 1), 1, [nan, nan, nan, nan]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", range(len(_CONV)))
+def test_non_finite_kernel_over_padding_and_holes_as_xla_cpu(case, backend):
+    _backend_ok(backend)
+    t, n, kernel, pad, ld, want = _CONV[case]
+    dt = xe.Shape(t, ()).dtype
+    comp = _comp("conv", [f"{t}[1,1,{n}]", f"{t}[1,1,{len(kernel)}]"], lambda x, k: xe.ConvGeneralDilated(
+        x, k, [1], [pad], lhs_dilation=[ld], rhs_dilation=[1]))
+    got = comp.run(np.ones((1, 1, n), dt), np.array(kernel, dt).reshape(1, 1, -1), backend=backend)
+    np.testing.assert_array_equal(got.ravel(), np.array(want, dt))
