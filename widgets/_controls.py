@@ -11,7 +11,7 @@ import ast
 import ipywidgets as w
 import traitlets
 
-from xla_explorer.playground import DEFAULT, SOURCES, Source
+from xla_explorer.playground import DEFAULT, SOURCES, Source, as_source
 
 LABEL_WIDTH = "15em"
 ENTRY = w.Layout(width="4.5em")
@@ -130,8 +130,8 @@ class Tuples(Composite):
     def _on_mode(self, change):
         if self._quiet:
             return
-        n = len(self._rows)
-        self.value = change["new"] if change["new"] != "pairs" else tuple((0,) * self.width for _ in range(n))
+        # back to pairs: empty, and the playground gives each dimension (0, 0)
+        self.value = change["new"] if change["new"] != "pairs" else ()
 
     def _changed(self, _=None):
         if not self._quiet:
@@ -239,6 +239,14 @@ class ArrayInput(Composite):
         super().__init__(description, value or Source(), tooltip)
         self.children = [self._label, self._shape, self._source, self._seed_label, self._seed, self._typed]
 
+    @traitlets.validate("value")
+    def _valid_value(self, proposal):
+        # "f32[3,4]", ("s32[2]", [0, 1]), an array: what OpCall takes for an operand
+        try:
+            return as_source(proposal["value"])
+        except ValueError as e:
+            raise traitlets.TraitError(str(e)) from None
+
     def _changed(self, _=None):
         if self._quiet:
             return
@@ -296,6 +304,13 @@ class ArrayList(w.VBox):
     def _on_value(self, change):
         if not self._quiet:
             self._draw()
+
+    @traitlets.validate("value")
+    def _valid_value(self, proposal):
+        try:
+            return [as_source(v) for v in proposal["value"] or ()]
+        except ValueError as e:
+            raise traitlets.TraitError(str(e)) from None
 
     def _item_changed(self, _=None):
         self._quiet = True

@@ -131,7 +131,8 @@ class OpPlayground(w.VBox):
         except Exception as e:  # a value the model refuses: shown beside the control
             self._show_failure(name, str(e))
             return
-        self._sync(changed - {name})
+        # the controls the model changed (the one edited too, when the model completed it)
+        self._sync({n for n in changed if n != name or self.call.values[n] != value})
         self._refresh()
 
     def _sync(self, names):

@@ -194,7 +194,10 @@ class OpCall:
             raise KeyError(f"{self.name} has no argument {name!r}; its arguments: {', '.join(self.by_name)}")
         self.values[name] = _normalise(self.by_name[name], value)
         self.last_set = name
-        return {name} | conform(self.args, self.values) | self._valid_computations()
+        # the others follow it; a per-dimension list set by hand stays as given (a wrong
+        # length is the shape rule's to report, beside it); an empty one gets the defaults
+        fixed = {name} if self.values[name] else set()
+        return {name} | conform(self.args, self.values, fixed=fixed) | self._valid_computations()
 
     def _valid_computations(self):
         """Computation labels that no longer fit (Reduce of 2 operands: other choices) reset."""
@@ -405,6 +408,11 @@ def _candidates(arg, value, error, call):
         for c in call.choices(arg):
             if c != value:
                 yield f"{arg.name} = {c}", c
+    elif kind in _args.PER_DIMENSION and isinstance(value, (list, tuple)) and \
+            _length_of(call.by_name, call.values, arg.of) not in (None, len(value) + arg.drop):
+        trial = dict(call.values)
+        conform(call.args, trial)
+        yield f"{arg.name} = {list(trial[arg.name])}", trial[arg.name]
     elif kind in ("sizes", "dims") and isinstance(value, (list, tuple)):
         m = re.search(re.escape(arg.name) + r"\[(\d+)\]", error)
         if m and int(m.group(1)) < len(value):
@@ -523,6 +531,12 @@ def _normalise(arg, value):
     if arg.kind == "groups" and isinstance(value, (list, tuple)):
         return tuple(tuple(int(x) for x in g) for g in value)
     return value
+
+
+def as_source(v):
+    """An operand as the playground keeps it: a ``Source`` from a shape text (``"f32[2,3]"``),
+    a ``(shape text, values)`` pair, an array (its values typed) or a dict of fields."""
+    return _source(v)
 
 
 def _source(v):
@@ -706,5 +720,5 @@ def buildable(op):
     return True if outcome.ok else outcome.error
 
 
-__all__ = ["OpCall", "Outcome", "Source", "operand_value", "blame", "conform", "starting_values", "buildable",
+__all__ = ["OpCall", "Outcome", "Source", "as_source", "operand_value", "blame", "conform", "starting_values", "buildable",
            "MAX_ELEMENTS", "SOURCES", "ELEMENT_TYPES"]
