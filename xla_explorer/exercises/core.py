@@ -163,8 +163,9 @@ class Call:
 
     # -- variants --------------------------------------------------------------------------
     def copy(self):
-        c = Call(self.opcode, self.operands, self.attrs, self.display, self.api, self.args, self.note)
-        c.broken = self.broken
+        c = type(self).__new__(type(self))  # subclasses (collective calls) stay what they are
+        c.__dict__.update(self.__dict__)
+        c.operands, c.attrs, c.display, c.args = list(self.operands), dict(self.attrs), list(self.display), dict(self.args)
         return c
 
     def with_attrs(self, **changes):
@@ -1211,6 +1212,10 @@ class AttributeExercise(Exercise):
     def code(self):
         return self.call.code(target=self.target)
 
+    def _ours(self):
+        """The attribute values the exercise was made with (a fix exercise: the intended ones)."""
+        return {h: self.call.attrs[h] for h in self.hidden}
+
     def judge(self, answer, reveal):
         if isinstance(answer, str):
             answer = parse_literal(answer)
@@ -1259,7 +1264,7 @@ class AttributeExercise(Exercise):
                             f"{index_text(first)} = {scalar_text(result[first])}, while target{index_text(first)} = "
                             f"{scalar_text(target[first])}." + ("\n" + why if reveal else ""),
                             self.answer_value() if reveal else None)
-        ours = {h: self.call.attrs[h] for h in self.hidden}
+        ours = self._ours()
         extra = "" if all(spec_attr(values[h]) == spec_attr(ours[h]) for h in self.hidden) else \
             f"\n(The exercise used {', '.join(f'{k}={spec_attr(v)}' for k, v in ours.items())}; yours works too.)"
         return Feedback(True, f"With {shown} the result is the target." + extra + "\n" + why, self.answer_value())
@@ -1459,7 +1464,9 @@ class Generator:
             kind = self.kinds[np.random.default_rng([seed, level, self._crc, 99]).integers(len(self.kinds))]
         if kind not in self.kinds:
             raise ValueError(f"{self.opcode} has no {kind!r} exercises; kinds: {', '.join(self.kinds)}")
-        call = self.problem(np.random.default_rng([seed, level, self._crc]), level, kind)
+        # a kind may have problems of its own (indexing stories, replicated operands)
+        problem = getattr(self, kind + "_problem", self.problem)
+        call = problem(np.random.default_rng([seed, level, self._crc]), level, kind)
         call.shape()  # a generated problem is legal (mutations come later)
         rng = np.random.default_rng([seed, level, self._crc, _KIND_NUMBER[kind]])
         return KINDS[kind](self, call, seed=seed, level=level, rng=rng, teacher=teacher)
