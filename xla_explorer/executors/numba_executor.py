@@ -12,12 +12,12 @@ exchange is a simulation, not a computation): they run the reference's code.
 import numpy as np
 
 from .. import fpenv, progress
-from ..errors import ExecutionError
+from ..errors import ExecutionError, ShapeError
 from ..ops import registry
 from ..shapes import check_size
 from .fusion import fusion_plan
 from .loopgen import broadcast_strides
-from .reference import ExecutionContext, Region, Token, conform, entry_arguments
+from .reference import ExecutionContext, Region, Token, conform, entry_arguments, name_instruction
 
 #: ops interpreted by the executor itself (no data is computed)
 _CONTROL = {"parameter", "tuple", "get-tuple-element", "call", "fusion", "while", "conditional",
@@ -211,8 +211,11 @@ def run_op(inst, values, ctx, backend):
         values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
         out = kernel(*values, shape=inst.shape, **kwargs)
-    except (NotImplementedError, ExecutionError):
-        raise
+    except (NotImplementedError, ExecutionError, ShapeError) as e:
+        named = name_instruction(e, f"{opdef.name} {inst.name}", inst.name)
+        if named is None:
+            raise
+        raise named from e
     except Exception as e:
         raise ExecutionError(f"{opdef.name} {inst.name} ({backend.name} kernel): {type(e).__name__}: {e}") from e
     return backend.flush(out) if flush_result else out
@@ -252,7 +255,8 @@ def _scan(inst, values, ctx, backend):
     outputs = [np.empty(s.dims, s.dtype) for s in leaves[:len(leaves) - m]]
     n = inputs[0].shape[d]
     for k in (range(n - 1, -1, -1) if inst.attrs.get("is_reverse") else range(n)):
-        args = [backend.to_device(np.ascontiguousarray(np.take(x, k, axis=d))) for x in inputs] + carries
+        # np.array, not np.ascontiguousarray: that makes a 0-d slice (a 1-D input's) 1-D
+        args = [backend.to_device(np.array(np.take(x, k, axis=d), order="C")) for x in inputs] + carries
         result = evaluate(region, args, ctx, backend)
         result = list(result) if isinstance(result, tuple) else [result]
         for y, y_k in zip(outputs, result[:len(outputs)]):

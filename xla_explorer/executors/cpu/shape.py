@@ -23,13 +23,14 @@ and the writes stay within a few cache lines per tile.
 fused loop (a lone one is a one-member loop group), so the executor never asks for one.
 """
 import functools
+import itertools
 import sys
 import threading
 
 import numpy as np
 from numba import njit, prange, uint64
 
-from ..numba_setup import PARALLEL_THRESHOLD, numba
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
 from . import kernel
 
 numba()  # configure numba (threading layer) before the first compile
@@ -131,7 +132,7 @@ def copy_words(array):
     NumPy's one-thread copy on this project's machines)."""
     src = words(array)
     out = POOL.take(src.nbytes).view(src.dtype)
-    if src.size >= PARALLEL_THRESHOLD:
+    if src.size >= MOVE_PARALLEL_THRESHOLD:
         strided_copy(out, 0, (1,), src, 0, (1,), (src.size,))
     else:
         np.copyto(out, src)
@@ -152,12 +153,14 @@ _pool_lock = threading.Lock()
 
 
 def in_threads(fn, n, parallel, *args):
-    """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into one contiguous part
-    per Numba thread, the calling thread running the first part and a small pool of
-    Python threads the others (``fn`` is a ``nogil`` Numba function, so they run at
-    once).  This costs tens of microseconds more than a ``prange`` launch, so it is for
-    large work; it saves the compilation of a parallel wrapper (over a second each,
-    cold) and does not spin-wait when another process wants the core."""
+    """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into about four parts per
+    Numba thread, which the calling thread and a small pool of Python threads take in turn
+    (``fn`` is a ``nogil`` Numba function, so they run at once).  The caller waits only for
+    parts another thread has started: when another process holds a core and a pool thread
+    does not get to run, the caller does its parts too instead of waiting for it.  This
+    costs tens of microseconds more than a ``prange`` launch, so it is for large work; it
+    saves the compilation of a parallel wrapper (over a second each, cold) and does not
+    spin-wait when another process wants the core."""
     global _pool
     k = min(threads(), n) if parallel else 1
     if k <= 1:
@@ -168,13 +171,37 @@ def in_threads(fn, n, parallel, *args):
             if _pool is None or _pool._max_workers < k - 1:
                 from concurrent.futures import ThreadPoolExecutor
                 _pool = ThreadPoolExecutor(k - 1, thread_name_prefix="xla_explorer_kernel")
-    per = -(-n // k)
-    parts = [_pool.submit(fn, i * per, min(n, (i + 1) * per), *args) for i in range(1, k) if i * per < n]
-    try:
-        fn(0, min(n, per), *args)
-    finally:
-        for p in parts:
-            p.result()
+    parts = min(n, 4 * k)
+    per = -(-n // parts)
+    parts = -(-n // per)
+    claim = itertools.count()   # next() is atomic under the GIL
+    done = threading.Semaphore(0)
+    errors = []
+
+    def work():
+        mine = 0
+        while True:
+            c = next(claim)
+            if c >= parts:
+                return mine
+            try:
+                fn(c * per, min(n, (c + 1) * per), *args)
+            except BaseException as e:  # noqa: BLE001 - re-raised by the caller
+                errors.append(e)
+            done.release()
+            mine += 1
+
+    # compile (or load) fn for these argument types here, on an empty range, before other
+    # threads call it: Numba compiling one function in several threads at once can fail
+    # ("no compiled object yet for <Library ...>")
+    fn(0, 0, *args)
+    for _ in range(k - 1):
+        _pool.submit(work)
+    work()
+    for _ in range(parts):  # every part, whoever took it
+        done.acquire()
+    if errors:
+        raise errors[0]
 
 
 def row_major_strides(dims):
@@ -380,7 +407,7 @@ def tiles_ser(dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
 
 def run_copy(plan, dst, dbase, src, sbase):
     """Run a CopyPlan: ``dst`` and ``src`` are flat word arrays of one dtype."""
-    par = plan.n >= PARALLEL_THRESHOLD
+    par = plan.n >= MOVE_PARALLEL_THRESHOLD
     if plan.tile:
         (tiles_par if par else tiles_ser)(dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr,
                                           plan.tile_dim, plan.tile)
