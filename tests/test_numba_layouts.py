@@ -284,3 +284,16 @@ def test_flush_denormals_is_fpenv_flush(t):
     got, want = flush_denormals(x), fpenv.flush(x)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "s32"])
+def test_nonfinite_scan_is_the_numpy_check(t):
+    from xla_explorer.executors.cpu.elementwise import has_nonfinite
+    from xla_explorer.ops.linalg import has_nonfinite as by_numpy
+    x = _values((300,), t) if t in ("f32", "f64", "s32") else RNG.normal(size=300).astype(xe.Shape(t, ()).dtype)
+    assert has_nonfinite(x) == by_numpy(x) is False
+    if t != "s32":
+        for bad in (np.inf, -np.inf, np.nan):
+            y = x.copy()
+            y[123] = bad
+            assert has_nonfinite(x, y) == by_numpy(y) is True
