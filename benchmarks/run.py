@@ -1,16 +1,23 @@
-"""Benchmarks: the Numba executor against the NumPy reference and JAX, in one run.
+"""Benchmarks: the Numba executor against JAX (XLA:CPU) and the NumPy reference, in one run.
 
-    python benchmarks/run.py [--quick] [--only NAME] [--no-readme]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/run.py \\
+        [--quick] [--only NAME] [--sizes N] [--no-readme] [--no-latency]
 
-For each workload (benchmarks/workloads.py): the median time of the NumPy reference,
-``backend="numba"`` and, when jax is installed, ``jax.jit(comp.to_jax())`` (compile
-excluded), all in this process after a warm-up; the ratios numba/JAX and
-reference/numba; effective GB/s (bytes read + written / time) against the machine's
-copy bandwidth measured here.  Also: first-call latency in a fresh process with a cold
-and a warm kernel cache, and the per-op dispatch overhead on 8x8 arrays.
+For every op family of ``workloads.SWEEP`` in both its layouts (the dimension it works
+along minor or major) at every size (in-cache to several times the last-level cache),
+and for the real programs of ``workloads.PROGRAMS`` (from their lowered and their
+optimised HLO): the HLO JAX lowers the function to is run by ``backend="numba"`` and
+timed *interleaved* with ``jax.jit`` of the same function (compile excluded; numba,
+JAX, numba, JAX, ...), medians of repeated runs; a point whose ratio comes out above 1
+is measured a second time and the runs pooled.  The reference (``backend="numpy"``) is
+timed once or a few times, or skipped where a run would take minutes.  Results are
+checked against JAX's.  Also: the machine's copy bandwidth (the yardstick of the
+data-movement ops), the per-op dispatch overhead, the first-call latency in a fresh
+process with a cold and a warm kernel cache.
 
-Writes benchmarks/results/results.json, docs/images/benchmarks.png and the table in
-README.md between the ``<!-- benchmarks -->`` markers.  Timings are not tests.
+Writes benchmarks/results/results.json, docs/images/benchmarks.png (time per element
+against size) and the tables in README.md between the ``<!-- benchmarks -->`` markers.
+Timings are not tests.
 """
 import argparse
 import json
@@ -30,18 +37,58 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import xla_explorer as xe  # noqa: E402
-from workloads import WORKLOADS  # noqa: E402
+from workloads import MiB, PROGRAMS, SWEEP  # noqa: E402
 
 
-def median_time(fn, min_reps=3, budget=1.5):
+def median_time(fn, min_reps=3, budget=1.5, max_reps=50):
     fn()  # warm-up (compiles)
     times = []
     start = time.perf_counter()
-    while len(times) < min_reps or (time.perf_counter() - start < budget and len(times) < 50):
+    while len(times) < min_reps or (time.perf_counter() - start < budget and len(times) < max_reps):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def interleaved(fa, fb, budget=2.0, min_reps=5, max_reps=60):
+    """Median times of ``fa`` and ``fb`` run alternately (so that both see the same load)."""
+    ta, tb = [], []
+    start = time.perf_counter()
+    while len(ta) < min_reps or (time.perf_counter() - start < budget and len(ta) < max_reps):
+        t = time.perf_counter()
+        fa()
+        ta.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        fb()
+        tb.append(time.perf_counter() - t)
+    return ta, tb
+
+
+def machine():
+    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        info["load_average"] = os.getloadavg()
+    except OSError:
+        pass
+    import numba
+    info["numba_threads"] = numba.get_num_threads()
+    info["numba_threading_layer"] = numba.config.THREADING_LAYER
+    try:
+        import jax
+        info["jax"] = jax.__version__
+    except ImportError:
+        pass
+    info["numba"] = numba.__version__
+    return info
 
 
 def blas_info():
@@ -58,55 +105,76 @@ def blas_info():
 
 
 def copy_bandwidth():
-    src = np.ones(1 << 25, np.float32)  # 128 MiB
+    """Read + write GB/s of a 128 MiB copy by this machine's threads (the data-movement
+    yardstick), the best of NumPy's one-thread copy and the executors' threaded copy."""
+    from xla_explorer.executors.cpu.shape import copy_words
+    src = np.ones(1 << 25, np.float32)
     dst = np.empty_like(src)
-    t = median_time(lambda: np.copyto(dst, src), min_reps=5, budget=1.0)
-    return 2 * src.nbytes / t / 1e9
+    t1 = median_time(lambda: np.copyto(dst, src), min_reps=5, budget=1.0)
+    t2 = median_time(lambda: copy_words(src), min_reps=5, budget=1.0)
+    return 2 * src.nbytes / min(t1, t2) / 1e9
 
 
 def nbytes(values):
     if isinstance(values, (tuple, list)):
         return sum(nbytes(v) for v in values)
+    if isinstance(values, dict):
+        return sum(nbytes(v) for v in values.values())
     return np.asarray(values).nbytes
 
 
-def jax_fn(comp):
-    try:
-        import jax
-    except ImportError:
-        return None
-    to_jax = getattr(comp, "to_jax", None)
-    if to_jax is None:
-        return None
-    f = jax.jit(to_jax())
+def _same(a, b):
+    import jax
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape:
+            return False
+        if x.dtype.kind in "biu":
+            if not np.array_equal(x, y):
+                return False
+        elif not np.allclose(x.astype(np.float64), y.astype(np.float64), rtol=2e-3, atol=2e-3, equal_nan=True):
+            return False
+    return True
 
-    def run(*args):
-        out = f(*args)
-        jax.block_until_ready(out)
-        return out
-    return run
 
+def measure(f, args, optimized=False, ref=True, budget=2.0, ref_limit=20.0):
+    """Time one workload: numba and JAX interleaved, the reference apart."""
+    import jax
+    flat = jax.tree_util.tree_leaves(args)
+    comp = xe.from_jax(f, *args, optimized=optimized)
+    jf = jax.jit(f)
+    jargs = jax.device_put(args)
+    row = {}
+    want = jax.block_until_ready(jf(*jargs))
+    got = comp.run(*flat, backend="numba")
+    row["agrees_with_jax"] = bool(_same(got, want))
+    out_bytes = nbytes(jax.tree_util.tree_leaves(want))
+    row["bytes"] = nbytes(flat) + out_bytes
+    row["elements"] = int(sum(np.size(a) for a in flat))
 
-def bench(name, quick):
-    make, kind = WORKLOADS[name]
-    comp, args = make(np.random.default_rng(0))
-    row = {"workload": name, "kind": kind}
-    out = comp.run(*args, backend="numba")
-    row["bytes"] = nbytes(args) + nbytes(out)
-    row["numba_s"] = median_time(lambda: comp.run(*args, backend="numba"))
-    row["numpy_s"] = median_time(lambda: comp.run(*args), min_reps=1 if quick else 3, budget=0.5 if quick else 2.0)
-    jf = jax_fn(comp)
-    if jf is not None:
-        try:
-            import jax
-            jargs = [jax.device_put(a) for a in args]
-            row["jax_s"] = median_time(lambda: jf(*jargs))
-        except Exception as e:  # noqa: BLE001 - reported in the table
-            row["jax_error"] = f"{type(e).__name__}: {e}"[:120]
+    def numba_run():
+        comp.run(*flat, backend="numba")
+
+    def jax_run():
+        jax.block_until_ready(jf(*jargs))
+
+    tn, tj = interleaved(numba_run, jax_run, budget=budget)
+    if statistics.median(tn) > statistics.median(tj):  # suspicious: measure again, pool the runs
+        tn2, tj2 = interleaved(numba_run, jax_run, budget=budget)
+        tn, tj = tn + tn2, tj + tj2
+    row["numba_s"] = statistics.median(tn)
+    row["jax_s"] = statistics.median(tj)
+    row["numba_over_jax"] = row["numba_s"] / row["jax_s"]
     row["numba_gbs"] = row["bytes"] / row["numba_s"] / 1e9
-    row["speedup_vs_numpy"] = row["numpy_s"] / row["numba_s"]
-    if "jax_s" in row:
-        row["numba_over_jax"] = row["numba_s"] / row["jax_s"]
+    if ref:
+        t = time.perf_counter()
+        comp.run(*flat)
+        first = time.perf_counter() - t
+        row["numpy_s"] = first if first > ref_limit / 4 else min(first, median_time(
+            lambda: comp.run(*flat), min_reps=1, budget=min(ref_limit, 3 * first), max_reps=5))
     return row
 
 
@@ -115,8 +183,11 @@ import time, sys, numpy as np
 sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
 t0 = time.perf_counter()
 import xla_explorer as xe
-from workloads import WORKLOADS
-comp, args = WORKLOADS[{name!r}][0](np.random.default_rng(0))
+import jax
+from workloads import SWEEP
+build, layouts, kind, sizes = SWEEP[{name!r}]
+f, args = build({layout!r}, sizes[0], np.random.default_rng(0))
+comp = xe.from_jax(f, *args)
 t1 = time.perf_counter()
 import numba  # once per process, whatever the cache holds: timed apart
 from xla_explorer.executors import cpu
@@ -126,12 +197,14 @@ comp.run(*args, backend="numba")
 print(t2 - t1, time.perf_counter() - t2)
 """
 
+LATENCY_CASES = (("softmax", "minor"), ("gather rows / columns", "major"), ("reduce-window max 3x3/2", "minor"))
 
-def first_call_latency(name):
+
+def first_call_latency(name, layout):
     with tempfile.TemporaryDirectory() as cache:
         # both caches in a new folder: generated loops and the kernels of cpu/*.py
         env = dict(os.environ, XLA_EXPLORER_CACHE=cache, NUMBA_CACHE_DIR=cache)
-        code = _LATENCY.format(root=str(ROOT), bench=str(ROOT / "benchmarks"), name=name)
+        code = _LATENCY.format(root=str(ROOT), bench=str(ROOT / "benchmarks"), name=name, layout=layout)
         runs = []
         for _ in range(2):
             out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -153,38 +226,79 @@ def dispatch_overhead():
     return t / 20
 
 
-def table(rows, bw):
-    head = "| workload | NumPy ref | numba | JAX | numba/JAX | ref/numba | numba GB/s (% of copy) |\n|---|---|---|---|---|---|---|"
-    lines = [head]
-    for r in rows:
-        jax_s = f"{r['jax_s'] * 1e3:.2f} ms" if "jax_s" in r else "-"
-        ratio = f"{r['numba_over_jax']:.2f}" if "numba_over_jax" in r else "-"
-        lines.append(f"| {r['workload']} | {r['numpy_s'] * 1e3:.1f} ms | {r['numba_s'] * 1e3:.2f} ms | {jax_s} | "
-                     f"{ratio} | {r['speedup_vs_numpy']:.0f}x | {r['numba_gbs']:.1f} ({100 * r['numba_gbs'] / bw:.0f}%) |")
+def _size_label(n):
+    return f"{n // MiB} MiB" if n >= MiB else f"{n // 1024} KiB"
+
+
+def _ratio(r):
+    if r is None or "numba_over_jax" not in r:
+        return "-"
+    text = f"{r['numba_over_jax']:.2f}"
+    if not r.get("agrees_with_jax", True):
+        text += " (differs)"
+    return f"**{text}**" if r["numba_over_jax"] > 1.0 else text
+
+
+def sweep_table(rows, sizes, bw):
+    head = ("| op | layout | " + " | ".join(_size_label(s) for s in sizes)
+            + " | numba GB/s (% of copy), largest | ref / numba, largest |")
+    lines = [head, "|" + "---|" * (len(sizes) + 4)]
+    for (family, layout), points in rows.items():
+        cells = [_ratio(points.get(s)) for s in sizes]
+        largest = points[max(points)]
+        gbs = f"{largest['numba_gbs']:.1f} ({100 * largest['numba_gbs'] / bw:.0f}%)" \
+            if SWEEP[family][2] == "data" else "-"
+        ref = f"{largest['numpy_s'] / largest['numba_s']:.0f}x" if largest.get("numpy_s") else "-"
+        lines.append(f"| {family} | {layout} | " + " | ".join(cells) + f" | {gbs} | {ref} |")
+    return "\n".join(lines)
+
+
+def program_table(rows):
+    lines = ["| program | HLO | NumPy ref | numba | JAX | numba/JAX |", "|---|---|---|---|---|---|"]
+    for (name, hlo), r in rows.items():
+        ref = f"{r['numpy_s'] * 1e3:.0f} ms" if r.get("numpy_s") else "-"
+        lines.append(f"| {name} | {hlo} | {ref} | {r['numba_s'] * 1e3:.2f} ms | {r['jax_s'] * 1e3:.2f} ms | "
+                     f"{_ratio(r)} |")
     return "\n".join(lines)
 
 
 def plot(rows, path):
+    """Time per element against size, one panel per op family: numba (solid), JAX
+    (dashed), the reference (dotted); one colour per layout."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    names = [r["workload"] for r in rows]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    y = np.arange(len(rows))
-    ax.barh(y - 0.2, [r.get("numba_over_jax", np.nan) for r in rows], 0.4, label="numba / JAX (lower is better)")
-    ax.barh(y + 0.2, [1 / r["speedup_vs_numpy"] for r in rows], 0.4, label="numba / NumPy reference")
-    ax.axvline(1.0, color="k", lw=0.8)
-    ax.set_yticks(y, names)
-    ax.set_xscale("log")
-    ax.set_xlabel("time ratio (log scale)")
-    ax.invert_yaxis()
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+    families = list(dict.fromkeys(f for f, _ in rows))
+    cols = 3
+    nrows = -(-len(families) // cols)
+    plt.rcParams.update({"font.size": 11})
+    fig, axes = plt.subplots(nrows, cols, figsize=(12, 2.9 * nrows), squeeze=False)
+    colours = ("tab:blue", "tab:orange")
+    for ax, family in zip(axes.flat, families):
+        for k, ((fam, layout), points) in enumerate((key, p) for key, p in rows.items() if key[0] == family):
+            sizes = sorted(points)
+            x = [s / MiB for s in sizes]
+            per = [points[s]["elements"] for s in sizes]
+            for key, style, label in (("numba_s", "-", "numba"), ("jax_s", "--", "JAX"), ("numpy_s", ":", "ref")):
+                y = [points[s][key] / e * 1e9 if points[s].get(key) else np.nan for s, e in zip(sizes, per)]
+                ax.plot(x, y, style, color=colours[k % 2], marker="o" if key == "numba_s" else None, ms=3,
+                        label=f"{layout}: {label}")
+        ax.set_title(family, fontsize=11)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("operand size (MiB)")
+        ax.set_ylabel("ns per element")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=9, ncol=2, frameon=False)
+    for ax in list(axes.flat)[len(families):]:
+        ax.axis("off")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
     return True
 
 
@@ -199,53 +313,112 @@ def update_readme(text):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer repeats of the slow reference")
-    ap.add_argument("--only", action="append", help="run only these workloads (substring)")
+    ap.add_argument("--quick", action="store_true", help="shorter timing budgets, the reference only once")
+    ap.add_argument("--only", action="append", help="run only the families / programs matching (substring)")
+    ap.add_argument("--sizes", type=int, default=None, help="only the first N sizes of each family")
+    ap.add_argument("--no-programs", action="store_true")
+    ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--no-readme", action="store_true")
     ap.add_argument("--no-latency", action="store_true")
     args = ap.parse_args(argv)
-    names = [n for n in WORKLOADS if not args.only or any(o in n for o in args.only)]
+    import jax  # noqa: F401  (the sweep is measured against it)
+    budget = 0.8 if args.quick else 2.0
     bw = copy_bandwidth()
     blas = blas_info()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"copy bandwidth {bw:.1f} GB/s (read + write); BLAS: {blas}; "
-          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
-    rows = []
-    for name in names:
-        try:
-            r = bench(name, args.quick)
-        except Exception as e:  # noqa: BLE001 - a missing kernel is reported, the others run
-            print(f"{name}: {type(e).__name__}: {str(e)[:160]}")
+    info = machine()
+    print(f"machine: {info}; copy bandwidth {bw:.1f} GB/s (read + write); BLAS: {blas}; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
+    rng = np.random.default_rng(0)
+    sweep, programs = {}, {}
+    selected = lambda name: not args.only or any(o in name for o in args.only)  # noqa: E731
+    all_sizes = sorted({s for _, _, _, sizes in SWEEP.values() for s in sizes})
+    if args.sizes:
+        all_sizes = all_sizes[:args.sizes]
+    for family, (build, layouts, kind, sizes) in ({} if args.no_sweep else SWEEP).items():
+        if not selected(family):
             continue
-        rows.append(r)
-        print(f"{name:28s} ref {r['numpy_s'] * 1e3:9.1f} ms  numba {r['numba_s'] * 1e3:8.2f} ms  "
-              f"jax {r.get('jax_s', float('nan')) * 1e3:8.2f} ms  numba/jax {r.get('numba_over_jax', float('nan')):5.2f}  "
-              f"ref/numba {r['speedup_vs_numpy']:6.0f}x  {r['numba_gbs']:5.1f} GB/s", flush=True)
+        for layout in layouts:
+            points = {}
+            ref_per_byte = 0.0  # the reference's time per operand byte at the last size
+            for size in sizes:
+                if size not in all_sizes:
+                    continue
+                try:
+                    f, fargs = build(layout, size, rng)
+                    # the reference where one run is predicted to take under a minute
+                    ref = ref_per_byte * size < (15.0 if args.quick else 60.0)
+                    r = measure(f, fargs, ref=ref, budget=budget, ref_limit=5.0 if args.quick else 20.0)
+                    if r.get("numpy_s"):
+                        ref_per_byte = r["numpy_s"] / size
+                except Exception as e:  # noqa: BLE001 - a failing point is reported, the others run
+                    print(f"{family} [{layout}] {_size_label(size)}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+                    continue
+                r.update(family=family, layout=layout, size=size)
+                points[size] = r
+                print(f"{family:28s} {layout:10s} {_size_label(size):>8s}  numba {r['numba_s'] * 1e3:9.3f} ms  "
+                      f"jax {r['jax_s'] * 1e3:9.3f} ms  numba/jax {r['numba_over_jax']:5.2f}  "
+                      f"ref {r.get('numpy_s', float('nan')) * 1e3:9.1f} ms  {r['numba_gbs']:6.1f} GB/s"
+                      + ("" if r["agrees_with_jax"] else "  DIFFERS FROM JAX"), flush=True)
+            if points:
+                sweep[(family, layout)] = points
+    for name, build in ({} if args.no_programs else PROGRAMS).items():
+        if not selected(name):
+            continue
+        for hlo, optimized in (("lowered", False), ("optimized", True)):
+            try:
+                f, fargs = build(np.random.default_rng(1))
+                r = measure(f, fargs, optimized=optimized, budget=2 * budget, ref_limit=30.0)
+            except Exception as e:  # noqa: BLE001
+                print(f"{name} [{hlo}]: {type(e).__name__}: {str(e)[:200]}", flush=True)
+                continue
+            programs[(name, hlo)] = r
+            print(f"{name:28s} {hlo:10s}  numba {r['numba_s'] * 1e3:9.3f} ms  jax {r['jax_s'] * 1e3:9.3f} ms  "
+                  f"numba/jax {r['numba_over_jax']:5.2f}  ref {r.get('numpy_s', float('nan')) * 1e3:9.1f} ms"
+                  + ("" if r["agrees_with_jax"] else "  DIFFERS FROM JAX"), flush=True)
     extra = {"copy_bandwidth_gbs": bw, "dispatch_overhead_us": dispatch_overhead() * 1e6, "blas": blas,
-             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "unset")}
+             "machine": info, "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "unset")}
+    extra["machine"]["load_average_after"] = os.getloadavg()
     print(f"dispatch overhead per op on 8x8: {extra['dispatch_overhead_us']:.1f} us")
     if not args.no_latency:
-        extra["first_call"] = {n: first_call_latency(n) for n in ("element-wise chain", "gather rows", "reduce-window max 3x3/2")}
+        extra["first_call"] = {f"{n} [{lay}]": first_call_latency(n, lay) for n, lay in LATENCY_CASES}
         for n, lat in extra["first_call"].items():
             print(f"first call in a fresh process, {n}: {lat}")
-    md = table(rows, bw)
-    md += (f"\n\nCopy bandwidth {bw:.1f} GB/s; dispatch overhead {extra['dispatch_overhead_us']:.1f} us per op (8x8); "
-           f"BLAS {blas.get('internal_api', '?')} {blas.get('version', '')} with {blas.get('architecture', '?')} kernels. "
-           f"Measured by `python benchmarks/run.py` on {os.cpu_count()} cores.")
-    if "first_call" in extra:
-        md += ("\nFirst call of a workload in a fresh process, after importing numba and the kernel modules "
-               "(cold cache / warm cache): " + "; ".join(
-                   f"{n}: {v.get('cold_s', float('nan')):.2f} s / {v.get('warm_s', float('nan')):.2f} s"
-                   for n, v in extra["first_call"].items())
-               + f"; the imports themselves: {next(iter(extra['first_call'].values())).get('import_s', float('nan')):.2f} s.")
-    print()
-    print(md)
+    full = not args.only and not args.sizes and not args.no_sweep and not args.no_programs
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"rows": rows, **extra}, indent=1))
-    plot(rows, ROOT / "docs" / "images" / "benchmarks.png")
-    if not args.no_readme:
-        update_readme(md)
+    # a partial run (--only, --sizes, ...) leaves the full run's files alone
+    (out / ("results.json" if full else "partial.json")).write_text(json.dumps(
+        {"sweep": [r for points in sweep.values() for r in points.values()],
+         "programs": [dict(r, program=n, hlo=h) for (n, h), r in programs.items()], **extra}, indent=1))
+    sizes_seen = sorted({s for points in sweep.values() for s in points})
+    md = []
+    if programs:
+        md.append(program_table(programs))
+    if sweep:
+        md.append("numba / JAX by operand size (below 1: numba is faster; bold: slower):\n\n"
+                  + sweep_table(sweep, sizes_seen, bw))
+        plot(sweep, ROOT / "docs" / "images" / "benchmarks.png" if full else out / "partial.png")
+    load = info.get("load_average")
+    md.append(
+        f"Machine: {info['cpu']}, {info['cores']} cores, Numba {info['numba']} on {info['numba_threads']} threads "
+        f"({info['numba_threading_layer']} layer), JAX {info.get('jax', '?')}; BLAS {blas.get('internal_api', '?')} "
+        f"{blas.get('version', '')} with {blas.get('architecture', '?')} kernels on {blas.get('num_threads', '?')} "
+        f"threads (OPENBLAS_CORETYPE {extra['openblas_coretype']}); copy bandwidth {bw:.1f} GB/s (read + write); "
+        f"dispatch overhead {extra['dispatch_overhead_us']:.1f} us per op (8x8)"
+        + (f"; load average {load[0]:.1f} at the start, {extra['machine']['load_average_after'][0]:.1f} at the end"
+           if load else "") + ". Measured by `python benchmarks/run.py`.")
+    if "first_call" in extra:
+        md[-1] += ("\nFirst call in a fresh process, after importing numba and the kernel modules "
+                   "(cold cache / warm cache): " + "; ".join(
+                       f"{n}: {v.get('cold_s', float('nan')):.2f} s / {v.get('warm_s', float('nan')):.2f} s"
+                       for n, v in extra["first_call"].items())
+                   + f"; the imports themselves: "
+                     f"{next(iter(extra['first_call'].values())).get('import_s', float('nan')):.2f} s.")
+    text = "\n\n".join(md)
+    print()
+    print(text)
+    if full and not args.no_readme:
+        update_readme(text)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: notebooks///ipynb,notebooks_py///py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -17,8 +22,9 @@
 # here JAX. We import the gradient of a tiny classifier (an embedding lookup, one hidden
 # layer, a softmax cross-entropy), look at its graph, find the ops from the earlier
 # notebooks inside it -- a gather, a scatter, reductions -- and ask them what they read.
-# Then we run it on three executors and compare with XLA instruction by instruction, and
-# finally look at what XLA:CPU actually compiled: fusions.
+# Then we run it on three executors and compare with XLA instruction by instruction, look
+# at what XLA:CPU actually compiled: fusions, and finally explore a program of a thousand
+# instructions whose graph starts collapsed.
 
 # %%
 import collections
@@ -73,7 +79,7 @@ collections.Counter(i.opcode for c in grad.computations for i in c.instructions)
 # %%
 args = (params["E"], params["W1"], params["W2"], ids, labels)
 text = grad.as_hlo_text()
-print(text[text.index("ENTRY"):])
+print(re.sub(r", metadata=\{[^}]*\}", "", text[text.index("ENTRY"):]))  # metadata: see section 6
 
 # %% [markdown]
 # ## 2. The graph
@@ -201,3 +207,81 @@ optimized.graph()
 got = optimized.run(*args)
 print(all(np.allclose(g, expected[k], atol=1e-5) for g, k in zip(got, ("E", "W1", "W2"))))
 optimized.diff(*args)
+
+# %% [markdown]
+# ## 6. A bigger program: a graph that starts collapsed
+#
+# A transformer's training step has thousands of instructions, and no drawing of thousands
+# of boxes is readable (or quick: Graphviz needs minutes for a few hundred). JAX records
+# where each instruction came from in its `metadata`: the `op_name` names the scopes
+# (`jit(loss)/transpose(jvp(layer1))/mlp/dot_general`: the backward pass of `layer1`'s MLP)
+# and `stack_frame_id` the source line. The graph groups instructions by those scopes and
+# by called computations, and a big module's first picture shows the top groups closed:
+# one box each, with its instruction count, its commonest ops, the shapes going in and
+# out, and its lines of this notebook. Here six layers of attention and an MLP, each in
+# a `jax.named_scope`: the forward pass runs down (`jvp(layer0)` to `jvp(layer5)`), the
+# backward pass back up (`transpose(jvp(layer5))` to `transpose(jvp(layer0))`), and every
+# weight, a parameter, feeds both:
+
+# %%
+def layer_loss(layers, x):
+    for i, (wq, wk, wv, w1, w2) in enumerate(layers):
+        with jax.named_scope(f"layer{i}"):
+            with jax.named_scope("attention"):
+                q, k, v = x @ wq, x @ wk, x @ wv
+                x = x + jax.nn.softmax(q @ k.T / 4.0, axis=-1) @ v
+            with jax.named_scope("mlp"):
+                x = x + jnp.tanh(jax.nn.relu(x @ w1) @ w2)
+    return jnp.mean(x ** 2)
+
+
+layers = [tuple((rng.normal(size=(16, 16)) / 4).astype(np.float32) for _ in range(5)) for _ in range(6)]
+x = rng.normal(size=(8, 16)).astype(np.float32)
+big = xe.from_jax(jax.grad(layer_loss), layers, x)
+print(sum(len(c.instructions) for c in big.computations), "instructions")
+g = big.graph()
+g
+
+# %% [markdown]
+# `expand` opens a group in place (`collapse` closes it): by its name, its key, or the name
+# of an instruction inside it (every group around it opens). `"layer1/attention"` names the
+# attention of both `jvp(layer1)` and `transpose(jvp(layer1))`:
+
+# %%
+g.expand("layer1/attention")
+
+# %% [markdown]
+# `find` searches every instruction, those inside closed groups too, by name, opcode,
+# shape or scope (`op:dot`, `shape:f32[16,16]`, `scope:layer2/mlp` for one field). The
+# backward pass of the last layer's MLP has these matrix products:
+
+# %%
+for item in g.find("scope:transpose(jvp(layer5))/mlp"):
+    if item.inst.opcode == "dot":
+        print(item.inst.name, item.inst.shape, " in", item.group.key)
+
+# %% [markdown]
+# `highlight` marks an instruction ("where am I", as the stepper uses it): its node when it
+# is drawn, else the closed group around it. With the values of a run (`args=`, from the
+# run's trace: instructions inside called computations get theirs too):
+
+# %%
+dot = next(i for i in g.find("scope:transpose(jvp(layer5))/mlp") if i.inst.opcode == "dot")
+big.graph(args=jax.tree_util.tree_leaves((layers, x)), expand=[dot.inst.name], highlight=dot.inst.name)
+
+# %% [markdown]
+# In JupyterLab the `GraphWidget` does the same with the mouse: click a closed group to open
+# it (click an open group's title to close it), type in the search box to find
+# instructions anywhere and click one to reveal it, hover a node for its attributes and
+# source line, drag to pan, wheel to zoom, and download the current view as SVG or PNG.
+# `gw.follow(stepper)` keeps a `StepperWidget`'s current instruction highlighted.
+
+# %%
+from xla_explorer.widgets import GraphWidget
+
+gw = GraphWidget(big)
+gw
+
+# %%
+gw.highlight(dot.inst.name)
+print(gw.status, "| marked:", [n.name for n in gw.graph.nodes if n.highlight])

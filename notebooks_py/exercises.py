@@ -122,7 +122,46 @@ for i, feedback in enumerate(sheet.check(answers), 1):
 print("score:", sheet.score(answers), "/", len(sheet))
 
 # %% [markdown]
-# ## 6. In a widget
+# ## 6. Dimension numbers, broken calls, NumPy implementations, replicas
+#
+# **indexing**: an indexing written in NumPy; write the Gather or Scatter dimension numbers
+# that compute it. The check runs Gather with yours and compares with the NumPy result.
+
+# %%
+ex = xe.exercises.make("gather", seed=0, level=1, kind="indexing")
+print(ex.prompt)
+print(ex.check({"offset_dims": [0], "collapsed_slice_dims": [0], "start_index_map": [0],
+                "index_vector_dim": 1, "slice_sizes": [1, 1]}))
+
+# %% [markdown]
+# **fix**: a call that raises; the error message says what is wrong.
+
+# %%
+ex = xe.exercises.make("pad", seed=2, level=2, kind="fix")
+print(ex.prompt)
+
+# %% [markdown]
+# **implement**: write the op in NumPy. It is run against the library on configurations that
+# hypothesis generates; the first disagreement, made as small as hypothesis can, is the
+# feedback. `np.pad` knows no interior padding:
+
+# %%
+def pad(operand, padding_value, *, padding_config):
+    return np.pad(operand, [(lo, hi) for lo, hi, _ in padding_config], constant_values=padding_value)
+
+
+ex = xe.exercises.make("pad", seed=0, level=1, kind="implement")
+print(ex.check(pad))
+
+# %% [markdown]
+# **replicas**: what each simulated device gets from a collective.
+
+# %%
+ex = xe.exercises.make("all-gather", seed=1, level=2, kind="replicas")
+print(ex.prompt)
+
+# %% [markdown]
+# ## 7. In a widget
 #
 # With ipywidgets installed, `ex.widget()` gives a text box with Check and Hint buttons
 # (answers typed as Python or spec literals).

@@ -1,11 +1,13 @@
-"""Render the README's example graph: the gradient of a small MLP's loss, traced by JAX.
+"""Render the README's example graphs: the gradients of a small MLP and of a transformer.
 
     .venv/bin/python scripts/make_readme_graph.py [--no-values] [--out docs/images]
 
-Writes docs/images/mlp_grad_graph.svg and .png.  The graph shows every instruction of
-``jax.grad(loss)`` as XLA receives it, with shapes, and -- unless ``--no-values`` -- the
+Writes docs/images/mlp_grad_graph.svg and .png: every instruction of ``jax.grad(loss)`` of
+a two-layer MLP as XLA receives it, with shapes, and -- unless ``--no-values`` -- the
 values of one run on the NumPy reference executor (min / max / mean and a heatmap per
-node).  Needs jax and Graphviz's ``dot``.
+node).  And docs/images/transformer_grad_graph.svg and .png: the first picture of the
+gradient of a six-layer transformer (576 instructions), its groups closed.  Needs jax
+and Graphviz's ``dot``.
 """
 import argparse
 import pathlib
@@ -38,6 +40,30 @@ def example_arguments(batch=8, n_in=4, n_hidden=16, n_out=2, seed=0):
     return params, x, y
 
 
+def transformer_loss(layers, x):
+    """Six layers of attention and an MLP, each layer in a ``jax.named_scope``."""
+    import jax
+    import jax.numpy as jnp
+    for i, (wq, wk, wv, w1, w2) in enumerate(layers):
+        with jax.named_scope(f"layer{i}"):
+            with jax.named_scope("attention"):
+                q, k, v = x @ wq, x @ wk, x @ wv
+                x = x + jax.nn.softmax(q @ k.T / 4.0, axis=-1) @ v
+            with jax.named_scope("mlp"):
+                x = x + jnp.tanh(jax.nn.relu(x @ w1) @ w2)
+    return jnp.mean(x ** 2)
+
+
+def transformer_graph(n_layers=6, width=16, tokens=8, seed=0):
+    import jax
+    rng = np.random.default_rng(seed)
+    layers = [tuple((rng.normal(size=(width, width)) / 4).astype(np.float32) for _ in range(5))
+              for _ in range(n_layers)]
+    x = rng.normal(size=(tokens, width)).astype(np.float32)
+    comp = xe.from_jax(jax.grad(transformer_loss), layers, x)
+    return comp.graph(title=f"jax.grad(transformer_loss), {n_layers} layers: the first picture")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "images"))
@@ -58,10 +84,11 @@ def main(argv=None):
         graph = comp.graph(title="jax.grad(mlp_loss)")
     out = pathlib.Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    for suffix, kw in ((".svg", {}), (".png", {"dpi": 96})):
-        path = graph.save(out / f"mlp_grad_graph{suffix}", **kw)
-        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
-    print(graph)
+    for name, g in (("mlp_grad_graph", graph), ("transformer_grad_graph", transformer_graph())):
+        for suffix, kw in ((".svg", {}), (".png", {"dpi": 96})):
+            path = g.save(out / f"{name}{suffix}", **kw)
+            print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        print(g)
 
 
 if __name__ == "__main__":

@@ -526,3 +526,43 @@ def test_stepper_is_a_slider_over_png_frames(monkeypatch):
     scene = A.draw.scene_of(anim, 3)
     cell = next(r for r in scene.rects if r.fill == A.ROLES["current"][0])
     assert (pixels[int(cell.y + 3), int(cell.x + 3)] == _rgb(A.ROLES["current"][0])).all()
+
+
+# -- the newer maps: sort, top-k, bitcast, dynamic-reshape, collectives ----------------------------
+
+@pytest.mark.parametrize("opcode, args, kw", [
+    ("sort", (np.array([[3, 1, 2, 5], [0, 9, 7, 7]], f32),), dict(dimension=1, comparator=lambda a, b: xe.Lt(a, b))),
+    ("topk", (np.array([[3, 1, 2, 5], [0, 9, 7, 7]], f32),), dict(k=2)),
+    ("bitcast", (np.arange(6, dtype=f32).reshape(2, 3),), dict(shape=xe.Shape("s32", (3, 2)))),
+    ("all-gather", (np.arange(8, dtype=f32).reshape(4, 2),), dict(all_gather_dim=0, shard_count=2,
+                                                                  replica_groups=[[0, 1], [2, 3]])),
+    ("all-reduce", (np.arange(8, dtype=f32).reshape(4, 2),), dict(computation=add, replica_groups=[[0, 3], [1, 2]])),
+    ("collective-permute", (np.arange(12, dtype=f32).reshape(4, 3),), dict(source_target_pairs=[(0, 1), (1, 0)])),
+])
+def test_newer_maps_animate(opcode, args, kw):
+    anim = animate(opcode, *args, **kw)
+    assert anim.frames and all(f.text for f in anim.frames)
+    if opcode == "sort":
+        f = anim.frames[1]   # result[0, 1] = 2 came from position 2 of row 0
+        assert f.indices("operand", "read") == {(0, 2)} and "holds position 2" in f.text
+    if opcode == "topk":
+        f = anim.frames[2]   # values[1, 0] = 9 at position 1
+        assert f.indices("operand", "read") == {(1, 1)} and "indices[1, 0] = 1" in f.text
+    if opcode == "collective-permute":
+        f = anim.frames[-1]  # device 3 is no target: zeros
+        assert f.index[0] == 3 and not f.positions("operand") and "receives nothing" in f.text
+    if opcode == "all-reduce":
+        f = anim.frames[0]   # device 0 with device 3: 0 + 6
+        assert f.indices("operand", "read") == {(0, 0), (3, 0)} and "= 0 + 6 = 6" in f.text
+
+
+def test_animation_of_an_instruction_in_a_called_computation_per_invocation():
+    jax = pytest.importorskip("jax")
+    x = np.arange(40, dtype=f32).reshape(10, 4)
+    starts = np.array([0, 4, 9], s32)
+    comp = xe.from_jax(lambda x, s: jax.lax.scan(lambda c, k: (c, jax.lax.dynamic_slice(x, (k, 1), (3, 2))),
+                                                 0.0, s)[1], x, starts)
+    t = comp.trace(x, starts)
+    name = next(r.name for r in t.records if r.opcode == "dynamic-slice" and r.shape.dims == (3, 2))
+    anim = animate(comp, name, x, starts, invocation=1)
+    assert anim.frames[0].indices("operand", "read") == {(4, 1)} and "invocation 1" in anim.title

@@ -90,6 +90,12 @@ def _perturb(ex, answer):
         if isinstance(answer, tuple):
             return (_perturb_array(answer[0]),) + answer[1:]
         return _perturb_array(answer)
+    if ex.kind == "replicas":
+        return [_perturb_array(answer[0])] + list(answer[1:])
+    if ex.kind == "implement":
+        def off_by_one(*operands, **attrs):
+            return np.asarray(answer(*operands, **attrs)) + 1
+        return off_by_one
     if ex.kind == "read":
         if answer in ("padding", "skipped"):
             return tuple(0 for _ in ex.index) if answer == "skipped" else (0,) * np.ndim(ex.call.values[0])
@@ -127,7 +133,7 @@ def test_solution_passes_and_a_perturbed_answer_fails(op, kind, level):
         assert ex.check(copy.deepcopy(sol.answer)).correct
         wrong = _perturb(ex, sol.answer)
         fb = ex.check(wrong)
-        if kind == "attribute" and fb.correct:
+        if kind in ("attribute", "fix", "indexing") and fb.correct:
             # a different attribute may give the same target: the check must have run it
             attrs = dict(ex.call.attrs, **({ex.hidden[0]: wrong} if len(ex.hidden) == 1 else wrong))
             attrs = {k: ex.generator.normalize_attr(k, v) for k, v in attrs.items()}
@@ -165,7 +171,7 @@ def test_prompts_show_operands_and_attributes(op):
             ex = E.make(op, seed=1, level=level, kind=kind)
             text = ex.prompt
             assert ex.call.api + "(" in text
-            hidden = getattr(ex, "hidden", ())
+            hidden = ex.hidden if kind in ("attribute", "indexing") else ()
             for entry in ex.call.display:
                 if entry[0] in ("attr", "shown"):
                     kw = entry[1]
@@ -421,3 +427,42 @@ def test_the_module_imports_no_optional_dependency_and_is_deterministic_across_p
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert E.make("gather", seed=1, level=3, kind="read").prompt in out.stdout
+
+
+def test_every_data_movement_op_and_every_family_has_exercises():
+    bank = E.available()
+    missing = sorted(registry.CATEGORIES["data_movement"] - set(bank))
+    assert not missing, f"data-movement ops without exercises: {missing}"
+    families = {op.family for op in registry.OPS.values()}
+    covered = {registry.get(op).family for op in bank}
+    assert families <= covered, f"families without exercises: {sorted(families - covered)}"
+    kinds = {k for ks in bank.values() for k in ks}
+    assert {"indexing", "fix", "implement", "replicas"} <= kinds
+    assert {"gather", "scatter"} <= {op for op, ks in bank.items() if "indexing" in ks}
+    assert {op for op, ks in bank.items() if "replicas" in ks} >= {"all-reduce", "all-gather", "all-to-all",
+                                                                  "collective-permute"}
+
+
+def test_indexing_stories_cover_the_five_described_indexings():
+    titles = {E.make(op, seed=s, level=lv, kind="indexing").call.story[0].split(":")[0].split(" ")[-1]
+              for op in ("gather", "scatter") for lv in E.LEVELS for s in range(2)}
+    text = " ".join(sorted(titles)).lower()
+    for name in ("lookup", "gather_nd", "take_along_axis", "sum", "encoding"):
+        assert name in text, (name, titles)
+
+
+def test_implement_runs_the_students_function_on_generated_configurations():
+    ex = E.make("pad", seed=0, level=1, kind="implement")
+    calls = []
+
+    def spy(operand, padding_value, *, padding_config):
+        calls.append(padding_config)
+        return np.asarray(xe.Pad(operand, padding_value, padding_config=padding_config))
+    assert ex.check(spy).correct and len({str(c) for c in calls}) > 10
+    fb = ex.check(lambda operand, padding_value, *, padding_config: operand)  # ignores the padding
+    assert not fb.correct and "Pad(" in fb.message and fb.expected is None
+    assert not ex.check("np.pad").correct  # text is not a function (and is never run)
+
+    def exits(*args, **kwargs):
+        raise SystemExit(3)
+    assert "SystemExit" in ex.check(exits).message

@@ -17,6 +17,16 @@ from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD  # noqa: E402
 RNG = np.random.default_rng(15)
 
 
+@pytest.fixture(autouse=True)
+def _threads_from_small_sizes(monkeypatch):
+    """The data-movement kernels go parallel from ``MOVE_PARALLEL_THRESHOLD`` (1 MiB of
+    f32): here from ``PARALLEL_THRESHOLD`` too, so that small test arrays run both."""
+    import sys
+    for name, module in list(sys.modules.items()):
+        if name.startswith("xla_explorer.executors") and hasattr(module, "MOVE_PARALLEL_THRESHOLD"):
+            monkeypatch.setattr(module, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+
+
 def _values(shape, t, rng=RNG):
     if t.startswith("f"):
         return rng.normal(size=shape).astype(t.replace("f", "float"))
@@ -190,3 +200,100 @@ def test_gather_without_start_indices_reads_the_first_element():
     comp = b.build(xe.Gather(x, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[],
                              index_vector_dim=1, slice_sizes=[1, 1]))
     _check(comp, _values((4, 3), "s32"), np.zeros((PARALLEL_THRESHOLD + 7, 0), np.int32))
+
+
+@pytest.mark.parametrize("dims, axis", [((7, 300), 1), ((300, 33), 0), ((5, 40, 70), 2), ((5, 40, 70), 1)])
+@pytest.mark.parametrize("t, name, init", [("f32", "add", 0.0), ("s32", "add", 2), ("f32", "max", -np.inf),
+                                           ("s32", "min", 5)])
+def test_long_windows_slide(dims, axis, t, name, init):
+    """Cumulative windows (JAX's cumsum on the CPU), long strided windows and the same
+    window along a minor and a major dimension: the sliding (van Herk) pass."""
+    n = dims[axis]
+    for w, s, low, high in ((n, 1, n - 1, 0), (17, 3, 5, 9), (40, 1, 0, 0)):
+        if w > n + low + high:
+            continue
+        wd = [w if d == axis else 1 for d in range(len(dims))]
+        ws = [s if d == axis else 1 for d in range(len(dims))]
+        pad = [(low, high) if d == axis else (0, 0) for d in range(len(dims))]
+        comp = _reduce_window(dims, t, name, init, wd, ws, pad)
+        x = _values(dims, t)
+        if t == "f32" and name == "add":
+            got, want = comp.run(x, backend="numba"), comp.run(x)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        else:
+            _check(comp, x)
+
+
+def test_long_window_with_base_dilation_and_a_short_window_pass():
+    comp = _reduce_window((30, 64), "s32", "add", 0, [3, 20], [1, 2], [(1, 1), (19, 0)], [1, 2], [1, 1])
+    _check(comp, _values((30, 64), "s32"))
+
+
+# -- Reduce: rows folded by halving ---------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [31, 32, 33, 255, 1000, 4099])
+@pytest.mark.parametrize("name, init", [("max", -np.inf), ("min", np.inf), ("mul", 1.0)])
+def test_reduce_rows_by_halving(n, name, init):
+    rows = max(2, 2 * PARALLEL_THRESHOLD // n) if n == 1000 else 3
+    b = xe.XlaBuilder("halving")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (rows, n)), "x")
+    comp = b.build(xe.Reduce(x, xe.Constant(b, np.float32(init)), lambda a, c: _COMBINE[name](a, c), dimensions=[1]))
+    v = RNG.uniform(0.99, 1.01, (rows, n)).astype(np.float32) if name == "mul" else _values((rows, n), "f32")
+    v[0, n // 3] = np.nan
+    v[-1, n - 1] = np.inf if name != "min" else -np.inf
+    got, want = comp.run(v, backend="numba"), comp.run(v)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape, axis", [((40, 50), 1), ((6, 7, 300), 2), ((6, 300, 7), 1), ((300, 120), 1)])
+@pytest.mark.parametrize("t", ["s32", "f32"])
+def test_gather_along_a_minor_axis(shape, axis, t):
+    """x[:, i] / jnp.take(x, i, axis): the positions are minor in the result, the slices
+    are columns (indices out of bounds clamped)."""
+    rank = len(shape)
+    n = 2 * shape[axis] + 3
+    b = xe.XlaBuilder("take_axis")
+    x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", (n, 1)), "i")
+    comp = b.build(xe.Gather(x, i, offset_dims=[d for d in range(rank) if d != axis], collapsed_slice_dims=[axis],
+                             start_index_map=[axis], index_vector_dim=1,
+                             slice_sizes=[1 if d == axis else shape[d] for d in range(rank)]))
+    idx = RNG.integers(-2, shape[axis] + 2, (n, 1)).astype(np.int32)
+    _check(comp, _values(shape, t), idx)
+
+
+# -- flushing denormals around kernels, by a scan of the bits ----------------------------------
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "c128"])
+def test_flush_denormals_is_fpenv_flush(t):
+    from xla_explorer import fpenv
+    from xla_explorer.executors.cpu.elementwise import flush_denormals
+    dt = xe.Shape(t, ()).dtype
+    part = np.float64 if t in ("f64", "c128") else np.float32
+    tiny = float(np.finfo(part).tiny)
+    x = RNG.normal(size=1000).astype(dt)
+    assert flush_denormals(x) is x  # nothing to flush: the value itself
+    parts = x.view(part) if t != "bf16" else None
+    if parts is not None:
+        parts[::97] = tiny / 3
+        parts[5::131] = -tiny / 7
+    else:
+        x[::97] = dt.type(tiny / 3)
+        x[5::131] = dt.type(-tiny / 7)
+    got, want = flush_denormals(x), fpenv.flush(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "s32"])
+def test_nonfinite_scan_is_the_numpy_check(t):
+    from xla_explorer.executors.cpu.elementwise import has_nonfinite
+    from xla_explorer.ops.linalg import has_nonfinite as by_numpy
+    x = _values((300,), t) if t in ("f32", "f64", "s32") else RNG.normal(size=300).astype(xe.Shape(t, ()).dtype)
+    assert has_nonfinite(x) == by_numpy(x) is False
+    if t != "s32":
+        for bad in (np.inf, -np.inf, np.nan):
+            y = x.copy()
+            y[123] = bad
+            assert has_nonfinite(x, y) == by_numpy(y) is True

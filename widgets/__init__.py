@@ -13,6 +13,8 @@ through one.
   result values from the reference executor.
 - ``IndexMapStepper(comp, "gather.1", *args)``: one index-map step at a time (the
   animation's stepper when ``xla_explorer.animate`` is there, text otherwise).
+- ``GraphWidget(comp)``: the graph of a big module to explore (anywidget): click a group
+  to open it, search, hover, pan and zoom, export the view; ``.highlight(location)``.
 
 Installed as ``xla_explorer.widgets``; the core package never imports ipywidgets.
 """
@@ -23,7 +25,8 @@ from xla_explorer.ops import registry
 from xla_explorer.playground import buildable
 
 _CLASSES = {"OpPlayground": ".playground", "ProgressBar": ".progress", "NotebookProgress": ".progress",
-            "show_progress": ".progress", "BuilderWidget": ".builder", "StepperWidget": ".stepper", "IndexMapStepper": ".stepper"}
+            "show_progress": ".progress", "BuilderWidget": ".builder", "StepperWidget": ".stepper", "IndexMapStepper": ".stepper",
+            "GraphWidget": ".graph"}
 
 
 class _PlaygroundLayer:

@@ -321,10 +321,10 @@ def buildable_ops():
 # -- the builder's extras: doc lines, errors beside their control, inputs, generated code ------
 
 def doc_html(fn):
-    """The signature (monospace) and the docstring's first line, its ``code`` spans as <code>."""
+    """The signature (monospace) and the docstring's first paragraph, ``code`` spans as <code>."""
     sig = html.escape(f"{fn.__name__}{inspect.signature(fn)}")
-    doc = (inspect.getdoc(fn) or "").strip().splitlines()
-    first = html.escape(doc[0]) if doc else ""
+    doc = (inspect.getdoc(fn) or "").strip().split("\n\n")[0]  # the first paragraph
+    first = html.escape(" ".join(doc.split()))
     first = re.sub(r"``(.+?)``", r"<code>\1</code>", first)
     return (f"<div style='font-size:12px'><code>{sig}</code>"
             + (f"<br><span>{first}</span>" if first else "") + "</div>")
@@ -496,7 +496,9 @@ def value_html(value, name="value", want=None, shape=None):
     if isinstance(value, tuple):
         shapes = shape.tuple_shapes if shape is not None and shape.is_tuple else [None] * len(value)
         wants = want if isinstance(want, tuple) and len(want) == len(value) else [None] * len(value)
-        return "".join(value_html(v, f"{name}[{k}]", wv, s) for k, (v, wv, s) in enumerate(zip(value, wants, shapes)))
+        return ("<div style='display:flex; flex-wrap:wrap; column-gap:16px'>"  # a tuple's elements side by side
+                + "".join(value_html(v, f"{name}[{k}]", wv, s) for k, (v, wv, s) in enumerate(zip(value, wants, shapes)))
+                + "</div>")
     if not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
         return pre(f"{name}: {value!r}")
     arr = np.asarray(value)

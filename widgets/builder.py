@@ -179,6 +179,11 @@ class BuilderWidget(w.VBox):
         ]
         if _parent is None:
             rows += [self._subs_box(), self._run_box()]
+        self.add_class("xe-builder" if _parent is None else "xe-builder-nested")
+        for part, cls in ((self._operand_entry, "xe-operand-entry"), (self._operands, "xe-operands"),
+                          (self._result, "xe-result"), (self._hlo, "xe-hlo"), (self._graph, "xe-graph"),
+                          (self._signature, "xe-signature")):
+            part.add_class(cls)
         self.children = rows + [tabs]
         self._on_family({"new": self._family.value})
         self._refresh_module()
@@ -187,6 +192,8 @@ class BuilderWidget(w.VBox):
 
     def _error_label(self, control):
         label = w.HTML(layout=w.Layout(max_width="60%"))
+        label.add_class("xe-error")  # CSS classes: what browser tests find the parts by
+        label.add_class("xe-error-" + control.replace(" ", "-"))
         self._errors[control] = label
         return label
 
@@ -293,7 +300,10 @@ class BuilderWidget(w.VBox):
                 field = w.Text(**common)
             field.observe(self._on_field, names="value")
             fields[p.name] = field
-            rows.append(w.HBox([field, self._error_label(p.name)]))
+            row = w.HBox([field, self._error_label(p.name)])
+            row.add_class("xe-row")
+            row.add_class(f"xe-arg-{p.name}")
+            rows.append(row)
         for name in set(self._errors) - set(fields) - _FIXED_CONTROLS:
             if not name.startswith("input "):
                 del self._errors[name]
@@ -695,7 +705,7 @@ class BuilderWidget(w.VBox):
         self._sub_name = w.Text(placeholder="body", description="name", continuous_update=False,
                                 layout=w.Layout(width="200px"))
         new = w.Button(description="New sub-computation", tooltip="a nested builder for a while body, a "
-                       "reduce combiner, a sort comparator, a branch...")
+                       "reduce combiner, a sort comparator, a branch...", layout=w.Layout(width="auto"))
         new.on_click(lambda _: self.new_computation(self._sub_name.value.strip()))
         self._subs = w.Accordion(children=[])
         self._given = w.HTML()
@@ -817,9 +827,10 @@ class BuilderWidget(w.VBox):
                                     tooltip="run the module on the backend with these inputs")
         self._run_button.on_click(lambda _: self._on_run())
         self._run_out = w.HTML()
+        self._progress = w.VBox()  # a bar while a run takes long (a first Numba run compiles)
         return w.VBox([w.HBox([w.Label("run"), self._backend, self._error_label("backend"), self._run_button,
                                self._error_label("run")]),
-                       self._inputs_box, self._run_out])
+                       self._inputs_box, self._progress, self._run_out])
 
     @traitlets.validate("backend")
     def _valid_backend(self, proposal):
@@ -879,7 +890,8 @@ class BuilderWidget(w.VBox):
         if self.backend != "numpy":
             self._run_out.value = pre(f"running on {self.backend} (the first run compiles its kernels) ...")
         try:
-            self.run()
+            with self._progress_bars():
+                self.run()
         except Exception as e:
             message = str(e) if isinstance(e, (ValueError, RuntimeError)) else f"{type(e).__name__}: {e}"
             if isinstance(e, _Refused):
@@ -892,6 +904,30 @@ class BuilderWidget(w.VBox):
             self.set_trait("run_text", "")
             self._run_out.value = ""
             self._put_error(message, control, "run_error")
+
+    def _progress_bars(self):
+        """While the Run button's work runs, the library's progress (xla_explorer.progress)
+        shows as a bar here, under the inputs: a button's callback has no cell output."""
+        import contextlib
+        from xla_explorer import progress
+        from . import progress as bars
+
+        @contextlib.contextmanager
+        def showing():
+            self._progress.children = ()
+            listener = bars.NotebookProgress(delay=0.3, display=lambda bar: setattr(self._progress, "children",
+                                                                                     (bar,)))
+            notebook = bars._listener  # the notebook's own listener would print to the log: paused
+            if notebook is not None:
+                progress.unsubscribe(notebook)
+            progress.subscribe(listener)
+            try:
+                yield
+            finally:
+                progress.unsubscribe(listener)
+                if notebook is not None:
+                    progress.subscribe(notebook)
+        return showing()
 
     # -- the Python that rebuilds it ----------------------------------------------------------
 

@@ -190,6 +190,8 @@ class XlaBuilder:
     """Records instructions.  ``build(root)`` returns the ``XlaComputation``."""
 
     def __init__(self, name="computation"):
+        if not isinstance(name, str):
+            raise ShapeError(f"XlaBuilder: name must be a string, got {short(name)} ({type(name).__name__})")
         self.name = name
         self.instructions = []
         self.parameters = {}
@@ -201,7 +203,8 @@ class XlaBuilder:
         return XlaOp(self, inst)
 
     def parameter(self, parameter_number, shape, name=None):
-        parameter_number = as_int("Parameter", "parameter_number", parameter_number, minimum=0)
+        parameter_number = as_int("Parameter", "parameter_number", parameter_number, minimum=0,
+                                  maximum=(1 << 63) - 1)
         shape = _parameter_shape(shape)
         if name is not None and not isinstance(name, str):
             raise ShapeError(f"Parameter: name must be a string, got {short(name)} ({type(name).__name__})")
@@ -334,8 +337,11 @@ def literal_array(value, element_type=None, where="Constant"):
     if value is None or isinstance(value, (str, bytes, dict, set)) or callable(value):
         raise _not_a_value(value, where)
     if element_type is not None:
-        element_type = element_type if isinstance(element_type, str) else dtypes.from_numpy(element_type)
-        dt = dtypes.to_numpy(dtypes.check_type(element_type))
+        try:
+            element_type = element_type if isinstance(element_type, str) else dtypes.from_numpy(element_type)
+            dt = dtypes.to_numpy(dtypes.check_type(element_type))
+        except (TypeError, ValueError):
+            raise ShapeError(f"{where}: element_type={element_type!r} is not an XLA array element type") from None
         src = _numeric_array(value, where)
         _check_exact(src, dt, element_type, where)
         return src.astype(dt)
@@ -442,13 +448,23 @@ def apply_op(opcode, operands, attrs=None, *, name=None, builder=None):
             shapes = [o.shape for o in operands]
         else:
             operands = [_eager_value(_operand_value(op, k, o)) for k, o in enumerate(operands)]
-            shapes = [Shape.of(o) for o in operands]
+            shapes = [_value_shape(o) for o in operands]
         attrs = _trace_computations(op, shapes, attrs, builder)
         shape = infer_shape(op, shapes, attrs)
         if builder is not None:
             return builder.add(opcode, shape, operands, attrs, name=name)
     from .executors.reference import eager
     return eager(op, operands, shape, attrs)
+
+
+def _value_shape(v):
+    """The shape of an eager value: an array, a token, or a tuple of them."""
+    from .executors.reference import Token
+    if isinstance(v, tuple):
+        return Shape.tuple([_value_shape(x) for x in v])
+    if isinstance(v, Token):
+        return Shape.token()
+    return Shape.of(v)
 
 
 def _operand_value(op, k, v):
@@ -465,8 +481,10 @@ def infer_shape(op, shapes, attrs):
     """Run the op's shape rule; malformed arguments become ShapeErrors naming the op."""
     try:
         shape = op.shape_rule(*shapes, **attrs)
-    except ShapeError:
-        raise
+    except ShapeError as e:
+        if op.name in str(e) or op.opcode in str(e).lower():
+            raise
+        raise type(e)(f"{op.name}: {e}") from None   # a rule deep inside (a Shape) named nothing
     except (TypeError, IndexError, KeyError, ValueError, AttributeError, OverflowError, ZeroDivisionError,
             RecursionError) as e:
         raise ShapeError(f"{op.name}: invalid arguments for {op.name} with operand shapes "
@@ -586,7 +604,7 @@ _OPERAND_ARGS = frozenset({
     "a", "b", "lhs", "rhs", "operand", "operands", "pred", "on_true", "on_false", "min", "max", "init",
     "init_value", "init_values", "initial_state", "elements", "args", "mu", "sigma", "scale", "offset",
     "mean", "variance", "grad_output", "scatter_indices", "updates", "update", "source", "padding_value",
-    "tuple_data", "token", "tokens", "context", "size", "dim_sizes",
+    "tuple_data", "token", "tokens", "context", "size", "dim_sizes", "inputs", "inits",
 })
 _PROJECT_ERRORS = (ShapeError, HloParseError, ExecutionError, NotImplementedError)
 _BARE_ERRORS = (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError, ZeroDivisionError)

@@ -13,6 +13,9 @@ BACKENDS = {
 class XlaComputation:
     """An HLO module: ``entry`` and the computations it calls, plus module attributes."""
 
+    #: the HLO text's source-location sections ({"StackFrames": [lines], ...}), as parsed
+    debug_sections = None
+
     def __init__(self, entry, name=None, module_attrs=None, computations=None):
         self.entry = entry
         self.name = name or entry.name
@@ -133,8 +136,9 @@ def _backend(name):
     import importlib
     try:
         target = BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}") from None
+    except (KeyError, TypeError):
+        from .errors import ExecutionError
+        raise ExecutionError(f"run: unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}") from None
     if callable(target):
         return target
     mod, _, fn = target.partition(":")

@@ -51,8 +51,9 @@ BITWISE = INTEGRAL | PRED
 
 
 def check_type(name):
-    if name not in ALL_TYPES:
-        raise ValueError(f"unknown XLA element type {name!r}; known: {', '.join(sorted(ALL_TYPES))}")
+    if not isinstance(name, str) or name not in ALL_TYPES:
+        from .errors import ShapeError   # a ValueError, as before, and a project error
+        raise ShapeError(f"unknown XLA element type {name!r}; known: {', '.join(sorted(ALL_TYPES))}")
     return name
 
 

@@ -36,7 +36,10 @@ def from_jax(f, *args, optimized=False, **kwargs):
         compiled = lowered.compile() if hasattr(lowered, "compile") else lowered
         text = compiled.as_text()
     else:
-        text = lowered.as_text(dialect="hlo")
+        try:  # with debug_info, each instruction's metadata names its JAX op and source line
+            text = lowered.as_text(dialect="hlo", debug_info=True)
+        except TypeError:  # older jax
+            text = lowered.as_text(dialect="hlo")
     return parse_hlo(text)
 
 

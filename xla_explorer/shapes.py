@@ -67,8 +67,20 @@ class Shape:
                                  f"are supported")
             return
         if not isinstance(element_type, str):
-            element_type = dtypes.from_numpy(element_type)
-        self.element_type = dtypes.check_type(element_type)
+            try:
+                if element_type is None:
+                    raise TypeError   # np.dtype(None) is float64: None must not mean f64
+                element_type = dtypes.from_numpy(element_type)
+            except (TypeError, ValueError):
+                raise ShapeError(f"Shape: element type {element_type!r} is neither an XLA type name ('f32') nor "
+                                 f"a NumPy dtype with one") from None
+        try:
+            self.element_type = dtypes.check_type(element_type)
+        except ShapeError as e:
+            raise ShapeError(f"Shape: {e}") from None
+        if isinstance(dims, (str, bytes)) or not hasattr(dims, "__iter__"):
+            if not isinstance(dims, int):
+                raise ShapeError(f"Shape: dims must be a list of sizes, got {dims!r}")
         self.tuple_shapes = None
         if isinstance(dims, int):
             dims = (dims,)
@@ -79,10 +91,12 @@ class Shape:
                 d = d.strip()
                 if d == "?":
                     d = None
-                elif d.startswith("<="):
+                elif d.startswith("<=") and d[2:].isdigit():
                     d, b = None, int(d[2:])
-                else:
+                elif d.isdigit():
                     d = int(d)
+                else:
+                    raise ShapeError(f"Shape: dimension {i} is {d!r}, not a size, '?' or '<=N'")
             elif d is not None:
                 from .coerce import is_int, short
                 if not is_int(d):  # 2.9 is not a size (nor True); numpy integers are
@@ -327,6 +341,9 @@ class _ShapeText:
             self.pos += 1
             if depth == 0:
                 break
+        if depth:
+            self.pos = start
+            self.error("the '}' closing the layout")
         body = self.text[start + 1:self.pos - 1]
         minor = body.split(":")[0].strip()
         if not minor:

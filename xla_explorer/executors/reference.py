@@ -269,14 +269,31 @@ def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
     values, flush_result = fpenv.prepare(op, values, shape, attrs)  # XLA:CPU's denormals-are-zero
     try:
         out = op.reference(*values, shape=shape, **kwargs)
-    except (ShapeError, NotImplementedError, ExecutionError):
-        raise
+    except (ShapeError, NotImplementedError, ExecutionError) as e:
+        named = name_instruction(e, f"{op.name} {inst_name}", inst_name)
+        if named is None:
+            raise
+        raise named from e
     except threading.BrokenBarrierError:
         raise
     except Exception as e:
         raise ExecutionError(f"{op.name} {inst_name}: {type(e).__name__}: {e}") from e
     out = conform(out, shape, f"{op.name} {inst_name}", batched)
     return fpenv.flush(out) if flush_result else out    # and flush-to-zero
+
+
+def name_instruction(e, where, inst_name):
+    """``e`` again with ``where`` (op and instruction) in front, when its message does not
+    name the instruction yet (a collective's or a target's own error); None if it does."""
+    if inst_name in str(e):
+        return None
+    try:
+        named = type(e)(f"{where}: {e}")
+    except Exception:  # noqa: BLE001 - an error class with another constructor: leave it
+        return None
+    for note in getattr(e, "__notes__", ()):
+        named.add_note(note)
+    return named
 
 
 def conform(value, shape, where, batched=False):
@@ -288,9 +305,12 @@ def conform(value, shape, where, batched=False):
         return tuple(conform(v, s, where, batched) for v, s in zip(value, shape.tuple_shapes))
     if shape.is_token:
         return value if isinstance(value, Token) else Token()
-    arr = np.asarray(value)
-    if arr.dtype != shape.dtype:
-        arr = arr.astype(shape.dtype)
+    try:
+        arr = np.asarray(value)
+        if arr.dtype != shape.dtype:
+            arr = arr.astype(shape.dtype)
+    except (ValueError, TypeError) as e:
+        raise ExecutionError(f"{where}: the result ({type(value).__name__}) is not an array of {shape} ({e})") from None
     if shape.is_static and arr.shape != shape.dims and not batched:
         raise ExecutionError(f"{where}: the reference produced shape {arr.shape}, the shape rule says {shape}")
     return arr
@@ -502,6 +522,10 @@ def run_on_devices(work, num_replicas, num_partitions, channels=None, timeout=No
     ``Rendezvous`` for their collectives; the results by device.  The first failure is
     raised (the other devices are released from their collectives, not left hanging)."""
     n = num_replicas * num_partitions
+    from .spmd import MAX_DEVICES
+    if not 1 <= n <= MAX_DEVICES:
+        raise ExecutionError(f"{num_replicas} replicas x {num_partitions} partitions: a run simulates 1 to "
+                             f"{MAX_DEVICES} devices")
     rendezvous = Rendezvous(n, timeout)
     shared_channels = channels if channels is not None else {}
     results, errors = [None] * n, [None] * n

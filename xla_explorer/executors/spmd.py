@@ -41,6 +41,9 @@ from ..hlo.attrs import split_top, unquote
 from ..ops.custom_call import TARGETS, register_target
 from ..shapes import Shape
 
+#: the most devices a run simulates (each is a thread holding its own values)
+MAX_DEVICES = 256
+
 SHARDY_TARGETS = ("xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape", "xla.sdy.FuncResultSharding")
 GSPMD_TARGETS = ("SPMDFullToShardShape", "SPMDShardToFullShape")
 
@@ -314,6 +317,19 @@ class SpmdInfo:
     """A module's partition count, meshes and the shardings of its arguments and results."""
 
     def __init__(self, module):
+        try:
+            self._read(module)
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError) as e:
+            from ..errors import HloParseError, ShapeError
+            if isinstance(e, (ShapeError, HloParseError)):
+                raise
+            raise ExecutionError(f"module {module.name}: its sharding annotations (sharding=, the mesh in "
+                                 f"frontend_attributes) do not read: {type(e).__name__}: {e}") from None
+        if self.num_replicas * max(self.num_partitions, 1) > MAX_DEVICES:
+            raise ExecutionError(f"module {module.name}: {self.num_replicas} replicas x {self.num_partitions} "
+                                 f"partitions are more simulated devices than the {MAX_DEVICES} supported")
+
+    def _read(self, module):
         attrs = module.module_attrs
         self.meshes = parse_meshes(attrs.get("frontend_attributes", ""))
         entry = module.entry
@@ -608,11 +624,33 @@ def _shard_to_full(value, *, shape, ctx, sharding=None, **attrs):
     return _gather([value], [tiling], shape, ctx, target)
 
 
-for _name, _fn in (("xla.sdy.GlobalToLocalShape", _global_to_local),
-                   ("xla.sdy.LocalToGlobalShape", _local_to_global),
-                   ("xla.sdy.FuncResultSharding", _identity),
-                   ("Sharding", _identity),
-                   ("SPMDFullToShardShape", _full_to_shard),
-                   ("SPMDShardToFullShape", _shard_to_full)):
+def _same_shapes_rule(*operand_shapes, shape, **attrs):
+    """An annotation returns its operands as they are (one operand: its shape; several: a tuple)."""
+    want = operand_shapes[0] if len(operand_shapes) == 1 else Shape.tuple(operand_shapes)
+    if not want.compatible(shape):
+        raise _shape_error(f"CustomCall: an annotation returns its operand's shape {want}, not {shape}")
+
+
+def _resharded_rule(*operand_shapes, shape, **attrs):
+    """Cutting into shards or joining them keeps each array's element type and rank."""
+    leaves = [s for o in operand_shapes for s in o.leaves()]
+    results = shape.leaves()
+    if len(leaves) != len(results) or any(a.element_type != b.element_type or a.rank != b.rank
+                                          for a, b in zip(leaves, results)):
+        raise _shape_error(f"CustomCall: resharding keeps element types and ranks: operands "
+                           f"{[str(s) for s in leaves]}, result {shape}")
+
+
+def _shape_error(message):
+    from ..errors import ShapeError
+    return ShapeError(message)
+
+
+for _name, _fn, _rule in (("xla.sdy.GlobalToLocalShape", _global_to_local, _resharded_rule),
+                          ("xla.sdy.LocalToGlobalShape", _local_to_global, _resharded_rule),
+                          ("xla.sdy.FuncResultSharding", _identity, _same_shapes_rule),
+                          ("Sharding", _identity, _same_shapes_rule),
+                          ("SPMDFullToShardShape", _full_to_shard, _resharded_rule),
+                          ("SPMDShardToFullShape", _shard_to_full, _resharded_rule)):
     if _name not in TARGETS:
-        register_target(_name, _fn)
+        register_target(_name, _fn, _rule)

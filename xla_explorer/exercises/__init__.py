@@ -4,9 +4,10 @@
 >>> ex = xe.exercises.make("gather", seed=3, level=1, kind="shape")
 >>> print(ex.prompt)          # the operands and attributes as the spec writes them
 >>> ex.check("s32[2,4]")      # Feedback: correct?, and the rule with the values
->>> ex.hint(); ex.solution()
+>>> ex.hint()                  # one more hint each call
+>>> make("gather", seed=3, level=1, kind="shape", teacher=True).solution()
 
-Five kinds of exercise (not every op has all five; ``available()`` lists them):
+Nine kinds of exercise (not every op has all of them; ``available()`` lists them):
 
 - ``"shape"``: predict the result shape (from level 2 the call may be illegal: then the
   answer is "illegal", better with the argument at fault);
@@ -15,7 +16,18 @@ Five kinds of exercise (not every op has all five; ``available()`` lists them):
 - ``"read"``: which operand element does ``result[i, j]`` read (or, for Scatter, where
   does ``updates[i]`` go)?
 - ``"attribute"``: find the attribute (``slice_sizes``, ``padding_config``, ...) that
-  produces a target.
+  produces a target;
+- ``"indexing"``: write the dimension numbers of a Gather or Scatter that does an indexing
+  described in NumPy (an embedding lookup, gather_nd, take_along_axis, a segment sum, a
+  one-hot);
+- ``"fix"``: a call raises a ShapeError; give the attribute value that fixes it;
+- ``"implement"``: write the op's reference in NumPy (a function, checked against the
+  library's on configurations hypothesis generates);
+- ``"replicas"``: predict a collective's result on every replica.
+
+A student's ``check`` says what is wrong and gives a hint, never the right answer; the
+teacher's copy (``make(..., teacher=True)``) shows it, and ``solution()``.  Any answer
+gets feedback, never an exception (see ``answers``).
 
 Levels: 1 is small and rank 1-2; 2 adds strides, interior padding, clamped starts, more
 dimensions; 3 adds batching dimensions, negative padding, dilations, out-of-bounds
@@ -30,8 +42,11 @@ import itertools
 import numpy as np
 
 from ..ops import registry
-from . import control, elementwise, indexing, linalg, more_ops, movement, reduction  # noqa: F401  (register the bank)
+from . import collective, control, elementwise, indexing, linalg, more_ops, movement, reduction  # noqa: F401  (register the bank)
+from . import kinds as _kinds  # the indexing, fix, implement and replicas kinds
 from .core import GENERATORS, KIND_TITLES, LEVELS, Exercise, Feedback, Solution, TeacherOnly, parse_literal
+
+_kinds.offer_new_kinds()
 
 
 def _opcode(op):
@@ -57,7 +72,7 @@ def available():
 def make(op, seed=0, level=1, kind=None, teacher=False):
     """One exercise about ``op`` (an HLO opcode such as ``"gather"`` or an API name such as
     ``"DotGeneral"``), the same for the same seed, level and kind.  ``kind`` is one of
-    ``available()[op]`` (default: chosen by the seed).  ``teacher=True`` makes the
+    ``available()[op]`` (default: chosen by the seed; see the module doc for the kinds).  ``teacher=True`` makes the
     teacher's copy: its ``check`` shows the right answer and ``solution()`` works."""
     return GENERATORS[_opcode(op)](seed=seed, level=level, kind=kind, teacher=teacher)
 

@@ -310,3 +310,99 @@ class ScatterExercises(Generator):
 
 register(GatherExercises())
 register(ScatterExercises())
+
+
+# -- indexing stories: dimension numbers for an indexing described in NumPy ------------------------
+
+_GATHER_DIMS = ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
+                "start_indices_batching_dims", "index_vector_dim", "slice_sizes")
+_SCATTER_DIMS = ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+                 "input_batching_dims", "scatter_indices_batching_dims", "index_vector_dim")
+
+
+def _story_call(opcode, operands, attrs, hidden, optional, title, numpy_code, numpy_result, args, extra=()):
+    call = Call(opcode, operands, attrs, [("operand", n) for n, _ in operands] + list(extra)
+                + [("attr", k) for k in hidden], args=args)
+    call.hidden, call.optional, call.story = tuple(hidden), dict(optional), (title, numpy_code)
+    got = call.run()
+    if not np.array_equal(got, numpy_result):  # the story and the op must agree, or the exercise is wrong
+        raise AssertionError(f"{opcode} story {title!r}: the op gives {got}, NumPy {numpy_result}")
+    return call
+
+
+def _gather_indexing(self, rng, level, kind):
+    story = ["embedding", "gather_nd", "take_along_axis"][level - 1]
+    base = {"indices_are_sorted": False}
+    if story == "embedding":
+        v, d, n = ints(rng, 4, 5), ints(rng, 2, 3), ints(rng, 2, 3)
+        table = distinct(rng, [v, d], 2)
+        ids = rng.integers(0, v, size=n).astype(np.int32)
+        attrs = dict(base, offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,), operand_batching_dims=(),
+                     start_indices_batching_dims=(), index_vector_dim=1, slice_sizes=(1, d))
+        return _story_call("gather", [("table", table), ("ids", ids)], attrs, _GATHER_DIMS,
+                           {"operand_batching_dims": (), "start_indices_batching_dims": ()},
+                           "An embedding lookup: row ids[n] of the table, for each n", "result = table[ids]",
+                           table[ids], {"table": "operand", "ids": "start_indices"})
+    if story == "gather_nd":
+        a, b, n = ints(rng, 3, 4), ints(rng, 3, 5), ints(rng, 2, 4)
+        operand = distinct(rng, [a, b], 2)
+        idx = np.stack([rng.integers(0, a, size=n), rng.integers(0, b, size=n)], axis=1).astype(np.int32)
+        attrs = dict(base, offset_dims=(), collapsed_slice_dims=(0, 1), start_index_map=(0, 1), operand_batching_dims=(),
+                     start_indices_batching_dims=(), index_vector_dim=1, slice_sizes=(1, 1))
+        return _story_call("gather", [("operand", operand), ("idx", idx)], attrs, _GATHER_DIMS,
+                           {"operand_batching_dims": (), "start_indices_batching_dims": ()},
+                           "gather_nd: one element per row of idx, idx[n] = (row, column)",
+                           "result = operand[idx[:, 0], idx[:, 1]]", operand[idx[:, 0], idx[:, 1]],
+                           {"idx": "start_indices"})
+    bsz, m, k = ints(rng, 2, 3), ints(rng, 3, 5), ints(rng, 2, 3)
+    operand = distinct(rng, [bsz, m], 2)
+    idx = rng.integers(0, m, size=(bsz, k)).astype(np.int32)
+    attrs = dict(base, offset_dims=(), collapsed_slice_dims=(1,), start_index_map=(1,), operand_batching_dims=(0,),
+                 start_indices_batching_dims=(0,), index_vector_dim=2, slice_sizes=(1, 1))
+    return _story_call("gather", [("operand", operand), ("idx", idx)], attrs, _GATHER_DIMS, {},
+                       "take_along_axis: in each row b, the elements at columns idx[b, :]",
+                       "result = np.take_along_axis(operand, idx, axis=1)", np.take_along_axis(operand, idx, axis=1),
+                       {"idx": "start_indices"})
+
+
+def _scatter_indexing(self, rng, level, kind):
+    story = ["segment_sum", "segment_sum_rows", "one_hot"][level - 1]
+    base = {"indices_are_sorted": False, "unique_indices": False}
+    if story.startswith("segment_sum"):
+        s, n = ints(rng, 3, 4), ints(rng, 4, 5)
+        ids = rng.integers(0, s, size=n).astype(np.int32)
+        ids[-1] = ids[0]  # two rows of one segment: they add up
+        rows = story == "segment_sum_rows"
+        d = ints(rng, 2, 3) if rows else None
+        data = (10 * np.arange(1, n * (d or 1) + 1)).reshape((n, d) if rows else (n,)).astype(np.int32)
+        zeros = np.zeros((s, d) if rows else (s,), np.int32)
+        want = zeros.copy()
+        np.add.at(want, ids, data)
+        attrs = dict(base, update_window_dims=(1,) if rows else (), inserted_window_dims=(0,),
+                     scatter_dims_to_operand_dims=(0,), input_batching_dims=(), scatter_indices_batching_dims=(),
+                     index_vector_dim=1, update_computation=computation("add", "add"))
+        return _story_call("scatter", [("zeros", zeros), ("segment_ids", ids), ("data", data)], attrs, _SCATTER_DIMS,
+                           {"input_batching_dims": (), "scatter_indices_batching_dims": ()},
+                           "A segment sum: row n of data is added into row segment_ids[n] of the result",
+                           f"result = np.zeros({zeros.shape}, np.int32)\nnp.add.at(result, segment_ids, data)", want,
+                           {"zeros": "operand", "segment_ids": "scatter_indices", "data": "updates"},
+                           [("attr", "update_computation")])
+    n, c = ints(rng, 3, 4), ints(rng, 3, 4)
+    labels = rng.integers(0, c, size=n).astype(np.int32)
+    zeros, ones = np.zeros((n, c), np.int32), np.ones(n, np.int32)
+    want = zeros.copy()
+    want[np.arange(n), labels] = 1
+    attrs = dict(base, update_window_dims=(), inserted_window_dims=(1,), scatter_dims_to_operand_dims=(1,),
+                 input_batching_dims=(0,), scatter_indices_batching_dims=(0,), index_vector_dim=1,
+                 update_computation=computation("add", "add"))
+    return _story_call("scatter", [("zeros", zeros), ("labels", labels), ("ones", ones)], attrs, _SCATTER_DIMS, {},
+                       "A one-hot encoding: in row n, a 1 at column labels[n]",
+                       f"result = np.zeros(({n}, {c}), np.int32)\nresult[np.arange({n}), labels] = 1", want,
+                       {"zeros": "operand", "labels": "scatter_indices", "ones": "updates"},
+                       [("attr", "update_computation")])
+
+
+GatherExercises.indexing_problem = _gather_indexing
+ScatterExercises.indexing_problem = _scatter_indexing
+GatherExercises.kinds = GatherExercises.kinds + ("indexing",)
+ScatterExercises.kinds = ScatterExercises.kinds + ("indexing",)

@@ -174,9 +174,13 @@ class Attr:
 
     def coerce(self, attrs, op):
         """Check (and normalise) the Python value given for this attribute, in place."""
-        if self.kw not in attrs or self.kind == "raw":
+        if self.kw not in attrs:
             return
         v = attrs[self.kw]
+        if self.kind == "raw":   # HLO text kept as it is (backend_config=, sharding=, ...)
+            if v is not None and not isinstance(v, str):
+                raise _c.ShapeError(f"{op}: {self.kw} must be HLO text (a string), got {_c.short(v)}")
+            return
         if v is None and self.default is not REQUIRED and self.default is None:
             return  # an optional attribute left out
         if self.kind == "str" and self.choices is not None:

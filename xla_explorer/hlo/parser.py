@@ -119,7 +119,7 @@ def parse_hlo(text):
     """Parse HLO text into an XlaComputation (the module's ENTRY computation and callees)."""
     from ..computation import XlaComputation
     if not isinstance(text, str):
-        raise TypeError(f"parse_hlo expects HLO text (str), got {type(text).__name__}")
+        raise HloParseError(f"parse_hlo expects HLO text (str), got {type(text).__name__}")
     registry.all_ops()  # every family registered before attributes are looked up
     lines = _logical_lines(text)
     if not lines:
@@ -131,12 +131,16 @@ def parse_hlo(text):
         i = 1
     blocks, entry_name = {}, None
     order = []
+    debug_sections = {}
     while i < len(lines):
         line = lines[i]
         if line.text.strip() in _DEBUG_SECTIONS:
-            # optimized dumps list source locations in sections of numbered lines: not HLO
+            # source locations (what metadata's stack_frame_id points at), in sections of
+            # numbered lines: not HLO; kept as text for the graph's source locations
+            section = debug_sections.setdefault(line.text.strip(), [])
             i += 1
             while i < len(lines) and lines[i].text.strip()[:1].isdigit():
+                section.append(lines[i].text.strip())
                 i += 1
             continue
         m = _COMP.match(line.text)
@@ -157,6 +161,9 @@ def parse_hlo(text):
         blocks[name] = (line, body)
         order.append(name)
         if m.group(1):
+            if entry_name is not None:
+                raise line.error(f"a second ENTRY computation ({name!r}; {entry_name!r} is the first): a module "
+                                 f"has one")
             entry_name = name
     if not order:
         raise lines[0].error("the module has no computations")
@@ -178,8 +185,10 @@ def parse_hlo(text):
         _computation(shells[name], header, body, resolve)
     _check_no_recursion(shells, blocks, order)
     entry = shells[entry_name]
-    return XlaComputation(entry, name=module_name, module_attrs=module_attrs,
-                          computations=[shells[n] for n in order if n != entry_name] + [entry])
+    module = XlaComputation(entry, name=module_name, module_attrs=module_attrs,
+                            computations=[shells[n] for n in order if n != entry_name] + [entry])
+    module.debug_sections = debug_sections
+    return module
 
 
 def _check_no_recursion(shells, blocks, order):

@@ -96,7 +96,8 @@ def _check_instruction(inst):
         raise ShapeError(f"{where(inst)}: its shape is {shape!r}, not a Shape")
     op = registry.OPS.get(inst.opcode)
     if op is None:
-        return  # running it says the opcode is not implemented
+        raise NotImplementedError(f"{where(inst)}: HLO opcode {inst.opcode!r} is not implemented in xla_explorer "
+                                  f"(see xla_explorer.status_table())")
     if inst.opcode != "parameter":
         check_size(shape, f"{op.name} {where(inst)}")
     if inst.opcode == "parameter":

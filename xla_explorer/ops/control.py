@@ -159,7 +159,7 @@ def Map(operands, computation, dimensions=None):
         operands = [operands]
     attrs = {"computation": computation}
     if dimensions is not None:
-        attrs["dimensions"] = tuple(dimensions)
+        attrs["dimensions"] = dimensions   # checked by the attribute schema (a list of integers)
     return apply_op("map", list(operands), attrs)
 
 

@@ -50,8 +50,7 @@ def CustomCall(call_target_name, operands, shape, backend_config=None, has_side_
     attrs = {"custom_call_target": call_target_name, "shape": as_shape(shape)}
     if backend_config is not None:
         attrs["backend_config"] = backend_config
-    if has_side_effect:
-        attrs["custom_call_has_side_effect"] = True
+    attrs["custom_call_has_side_effect"] = has_side_effect   # a bool (the attribute schema checks it)
     return apply_op("custom-call", list(operands), attrs)
 
 

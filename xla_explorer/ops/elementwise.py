@@ -284,7 +284,8 @@ def _binary_result_dims(op, lhs, rhs, broadcast_dimensions):
     """The broadcast result dims of ``lhs`` and ``rhs`` and, for each, where its dimensions
     go in the result."""
     if broadcast_dimensions is not None:
-        broadcast_dimensions = [int(d) for d in broadcast_dimensions]
+        from ..coerce import as_int_list   # integers only: 0.5 is refused, never truncated
+        broadcast_dimensions = list(as_int_list(op, "broadcast_dimensions", broadcast_dimensions))
     if not broadcast_dimensions or lhs.rank == rhs.rank:
         if broadcast_dimensions and list(broadcast_dimensions) != list(range(lhs.rank)):
             raise ShapeError(f"{op}: broadcast_dimensions={list(broadcast_dimensions)} must be empty or the "

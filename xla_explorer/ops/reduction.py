@@ -202,8 +202,6 @@ def Reduce(operands, init_values, computation, dimensions):
     if len(ops) != len(inits):
         raise ShapeError(f"Reduce: {len(ops)} operands but {len(inits)} init_values; give one "
                          "init value per operand")
-    if isinstance(dimensions, (int, np.integer)) and not isinstance(dimensions, (bool, np.bool_)):
-        dimensions = [dimensions]  # one dimension may be given alone
     return apply_op("reduce", ops + inits, {"dimensions": dimensions, "computation": computation})
 
 
@@ -1035,9 +1033,9 @@ def Scan(inputs, inits, computation, dimension, is_reverse=False, is_associative
              dimension=0)      # -> ([1, 3, 6, 10], 10): a running sum
     """
     xs, cs = _as_list(inputs), _as_list(inits)
-    attrs = {"dimensions": (int(dimension),), "num_carries": len(cs), "is_reverse": bool(is_reverse),
-             "is_associative": None if is_associative is None else bool(is_associative),
-             "computation": computation}
+    # the attribute schema checks the values (an integer dimension, bool flags): no int()/bool() here
+    attrs = {"dimensions": (as_int("Scan", "dimension", dimension),), "num_carries": len(cs),
+             "is_reverse": is_reverse, "is_associative": is_associative, "computation": computation}
     return apply_op("scan", xs + cs, attrs)
 
 

@@ -5,9 +5,11 @@
 Importing this package does not import the ``graphviz`` package: it is used only when
 a graph is drawn, and Graphviz's ``dot`` program is looked for then.
 
-Modules: ``model`` (the graph as nodes, edges, clusters), ``select`` (neighbourhood and
-path views), ``values`` (statistics and heatmaps of run values), ``dot`` (DOT text and
-running ``dot``), ``graph`` (the displayable object).
+Modules: ``model`` (the graph as nodes, edges, clusters), ``hierarchy`` (the groups a big
+module collapses by: called computations, JAX scopes, parts), ``view`` (the model of a
+hierarchy with some groups open), ``select`` (neighbourhood and path views), ``values``
+(statistics and heatmaps of run values), ``dot`` (DOT text and running ``dot``), ``graph``
+(the displayable object: ``expand``, ``collapse``, ``find``, ``highlight``).
 """
 from ..ops import registry
 from .dot import GraphvizNotFoundError, dot_available

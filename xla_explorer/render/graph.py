@@ -7,6 +7,17 @@
     comp.graph(around="dot.3", radius=2)  # the neighbourhood of one instruction
     comp.graph(path=("x.1", "add.7"))     # every path between two instructions
 
+A module of more than ``FULL_VIEW`` instructions starts collapsed: groups (called
+computations, JAX's scopes, parts of long ones; see ``render.hierarchy``) drawn as one
+node each, opened level by level while the picture stays within ``MAX_NODES`` nodes.
+
+    g.expand("fused_computation.3")       # a new graph with that group open (or several)
+    g.expand("multiply.12")               # the groups around an instruction opened
+    g.collapse("main.1:jit(f)/jvp(f)")    # ... closed; comp.graph(expand=[...], collapse=[...])
+    g.find("dot"), g.find("f32[64,64]")   # instructions anywhere, closed groups included
+    g.highlight("multiply.12")            # "where am I": its node, or its closed group's, marked
+    comp.graph(expand="all")              # everything (slow to lay out for thousands of nodes)
+
 Drawing needs Graphviz's ``dot`` program; without it ``GraphvizNotFoundError`` says how
 to install it.  ``g.model`` is the drawn graph as data (nodes, edges, clusters).
 """
@@ -15,18 +26,66 @@ import tempfile
 
 from ..hlo.ir import HloComputation, Instruction
 from . import dot as _dot
-from .model import Edge, Node, build_model, shape_text
+from .hierarchy import Group, Hierarchy, Item
+from .model import Edge, Node, shape_text
 from .select import neighbourhood, paths
+from .view import view_model
 
 FORMATS = ("svg", "png", "pdf", "dot")
+#: modules with at most this many instructions are drawn whole, every group open
+FULL_VIEW = 200
+#: most nodes of the first picture of a bigger module (Graphviz lays this out in a second)
+MAX_NODES = 40
 
 
 class HloGraph:
-    """A drawn HLO graph: ``.source`` (DOT), ``.save(path)``, ``.pipe(fmt)``, ``.model``."""
+    """A drawn HLO graph: ``.source`` (DOT), ``.save(path)``, ``.pipe(fmt)``, ``.model``;
+    for a module's graph also ``.expand``, ``.collapse``, ``.find``, ``.highlight``."""
 
-    def __init__(self, model, *, legend=True, rankdir="TB"):
+    def __init__(self, model, *, legend=True, rankdir="TB", view=None):
         self.model = model
         self.legend, self.rankdir = legend, rankdir
+        self.view = view  # the _View state behind a module's graph (None: a fixed picture)
+
+    # -- groups -----------------------------------------------------------------------------
+    @property
+    def hierarchy(self):
+        """The module's groups (``render.hierarchy.Hierarchy``)."""
+        return self._state().hier
+
+    @property
+    def opened(self):
+        """The keys of the open groups."""
+        return frozenset(self._state().opened)
+
+    def expand(self, *targets):
+        """A new graph with groups opened in place: group keys, computation or scope names,
+        or instruction names (the groups around them); ``"all"``: every group."""
+        state = self._state()
+        return state.redraw(opened=state.opened | state.resolve_open(targets))
+
+    def collapse(self, *targets):
+        """A new graph with these groups closed (an instruction's name: its innermost group)."""
+        state = self._state()
+        return state.redraw(opened=state.opened - state.resolve_close(targets))
+
+    def highlight(self, *targets):
+        """A new graph marking instructions or groups (orange): an instruction inside a
+        closed group marks the group.  ``targets``: names, (computation, name) pairs, or a
+        stepper's ``location`` list (every frame marked)."""
+        state = self._state()
+        return state.redraw(highlight=list(targets))
+
+    def find(self, query, limit=None):
+        """Instructions matching ``query`` (name, opcode, shape or scope; see
+        ``Hierarchy.find``), closed groups included: ``Item``s with ``.inst`` and ``.group``."""
+        return self._state().hier.find(query, limit=limit)
+
+    def _state(self):
+        if self.view is None:
+            raise TypeError("this graph is a fixed picture (around=, path= or a builder's): "
+                            "expand, collapse and highlight work on a module's comp.graph()")
+        return self.view
 
     # -- the graph as data ------------------------------------------------------------------
     @property
@@ -42,7 +101,16 @@ class HloGraph:
         return self.model.clusters
 
     def node(self, name):
-        return self.model.node(name)
+        try:
+            return self.model.node(name)
+        except KeyError:
+            if self.view is None:
+                raise
+            groups = self.view.closed_around(name)
+            if not groups:
+                raise
+            raise KeyError(f"instruction {name!r} is inside the closed group {groups[-1].key!r}: "
+                           f"graph.expand({name!r}) opens the groups around it") from None
 
     @property
     def source(self):
@@ -56,7 +124,8 @@ class HloGraph:
             raise ValueError(f"unknown format {format!r}; use one of svg, png, pdf (or save a .dot)")
         images = {_dot.image_name(n): n.image for n in self.model.nodes if n.image is not None}
         if not images:
-            return _dot.run_dot(_dot.to_dot(self.model, legend=self.legend, rankdir=self.rankdir, dpi=dpi), format)
+            return _dot.run_dot_cached(_dot.to_dot(self.model, legend=self.legend, rankdir=self.rankdir, dpi=dpi),
+                                       format)
         with tempfile.TemporaryDirectory(prefix="xla_explorer_graph_") as folder:
             for name, data in images.items():
                 pathlib.Path(folder, name).write_bytes(data)
@@ -98,21 +167,31 @@ class HloGraph:
         return bundle
 
     def __repr__(self):
-        kinds = [n for n in self.model.nodes if n.kind != "more"]
-        return (f"<HloGraph {self.model.title}: {len(kinds)} nodes, {len(self.model.edges)} edges, "
+        kinds = [n for n in self.model.nodes if n.kind not in ("more", "group")]
+        groups = sum(n.kind == "group" for n in self.model.nodes)
+        closed = f", {groups} closed groups of {len(self.view.hier):,} instructions" if groups else ""
+        return (f"<HloGraph {self.model.title}: {len(kinds)} nodes{closed}, {len(self.model.edges)} edges, "
                 f"{len(self.model.clusters)} clusters>")
 
 
 def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, legend=True,
              expand_trivial=False, subcomputations=True, all_attributes=False, max_constant_elements=8,
-             heatmaps=True, rankdir="TB", title=None):
+             heatmaps=True, rankdir="TB", title=None, expand=None, collapse=None, max_nodes=None,
+             highlight=None):
     """The ``HloGraph`` of an ``XlaComputation`` (or an ``HloComputation``).
 
-    values:      {instruction or name: value}, e.g. ``xe.inspect.instruction_values(comp, *args)``;
-                 each node then shows min / max / mean, NaN and Inf counts, and a heatmap
-    args:        run the reference executor on these arguments to get the values
+    values:      {instruction or name: value}, or a trace (``comp.trace(*args)``); each node
+                 then shows min / max / mean, NaN and Inf counts, and a heatmap; an
+                 instruction that ran several times (a loop body) shows its first run
+    args:        trace a run of the reference executor on these arguments for the values
+                 (called computations' instructions included)
     around, radius: only the instructions at most ``radius`` edges from ``around``
     path:        (a, b): only the instructions on paths between a and b
+    expand, collapse: groups to open or close (keys, computation or scope names,
+                 instruction names: the groups around them); ``expand="all"`` opens all
+    max_nodes:   most nodes of the first picture (default: the whole module up to
+                 ``FULL_VIEW`` instructions, else ``MAX_NODES``)
+    highlight:   instructions or groups to mark ("where am I")
     legend:      draw the colour legend
     expand_trivial: draw one-op bodies (``to_apply=add``) as clusters too
     subcomputations: False: name called computations on their callers, draw no clusters
@@ -127,18 +206,107 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
     if args is not None:
         if values is not None:
             raise ValueError("give values= or args=, not both")
-        from ..inspect import instruction_values
-        values = instruction_values(comp, *args)
-    model = build_model(entry, computations, values=values, expand_trivial=expand_trivial,
-                        subcomputations=subcomputations, all_attributes=all_attributes,
-                        max_constant_elements=max_constant_elements, heatmaps=heatmaps,
-                        title=title if title is not None else _title(name, entry))
-    if around is not None:
-        model = neighbourhood(model, around, radius)
-    elif path is not None:
-        a, b = path
-        model = paths(model, a, b)
-    return HloGraph(model, legend=legend, rankdir=rankdir)
+        from ..trace import trace
+        # every computation's values, the first run of each instruction (a loop body's
+        # first iteration): what a node shows, and a bounded memory for long loops
+        values = trace(comp, *args, keep=_first_run)
+    runs = {}
+    if hasattr(values, "records") and hasattr(values, "count"):  # a Trace: comp.trace(*args)
+        values, runs = _trace_values(values)
+    hier = Hierarchy(entry, computations, debug_sections=getattr(comp, "debug_sections", None),
+                     expand_trivial=expand_trivial, subcomputations=subcomputations)
+    options = dict(values=values, runs=runs, all_attributes=all_attributes, max_constant_elements=max_constant_elements,
+                   heatmaps=heatmaps, title=title if title is not None else _title(name, entry))
+    if around is not None or path is not None:
+        model = view_model(hier, hier.groups, scope_clusters=False, **options)
+        if around is not None:
+            model = neighbourhood(model, around, radius)
+        else:
+            a, b = path
+            model = paths(model, a, b)
+        return HloGraph(model, legend=legend, rankdir=rankdir)
+    if max_nodes is None and len(hier) <= FULL_VIEW:
+        opened = set(hier.groups)
+    else:
+        opened = hier.default_open(max_nodes or MAX_NODES)
+    state = _View(hier, opened, options, legend, rankdir, [])
+    if expand is not None:
+        state.opened |= state.resolve_open([expand] if isinstance(expand, str) else expand)
+    if collapse is not None:
+        state.opened -= state.resolve_close([collapse] if isinstance(collapse, str) else collapse)
+    return state.redraw(highlight=[] if highlight is None else
+                        ([highlight] if isinstance(highlight, (str, tuple)) else list(highlight)))
+
+
+def _first_run(record):
+    return record.invocation == 0
+
+
+def _trace_values(t):
+    """({instruction: value of its first kept run}, {instruction: how many times it ran})."""
+    values, runs = {}, {}
+    for rec in t.records:
+        inst = rec.instruction
+        if rec.kept and inst not in values:
+            values[inst] = rec.value
+    for inst in values:
+        runs[inst] = t.count(inst.name)
+    return values, runs
+
+
+class _View:
+    """What a module's graph is drawn from: the hierarchy, the open groups, the options."""
+
+    def __init__(self, hier, opened, options, legend, rankdir, highlight):
+        self.hier, self.opened, self.options = hier, set(opened), options
+        self.legend, self.rankdir, self.highlighted = legend, rankdir, highlight
+
+    def redraw(self, opened=None, highlight=None):
+        state = _View(self.hier, self.opened if opened is None else opened, self.options, self.legend,
+                      self.rankdir, self.highlighted if highlight is None else highlight)
+        state.opened.add(self.hier.root.key)
+        marks = [m for target in state.highlighted for m in self.resolve_marks(target)]
+        model = view_model(self.hier, state.opened, highlight=marks,
+                           scope_clusters=state.opened != set(self.hier.groups), **self.options)
+        return HloGraph(model, legend=self.legend, rankdir=self.rankdir, view=state)
+
+    def resolve_open(self, targets):
+        out = set()
+        for target in targets:
+            if isinstance(target, str) and target == "all":
+                out |= set(self.hier.groups)
+                continue
+            groups, _ = self.hier.resolve(target)
+            out |= {g.key for g in groups}
+        return out
+
+    def resolve_close(self, targets):
+        out = set()
+        for target in targets:
+            groups, item = self.hier.resolve(target)
+            if item is not None:  # an instruction: its innermost group
+                groups = groups[:1]
+            else:  # the named groups, not their ancestors
+                groups = self.hier.groups_named(target)
+            out |= {g.key for g in groups if g is not self.hier.root}
+        return out
+
+    def resolve_marks(self, target):
+        """Items and Groups for one highlight target (a stepper location: each frame)."""
+        if isinstance(target, (Item, Group)):
+            return [target]
+        if isinstance(target, list):  # [(computation, instruction, invocation), ...]
+            return [m for frame in target for m in self.resolve_marks(tuple(frame))]
+        groups, item = self.hier.resolve(target)
+        return [item] if item is not None else groups[:1]
+
+    def closed_around(self, name):
+        """The closed groups around instruction ``name``, innermost first."""
+        try:
+            groups = self.hier.enclosing(name)
+        except KeyError:
+            return []
+        return [g for g in groups if g.key not in self.opened]
 
 
 def graph_of_builder(builder, error=None, operands=(), opcode=None, **options):

@@ -1,11 +1,13 @@
 """The graph of an HLO module as plain data: nodes, edges and clusters, before any drawing.
 
-``build_model`` walks a computation the way XLA's HLO graph dumper does: one node per
+The full picture (``build_model``) is the one XLA's HLO graph dumper draws: one node per
 instruction (opcode, name, shape, the attributes that define it), one edge per operand,
 and one cluster per called computation (reduce bodies, comparators, while bodies and
 conditions, branches, call targets, fusions), linked to its caller by a dashed "call"
 edge.  A trivial called computation -- one binary op of its two parameters, like the
-``add`` of a sum -- is summarised on its caller (``to_apply=add``) instead.
+``add`` of a sum -- is summarised on its caller (``to_apply=add``) instead.  Big modules
+are drawn with closed groups (``Node.kind == "group"``): ``hierarchy`` finds the groups,
+``view`` builds the model of any choice of open ones, this full picture included.
 
 The DOT emitter (``dot.py``) draws this model and the tests read it, so what a test
 checks is what is drawn.  Colours come from the op categories of the registry
@@ -34,6 +36,7 @@ CATEGORY_STYLE = {
     "collective": ("#f8bbd0", "collective"),
     "other": ("#d7ccc8", "other"),
     "unknown": ("#ffffff", "not in the registry"),
+    "group": ("#eceff1", "closed group (click or expand=)"),
     "error": ("#ffcdd2", "shape error"),
 }
 #: attributes that say nothing about an op's semantics; shown with all_attributes=True
@@ -62,6 +65,11 @@ class Node:
     tooltip: str = ""
     is_root: bool = False
     inst: object = None          # the Instruction drawn, when there is one
+    group: str = None            # kind "group": the key of the closed group drawn
+    toggles: list = field(default_factory=list)  # keys of the groups a click opens or closes
+    calls: list = field(default_factory=list)    # "▸ calls ..." lines of closed called computations
+    source: str = ""             # "file.py:12" from the metadata
+    highlight: bool = False      # "where am I"
 
     @property
     def color(self):
@@ -79,6 +87,7 @@ class Edge:
     operand_index: int = None    # set when the consumer has more than one operand
     attribute: str = None        # call edges: the caller's attribute (to_apply, body, ...)
     cluster: str = None          # call edges: the callee's cluster id
+    count: int = 1               # values carried (edges from or into a closed group)
 
 
 @dataclass
@@ -90,6 +99,9 @@ class Cluster:
     parent: str = None           # enclosing cluster id, None at top level
     root: str = None             # node id of the computation's root
     computation: object = None
+    group: str = None            # the key of the open group drawn
+    kind: str = "computation"    # "computation" | "module" | "scope" | "part"
+    highlight: bool = False
 
 
 @dataclass
@@ -100,6 +112,9 @@ class GraphModel:
     clusters: list = field(default_factory=list)
     #: categories present, in legend order
     legend: list = field(default_factory=list)
+    #: lay out for speed (pictures of closed groups): edge labels placed after the layout
+    #: (``xlabel``) and a bounded network simplex (see ``dot.to_dot``)
+    quick_layout: bool = False
 
     def by_id(self, node_id):
         for n in self.nodes:
@@ -138,7 +153,7 @@ class GraphModel:
 
     def update_legend(self):
         present = {("error" if n.error else n.category) for n in self.nodes if n.kind != "more"}
-        self.legend = [c for c in (*CATEGORY_ORDER, "unknown", "error") if c in present]
+        self.legend = [c for c in (*CATEGORY_ORDER, "group", "unknown", "error") if c in present]
 
 
 # -- small texts ----------------------------------------------------------------------------
@@ -216,17 +231,16 @@ def trivial_summary(comp):
 def called(inst, module_computations):
     """(hlo attribute, computation) pairs an instruction calls.  Unregistered opcodes keep
     their attributes as raw text; names of the module's computations there count too."""
-    op = registry.OPS.get(inst.opcode)
-    hlo_key = {kw: a.hlo for a in op.attrs for kw in a.kws} if op else {}
     out = []
     for kw, value in inst.attrs.items():
         if isinstance(value, HloComputation):
-            out.append((hlo_key.get(kw, kw), value))
-        elif isinstance(value, (list, tuple)) and value and all(isinstance(c, HloComputation) for c in value):
-            key = hlo_key.get(kw, kw)
+            out.append((_hlo_key(inst.opcode, kw), value))
+        elif isinstance(value, (list, tuple)) and value and isinstance(value[0], HloComputation) and \
+                all(isinstance(c, HloComputation) for c in value):
+            key = _hlo_key(inst.opcode, kw)
             out.extend((f"{key}[{i}]" if len(value) > 1 else key, c) for i, c in enumerate(value))
     for key, raw in inst.extra.items():
-        if not isinstance(raw, str):
+        if not isinstance(raw, str) or key in NOISE:  # metadata and the like name no computation
             continue
         text = raw.strip()
         names = split_top(text[1:-1]) if text.startswith("{") and text.endswith("}") else [text]
@@ -237,88 +251,16 @@ def called(inst, module_computations):
     return out
 
 
+def _hlo_key(opcode, kw):
+    """The HLO attribute name of an op's keyword argument (``computation`` -> ``to_apply``)."""
+    op = registry.OPS.get(opcode)
+    for a in (op.attrs if op else ()):
+        if kw in a.kws:
+            return a.hlo
+    return kw
+
+
 # -- building ---------------------------------------------------------------------------------
-class _Builder:
-    def __init__(self, computations, values, expand_trivial, subcomputations, all_attributes,
-                 max_constant_elements, heatmaps):
-        self.model = GraphModel()
-        self.module_computations = {c.name: c for c in computations}
-        self.values = values or {}
-        self.expand_trivial, self.subcomputations = expand_trivial, subcomputations
-        self.all_attributes, self.max_constant_elements = all_attributes, max_constant_elements
-        self.heatmaps = heatmaps
-        self.node_ids = {}       # id(instruction) -> node id
-        self.cluster_ids = {}    # id(computation) -> cluster id
-
-    def value_of(self, inst):
-        if inst in self.values:
-            return True, self.values[inst]
-        if inst.name in self.values:
-            return True, self.values[inst.name]
-        return False, None
-
-    def computation(self, comp, cluster):
-        """Add the nodes and edges of ``comp`` to the model, inside ``cluster``."""
-        for inst in comp.instructions:
-            self.instruction(inst, cluster, is_root=inst is comp.root)
-        for inst in comp.instructions:
-            self.operand_edges(inst, cluster)
-
-    def instruction(self, inst, cluster, is_root=False):
-        if id(inst) in self.node_ids:
-            return self.node_ids[id(inst)]
-        calls = called(inst, self.module_computations)
-        node = instruction_node(inst, f"n{len(self.node_ids)}", calls, all_attributes=self.all_attributes,
-                                max_constant_elements=self.max_constant_elements)
-        node.cluster, node.is_root = cluster, is_root
-        self.node_ids[id(inst)] = node.id
-        self.model.nodes.append(node)
-        self.overlay_value(node, inst)
-        for key, callee in calls:
-            self.call(node, key, callee, cluster)
-        return node.id
-
-    def call(self, node, key, callee, cluster):
-        summary = None if self.expand_trivial else trivial_summary(callee)
-        if summary is not None:
-            node.attributes.append(f"{key}={summary}")
-            return
-        if not self.subcomputations:
-            node.attributes.append(f"{key}={callee.name}")
-            return
-        if id(callee) not in self.cluster_ids:
-            cid = f"cluster_{len(self.model.clusters)}"
-            self.cluster_ids[id(callee)] = cid
-            c = Cluster(cid, callee.name, callee.signature(), parent=cluster, computation=callee)
-            self.model.clusters.append(c)
-            self.computation(callee, cid)
-            c.root = self.node_ids[id(callee.root)]
-        cid = self.cluster_ids[id(callee)]
-        self.model.edges.append(Edge(node.id, self.node_ids[id(callee.root)], "call", label=key,
-                                     attribute=key, cluster=cid))
-
-    def operand_edges(self, inst, cluster):
-        many = len(inst.operands) > 1
-        for i, operand in enumerate(inst.operands):
-            src = self.instruction(operand, cluster)  # normally drawn already
-            text = shape_text(operand.shape)
-            if len(text) > 40:
-                text = text[:39] + "…"
-            self.model.edges.append(Edge(src, self.node_ids[id(inst)], "operand",
-                                         label=f"{i}: {text}" if many else text,
-                                         operand_index=i if many else None))
-
-    def overlay_value(self, node, inst):
-        from .values import summarize
-        found, value = self.value_of(inst)
-        if not found:
-            return
-        s = summarize(value, heatmap=self.heatmaps)
-        node.alert, node.image = s.alert, s.image
-        node.stats = [] if node.constant else s.lines  # an inlined constant shows its value already
-        node.tooltip = "\n".join([node.tooltip] + s.tooltip)
-
-
 def instruction_node(inst, node_id="n0", calls=None, all_attributes=False, max_constant_elements=8):
     """The ``Node`` of one instruction (the graph layer's renderer for every opcode).
 
@@ -346,17 +288,17 @@ def instruction_node(inst, node_id="n0", calls=None, all_attributes=False, max_c
 
 def build_model(entry, computations=(), *, values=None, expand_trivial=False, subcomputations=True,
                 all_attributes=False, max_constant_elements=8, heatmaps=True, title=None):
-    """The ``GraphModel`` of computation ``entry`` and everything it calls.
+    """The ``GraphModel`` of computation ``entry`` and everything it calls, every group open.
 
     ``computations``: every computation of the module (to resolve calls of opcodes the
     registry does not know, kept as raw text); ``values``: {instruction or name: value}.
     """
-    b = _Builder(list(computations) or [entry], values, expand_trivial, subcomputations,
-                 all_attributes, max_constant_elements, heatmaps)
-    b.computation(entry, None)
-    b.model.title = title if title is not None else f"{entry.name}  {_signature(entry)}"
-    b.model.update_legend()
-    return b.model
+    from .hierarchy import Hierarchy
+    from .view import view_model
+    hier = Hierarchy(entry, computations, expand_trivial=expand_trivial, subcomputations=subcomputations)
+    return view_model(hier, hier.groups, values=values, all_attributes=all_attributes,
+                      max_constant_elements=max_constant_elements, heatmaps=heatmaps, scope_clusters=False,
+                      title=title if title is not None else f"{entry.name}  {_signature(entry)}")
 
 
 def _signature(comp):

@@ -44,7 +44,7 @@ from ...ops.indexing import (_batch_position, _index_values, _offset_operand_dim
                              _split_scatter_operands)
 from ..emit import _FTZ, can_emit, carrier, carrier_dtype, emit, finish, supported_type
 from ..jit_cache import load_source
-from ..numba_setup import PARALLEL_THRESHOLD
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD
 from . import kernel
 from .shape import (POOL, _copy_run, as_result, copy_words, merge_dims, new_words, product, row_major_strides,
                     threads, words)
@@ -85,7 +85,7 @@ def _batching_table(pairs, ostr, batch_sizes, index_vector_dim):
 # =========================================================================================
 
 class GatherPlan:
-    __slots__ = ("nb", "K", "inner", "imap", "bmap", "S", "dmap", "sl", "nrows", "take")
+    __slots__ = ("nb", "K", "inner", "imap", "bmap", "S", "dmap", "sl", "nrows", "take", "positions_minor")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -115,6 +115,12 @@ def _gather_plan(odims, idims, rdims, offset_dims, collapsed_slice_dims, start_i
     dims, (dstr, sstr) = merge_dims(slice_dims, [rstr[d] for d in offset_dims], [ostr[d] for d in remapped])
     plan.sl = _table([dims, dstr, sstr], len(dims))
     plan.nrows = product(dims[:-1])
+    # positions minor in the result (x[:, i]: the batch dimension last): walk the slice
+    # elements outside and the positions inside (``by_element_par``)
+    batch_strides = [rstr[d] for d in batch_dims if rdims[d] > 1]
+    slice_strides = [s for n, s in zip(dims, dstr) if n > 1]
+    plan.positions_minor = bool(plan.S < 0 and batch_strides and slice_strides
+                                and min(batch_strides) < min(slice_strides))
     # with one start index (K = 1) the index of position p is idx[p], whatever inner is
     plan.take = plan.K == 1 and not operand_batching_dims and plan.S >= 0 and plan.nrows == 1
     return plan
@@ -245,19 +251,69 @@ def _elems(lo, hi, out, src, idx, K, inner, imap, bmap):
         return
     stride = imap[0].copy()
     top = imap[1].copy()
-    nbat = bmap.shape[1]
     for p in range(lo, hi):
-        if inner == 1:
-            base = p * K
-        else:
-            q = p // inner
-            base = q * K * inner + (p - q * inner)
-        so = 0
-        for k in range(K):
-            so += _clamped(idx, base + k * inner, top[k]) * stride[k]
-        for i in range(nbat):
-            so += ((p // bmap[1, i]) % bmap[2, i]) * bmap[0, i]
-        out[uint64(p)] = src[uint64(so)]
+        out[uint64(p)] = src[uint64(_start_offset(p, idx, K, inner, stride, top, bmap))]
+
+
+@njit(inline="always", **_opts)
+def _start_offset(p, idx, K, inner, stride, top, bmap):
+    """Where position p's slice starts in the operand: each start index clamped (top[k]:
+    dim - slice size) times its stride, plus the batching dimensions' strides."""
+    if inner == 1:
+        base = p * K
+    else:
+        q = p // inner
+        base = q * K * inner + (p - q * inner)
+    so = 0
+    for k in range(K):
+        so += _clamped(idx, base + k * inner, top[k]) * stride[k]
+    for i in range(bmap.shape[1]):
+        so += ((p // bmap[1, i]) % bmap[2, i]) * bmap[0, i]
+    return so
+
+
+@njit(**_opts)
+def _positions(so, do, idx, K, inner, imap, bmap, dmap):
+    """so[p], do[p]: where position p's slice starts in the operand and in the result."""
+    stride = imap[0].copy()
+    top = imap[1].copy()
+    for p in range(so.shape[0]):
+        so[p] = _start_offset(p, idx, K, inner, stride, top, bmap)
+        o = 0
+        for j in range(dmap.shape[1]):
+            o += ((p // dmap[1, j]) % dmap[2, j]) * dmap[0, j]
+        do[p] = o
+
+
+@njit(inline="always", **_opts)
+def _slice_elements(lo, hi, out, src, so, do, sl):
+    r = sl.shape[1]
+    nb = so.shape[0]
+    for e in range(lo, hi):
+        rem = e
+        doff = 0
+        soff = 0
+        for d in range(r - 1, -1, -1):
+            c = rem % sl[0, d]
+            rem //= sl[0, d]
+            doff += c * sl[1, d]
+            soff += c * sl[2, d]
+        for p in range(nb):
+            out[uint64(do[p] + doff)] = src[uint64(so[p] + soff)]
+
+
+@njit(parallel=True, **_opts)
+def by_element_par(out, src, so, do, sl, ne):
+    """A gather whose positions are the result's minor dimension (``x[:, i]``): for each
+    element of the slice (outer, in parallel), every position (inner), so that the
+    result is written along its rows and each row of the operand is read while in cache."""
+    for c in prange((ne + 7) // 8):
+        _slice_elements(c * 8, min(ne, c * 8 + 8), out, src, so, do, sl)
+
+
+@njit(**_opts)
+def by_element_ser(out, src, so, do, sl, ne):
+    _slice_elements(0, ne, out, src, so, do, sl)
 
 
 @njit(parallel=True, **_opts)
@@ -288,18 +344,24 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
                             tuple(offset_dims), tuple(collapsed_slice_dims), tuple(start_index_map),
                             int(index_vector_dim), tuple(slice_sizes), tuple(operand_batching_dims),
                             tuple(start_indices_batching_dims))
-        if plan.nrows == 1 and plan.sl[0, 0] == 1 and not plan.take:
-            (elems_par if n >= PARALLEL_THRESHOLD else elems_ser)(
+        if plan.positions_minor:
+            so, do = np.empty(plan.nb, np.int64), np.empty(plan.nb, np.int64)
+            _positions(so, do, _indices(start_indices), plan.K, plan.inner, plan.imap, plan.bmap, plan.dmap)
+            ne = int(np.prod(plan.sl[0]))
+            (by_element_par if n >= MOVE_PARALLEL_THRESHOLD and ne > 1 else by_element_ser)(
+                out, words(operand), so, do, plan.sl, ne)
+        elif plan.nrows == 1 and plan.sl[0, 0] == 1 and not plan.take:
+            (elems_par if n >= MOVE_PARALLEL_THRESHOLD else elems_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap)
         elif plan.take and plan.sl[0, 0] == 1:
-            (take1_par if n >= PARALLEL_THRESHOLD else take1_ser)(
+            (take1_par if n >= MOVE_PARALLEL_THRESHOLD else take1_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0])
         elif plan.take:
-            (take_par if n >= PARALLEL_THRESHOLD else take_ser)(
+            (take_par if n >= MOVE_PARALLEL_THRESHOLD else take_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0],
                 plan.sl[0, 0], plan.sl[2, 0])
         else:
-            (gather_par if n >= PARALLEL_THRESHOLD else gather_ser)(
+            (gather_par if n >= MOVE_PARALLEL_THRESHOLD else gather_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap,
                 plan.S, plan.dmap, plan.sl, plan.nrows)
     return as_result(out, shape)

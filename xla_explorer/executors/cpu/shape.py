@@ -23,13 +23,14 @@ and the writes stay within a few cache lines per tile.
 fused loop (a lone one is a one-member loop group), so the executor never asks for one.
 """
 import functools
+import itertools
 import sys
 import threading
 
 import numpy as np
 from numba import njit, prange, uint64
 
-from ..numba_setup import PARALLEL_THRESHOLD, numba
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
 from . import kernel
 
 numba()  # configure numba (threading layer) before the first compile
@@ -131,7 +132,7 @@ def copy_words(array):
     NumPy's one-thread copy on this project's machines)."""
     src = words(array)
     out = POOL.take(src.nbytes).view(src.dtype)
-    if src.size >= PARALLEL_THRESHOLD:
+    if src.size >= MOVE_PARALLEL_THRESHOLD:
         strided_copy(out, 0, (1,), src, 0, (1,), (src.size,))
     else:
         np.copyto(out, src)
@@ -152,12 +153,14 @@ _pool_lock = threading.Lock()
 
 
 def in_threads(fn, n, parallel, *args):
-    """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into one contiguous part
-    per Numba thread, the calling thread running the first part and a small pool of
-    Python threads the others (``fn`` is a ``nogil`` Numba function, so they run at
-    once).  This costs tens of microseconds more than a ``prange`` launch, so it is for
-    large work; it saves the compilation of a parallel wrapper (over a second each,
-    cold) and does not spin-wait when another process wants the core."""
+    """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into about four parts per
+    Numba thread, which the calling thread and a small pool of Python threads take in turn
+    (``fn`` is a ``nogil`` Numba function, so they run at once).  The caller waits only for
+    parts another thread has started: when another process holds a core and a pool thread
+    does not get to run, the caller does its parts too instead of waiting for it.  This
+    costs tens of microseconds more than a ``prange`` launch, so it is for large work; it
+    saves the compilation of a parallel wrapper (over a second each, cold) and does not
+    spin-wait when another process wants the core."""
     global _pool
     k = min(threads(), n) if parallel else 1
     if k <= 1:
@@ -168,13 +171,37 @@ def in_threads(fn, n, parallel, *args):
             if _pool is None or _pool._max_workers < k - 1:
                 from concurrent.futures import ThreadPoolExecutor
                 _pool = ThreadPoolExecutor(k - 1, thread_name_prefix="xla_explorer_kernel")
-    per = -(-n // k)
-    parts = [_pool.submit(fn, i * per, min(n, (i + 1) * per), *args) for i in range(1, k) if i * per < n]
-    try:
-        fn(0, min(n, per), *args)
-    finally:
-        for p in parts:
-            p.result()
+    parts = min(n, 4 * k)
+    per = -(-n // parts)
+    parts = -(-n // per)
+    claim = itertools.count()   # next() is atomic under the GIL
+    done = threading.Semaphore(0)
+    errors = []
+
+    def work():
+        mine = 0
+        while True:
+            c = next(claim)
+            if c >= parts:
+                return mine
+            try:
+                fn(c * per, min(n, (c + 1) * per), *args)
+            except BaseException as e:  # noqa: BLE001 - re-raised by the caller
+                errors.append(e)
+            done.release()
+            mine += 1
+
+    # compile (or load) fn for these argument types here, on an empty range, before other
+    # threads call it: Numba compiling one function in several threads at once can fail
+    # ("no compiled object yet for <Library ...>")
+    fn(0, 0, *args)
+    for _ in range(k - 1):
+        _pool.submit(work)
+    work()
+    for _ in range(parts):  # every part, whoever took it
+        done.acquire()
+    if errors:
+        raise errors[0]
 
 
 def row_major_strides(dims):
@@ -273,32 +300,68 @@ def _copy_run(dst, do, ds, src, so, ss, j0, j1):
     elif ds == 1 and ss == 1:
         for j in range(j0, j1):
             dst[uint64(do + j)] = src[uint64(so + j)]
+    elif ds == 1 and ss == -1:  # a reversed row
+        for j in range(j0, j1):
+            dst[uint64(do + j)] = src[uint64(so - j)]
     else:
         for j in range(j0, j1):
             dst[uint64(do + j * ds)] = src[uint64(so + j * ss)]
 
 
-@njit(inline="always", **_opts)
-def _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
+@njit(**_opts)
+def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
+    """Work items [i0, i1) of the loop nest: ``chunk`` elements of a row each (``nch`` per
+    row).  Whole rows (nch = 1) follow one another with their coordinates counted up
+    like an odometer: no division per row (a transposition of rows of 64 spent most of
+    its time dividing)."""
     r = dims.shape[0]
-    row = w // nch
-    c = w - row * nch
-    j0 = c * chunk
-    j1 = min(dims[r - 1], j0 + chunk)
-    do, so = _offsets(row, dims, dstr, sstr, r - 1)
-    _copy_run(dst, dbase + do, dstr[r - 1], src, sbase + so, sstr[r - 1], j0, j1)
+    L = dims[r - 1]
+    ds, ss = dstr[r - 1], sstr[r - 1]
+    if nch > 1 or r == 1:
+        for w in range(i0, i1):
+            row = w // nch
+            c = w - row * nch
+            j0 = c * chunk
+            do, so = _offsets(row, dims, dstr, sstr, r - 1)
+            _copy_run(dst, dbase + do, ds, src, sbase + so, ss, j0, min(L, j0 + chunk))
+        return
+    coord = np.empty(r - 1, np.int64)
+    rem = i0
+    do = dbase
+    so = sbase
+    for d in range(r - 2, -1, -1):
+        c = rem % dims[d]
+        rem //= dims[d]
+        coord[d] = c
+        do += c * dstr[d]
+        so += c * sstr[d]
+    for _ in range(i0, i1):
+        _copy_run(dst, do, ds, src, so, ss, 0, L)
+        d = r - 2
+        while d >= 0:
+            coord[d] += 1
+            do += dstr[d]
+            so += sstr[d]
+            if coord[d] < dims[d]:
+                break
+            do -= dims[d] * dstr[d]
+            so -= dims[d] * sstr[d]
+            coord[d] = 0
+            d -= 1
 
 
 @njit(parallel=True, **_opts)
 def rows_par(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
-    """The loop nest row by row (the last dimension), ``chunk`` elements per work item, in parallel."""
+    """The loop nest row by row (the last dimension), ``chunk`` elements per work item, in
+    parallel: 64 blocks of consecutive items."""
     r = dims.shape[0]
     nch = (dims[r - 1] + chunk - 1) // chunk
     items = nch
     for d in range(r - 1):
         items *= dims[d]
-    for w in prange(items):
-        _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+    per = (items + 63) // 64
+    for b in prange((items + per - 1) // per):
+        _rows_range(b * per, min(items, (b + 1) * per), dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
 
 
 @njit(**_opts)
@@ -309,8 +372,7 @@ def rows_ser(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
     items = nch
     for d in range(r - 1):
         items *= dims[d]
-    for w in range(items):
-        _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+    _rows_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
 
 
 @njit(**_opts)
@@ -337,6 +399,21 @@ def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf):
     ds, ss = dstr[r - 1], sstr[r - 1]
     for j0 in range(0, dims[r - 1], tile):
         nj = min(dims[r - 1], j0 + tile) - j0
+        if sa == 1 and ds == 1 and ni == tile and nj == tile:
+            # a whole tile of a plain transposition (unit steps on both contiguous sides):
+            # slices, so that both loops are contiguous runs LLVM vectorises
+            for j in range(tile):
+                s = so + (j0 + j) * ss + i0
+                row = src[s:s + tile]
+                bj = buf[j * tile:(j + 1) * tile]
+                for i in range(tile):
+                    bj[i] = row[i]
+            for i in range(tile):
+                o = do + (i0 + i) * da + j0
+                orow = dst[o:o + tile]
+                for j in range(tile):
+                    orow[j] = buf[uint64(j * tile + i)]
+            continue
         for j in range(nj):
             s = so + (j0 + j) * ss + i0 * sa
             for i in range(ni):
@@ -380,7 +457,7 @@ def tiles_ser(dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
 
 def run_copy(plan, dst, dbase, src, sbase):
     """Run a CopyPlan: ``dst`` and ``src`` are flat word arrays of one dtype."""
-    par = plan.n >= PARALLEL_THRESHOLD
+    par = plan.n >= MOVE_PARALLEL_THRESHOLD
     if plan.tile:
         (tiles_par if par else tiles_ser)(dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr,
                                           plan.tile_dim, plan.tile)

@@ -1,0 +1,342 @@
+"""Graphs of big modules: the hierarchy they collapse by, and the pictures of it.
+
+Modules are generated as HLO text (layers of scoped ops, called computations, trivial
+reduce bodies, constants), a few hundred instructions, so these tests stay quick; one
+small JAX program checks the scopes and source lines JAX records."""
+import random
+
+import numpy as np
+import pytest
+
+import xla_explorer as xe
+from xla_explorer import render
+from xla_explorer.render.graph import FULL_VIEW, MAX_NODES
+from xla_explorer.render.hierarchy import MAX_CHILDREN, Group, Hierarchy, scope_of_op_name
+
+needs_dot = pytest.mark.skipif(not render.dot_available(),
+                               reason="Graphviz's dot is not installed (apt-get install graphviz)")
+
+
+def synthetic(layers=30, width=8, metadata=True, seed=0, debug=False):
+    """HLO text of a module of ``layers`` scopes ``layer{k}`` (sub-scopes ``mix`` and
+    ``act``), each ``width`` element-wise ops with links back to earlier layers, a call of
+    a 4-instruction computation and a sum (a trivial ``add`` body) per layer."""
+    rng = random.Random(seed)
+    meta = (lambda scope, k: f', metadata={{op_name="jit(f)/layer{k}/{scope}" source_file="model.py" '
+            f'source_line={10 + k}}}') if metadata else (lambda scope, k: "")
+    lines = ["HloModule synth", "", "add {", "  a = f32[] parameter(0)", "  b = f32[] parameter(1)",
+             "  ROOT s = f32[] add(a, b)", "}", ""]
+    for k in range(layers):
+        lines += [f"body{k} {{", "  p = f32[8] parameter(0)", f"  e = f32[8] exponential(p){meta('act/exp', k)}",
+                  f"  n = f32[8] negate(e){meta('act/neg', k)}", f"  ROOT m = f32[8] multiply(e, n){meta('act/mul', k)}",
+                  "}", ""]
+    body = ["  x = f32[8] parameter(0)", "  zero = f32[] constant(0)", "  one = f32[] constant(1)",
+            "  ones = f32[8] broadcast(one), dimensions={}"]
+    history, sums = ["x"], []
+    for k in range(layers):
+        body.append(f"  w{k} = f32[8] parameter({k + 1})")
+        h = f"h{k}_0"
+        body.append(f"  {h} = f32[8] add({history[-1]}, w{k}){meta('mix/add', k)}")
+        for j in range(1, width):
+            scope = "mix" if j < width // 2 else "act"
+            other = rng.choice(history[-3:])
+            op = rng.choice(["add", "multiply", "subtract", "maximum"])
+            second = rng.choice([other, "ones"])
+            body.append(f"  h{k}_{j} = f32[8] {op}({h}, {second}){meta(scope + '/' + op, k)}")
+            h = f"h{k}_{j}"
+        body.append(f"  c{k} = f32[8] call({h}), to_apply=body{k}{meta('act/call', k)}")
+        body.append(f"  r{k} = f32[] reduce(c{k}, zero), dimensions={{0}}, to_apply=add{meta('sum/reduce', k)}")
+        history.append(f"c{k}")
+        sums.append(f"r{k}")
+    body.append(f"  ROOT out = ({', '.join(['f32[8]'] + ['f32[]'] * len(sums))}) tuple({history[-1]}, {', '.join(sums)})")
+    lines += ["ENTRY main {", *body, "}", ""]
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def big():
+    return xe.parse_hlo(synthetic())
+
+
+def all_instructions(comp):
+    """(computation name, instruction name) of every instruction the hierarchy holds."""
+    hier = Hierarchy(comp.entry, comp.computations)
+    return hier, {(it.computation.name, it.inst.name) for it in hier.items}
+
+
+def drawn(graph):
+    items = graph.hierarchy.items
+    return {(items[int(n.id[1:])].computation.name, n.name) for n in graph.nodes if n.kind == "instruction"}
+
+
+# -- the hierarchy -------------------------------------------------------------------------------
+def test_scope_of_op_name():
+    assert scope_of_op_name("jit(f)/transpose(jvp(layer3))/dot_general") == ("jit(f)", "transpose(jvp(layer3))")
+    assert scope_of_op_name("jit(f)/jvp(jit(relu))/max") == ("jit(f)", "jvp(jit(relu))")
+    assert scope_of_op_name("x") == () and scope_of_op_name("") == ()
+    assert scope_of_op_name("jit(f)/a/mul;jit(f)/b/add") == ("jit(f)", "a")  # merged ops: the first
+
+
+def test_groups_follow_scopes_and_calls(big):
+    hier = Hierarchy(big.entry, big.computations)
+    layer = hier.group("layer3")
+    assert layer.kind == "scope" and layer.scope == "layer3"  # "jit(f)", shared by all, left out
+    assert {c.label for c in layer.children if isinstance(c, Group)} >= {"mix", "act"}
+    body = hier.group("body3")
+    assert body.kind == "computation" and body.caller.inst.name == "c3"
+    assert body.parent is hier.item("c3").group
+    assert "add" not in hier.groups  # a trivial body is no group: its callers name it
+    # sizes add up, every instruction once
+    assert hier.root.size == len(hier.items) == sum(len(c.instructions) for c in big.computations
+                                                       if c.name != "add")
+
+
+def test_constants_and_parameters_go_where_their_users_are(big):
+    hier = Hierarchy(big.entry, big.computations)
+    assert hier.item("w5").group.key.startswith("main:layer5")  # used by layer5 only
+    # used by every layer's sum: at the top (in a part of the top, 30 layers being too many)
+    assert {g.kind for g in hier.enclosing("zero")} == {"part", "module"}
+    assert hier.item("ones").constant and not hier.item("x").constant
+
+
+def test_every_group_opens_onto_a_small_picture():
+    comp = xe.parse_hlo(synthetic(layers=40, width=12, metadata=False))
+    hier = Hierarchy(comp.entry, comp.computations)
+    parts = [g for g in hier.groups.values() if g.kind == "part"]
+    assert parts, "a module without metadata is cut into parts"
+    for g in hier.groups.values():
+        assert sum(isinstance(c, Group) or not c.constant for c in g.children) <= MAX_CHILDREN, g
+
+
+# -- the pictures --------------------------------------------------------------------------------
+def test_small_modules_are_drawn_whole():
+    comp = xe.parse_hlo(synthetic(layers=3, width=4))
+    assert len(Hierarchy(comp.entry, comp.computations)) <= FULL_VIEW
+    g = comp.graph()
+    assert not [n for n in g.nodes if n.kind == "group"]
+    assert drawn(g) == all_instructions(comp)[1]
+    assert {c.label for c in g.clusters} == {"body0", "body1", "body2"}  # no scope clusters
+
+
+def test_first_picture_of_a_big_module_is_small(big):
+    g = big.graph()
+    assert len(Hierarchy(big.entry, big.computations)) > FULL_VIEW
+    groups = [n for n in g.nodes if n.kind == "group"]
+    assert groups and len([n for n in g.nodes if not n.inst or not n.inst.opcode == "constant"]) <= MAX_NODES
+    node = groups[0]
+    assert node.title.startswith("▸ ") and "instruction" in node.name
+    assert any(a.startswith("in: ") for a in node.attributes) or node.shape.startswith("out: ")
+
+
+def test_every_instruction_is_reachable_by_expanding(big):
+    _, everything = all_instructions(big)
+    g = big.graph()
+    for _ in range(50):
+        closed = [k for n in g.nodes for k in n.toggles if k not in g.opened]
+        if not closed:
+            break
+        g = g.expand(*closed)
+    assert drawn(g) == everything
+    # and one at a time: expanding by an instruction's name draws it
+    hier = g.hierarchy
+    for item in random.Random(1).sample(hier.items, 25):
+        assert big.graph().expand((item.computation.name, item.inst.name)).node(item.inst.name) is not None
+
+
+def representative(graph, item):
+    """Node id drawing ``item``, worked out from the open groups alone."""
+    for g in reversed(graph.hierarchy.enclosing(item)):  # outermost first
+        if g.key in graph.opened:
+            continue
+        if g.kind == "computation":
+            return representative(graph, g.caller)
+        return f"g{g.index}"
+    return f"n{item.index}"
+
+
+@pytest.mark.parametrize("opened", ["default", "some", "all"])
+def test_edges_are_exactly_those_between_groups(big, opened):
+    g = big.graph()
+    if opened == "some":
+        g = g.expand("layer4", "body7", "h12_3").collapse("layer4/mix")
+    elif opened == "all":
+        g = g.expand("all")
+    hier = g.hierarchy
+    ids = {n.id for n in g.nodes}
+    expected = set()
+    for it in hier.items:
+        for u in it.inst.operands:
+            src, dst = representative(g, hier.item_of[id(u)]), representative(g, it)
+            if src != dst and src in ids:  # a constant is drawn only beside a user drawn
+                expected.add((src, dst))
+    got = {(e.src, e.dst) for e in g.edges if e.kind == "operand"}
+    assert got == expected
+    for e in g.edges:  # every node an edge names is drawn
+        assert e.src in ids and e.dst in ids
+
+
+def test_expand_and_collapse_in_place(big):
+    g = big.graph()
+    key = next(n.group for n in g.nodes if n.kind == "group")
+    opened = g.expand(key)
+    assert key in opened.opened and key not in g.opened
+    assert f"g{opened.hierarchy.group(key).index}" not in {n.id for n in opened.nodes}
+    assert any(c.group == key for c in opened.clusters)
+    back = opened.collapse(key)
+    assert back.opened == g.opened and back.source == g.source
+    with pytest.raises(KeyError, match="closed group"):
+        g.node("e")  # inside body0, closed
+    with pytest.raises(KeyError, match="no group"):
+        g.expand("layer999")
+
+
+def test_search_finds_instructions_in_closed_groups(big):
+    g = big.graph()
+    shown = {n.name for n in g.nodes if n.kind == "instruction"}
+    hits = g.find("exponential")
+    assert len(hits) == 30 and all(h.inst.opcode == "exponential" for h in hits)
+    assert not shown & {h.inst.name for h in hits}
+    assert [h.inst.name for h in g.find("h7_3")] == ["h7_3"]
+    assert {h.inst.name for h in g.find("shape:f32[]")} >= {"r0", "zero"}
+    assert {h.inst.name for h in g.find("scope:layer2/sum")} == {"r2"}
+    assert g.find("op:negate") == [h for h in g.find("negate") if h.inst.opcode == "negate"]
+    hit = hits[5]
+    assert g.expand((hit.computation.name, hit.inst.name)).node(hit.inst.name).inst is hit.inst
+
+
+def test_highlight_marks_the_node_or_its_closed_group(big):
+    g = big.graph(highlight="h20_2")
+    marked = [n for n in g.nodes if n.highlight]
+    assert len(marked) == 1 and marked[0].kind == "group"
+    assert "h20_2" in {it.inst.name for it in g.hierarchy.group(marked[0].group).items()}
+    opened = g.expand("h20_2")
+    assert [n.name for n in opened.nodes if n.highlight] == ["h20_2"]
+    # a stepper's location: (computation, instruction, invocation) frames
+    located = big.graph().highlight([("main", "c4", 0), ("body4", "e", 0)]).expand("body4")
+    assert {n.name for n in located.nodes if n.highlight} == {"c4", "e"}
+    assert 'COLOR="#ff6d00"' in located.source
+
+
+def test_source_lines_from_metadata(big):
+    g = big.graph(expand="h3_1")
+    assert g.node("h3_1").source == "model.py:13"
+    group = next(n for n in g.nodes if n.kind == "group" and n.group.startswith("main:layer7"))
+    assert group.source == "model.py:17"
+
+
+def test_stack_frame_sections_give_source_lines():
+    text = """HloModule m
+
+FileNames
+1 "/home/me/train.py"
+
+FunctionNames
+1 "loss"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=42 end_line=42 column=3 end_column=9}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=0}
+
+ENTRY e {
+  x = f32[2] parameter(0), metadata={op_name="x"}
+  ROOT y = f32[2] negate(x), metadata={op_name="jit(loss)/neg" stack_frame_id=1}
+}
+"""
+    comp = xe.parse_hlo(text)
+    assert comp.graph().node("y").source == "train.py:42"
+    assert "StackFrames\n1 {file_location_id=1" in comp.as_hlo_text()  # printed back
+    assert xe.parse_hlo(comp.as_hlo_text()).graph().node("y").source == "train.py:42"
+
+
+def test_values_show_in_open_nodes_and_alert_on_closed_groups(big):
+    values = {"h2_1": np.array([1.0, np.nan], np.float32), "x": np.ones(8, np.float32)}
+    g = big.graph(values=values)
+    bad = [n for n in g.nodes if n.alert]
+    assert len(bad) == 1 and bad[0].kind == "group" and "h2_1" in bad[0].stats[0]
+    assert g.expand("h2_1").node("h2_1").alert
+
+
+@needs_dot
+def test_big_module_draws_and_expands(big):
+    g = big.graph()
+    svg = g.svg()
+    assert svg.count('class="node"') >= len(g.nodes) and 'id="g' in svg
+    key = next(n.group for n in g.nodes if n.kind == "group")
+    assert g.expand(key).svg() != svg
+
+
+def test_jax_scopes_and_source_lines():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def f(ws, x):
+        for i, w in enumerate(ws):
+            with jax.named_scope(f"layer{i}"):
+                x = jnp.tanh(x @ w)
+        return jnp.sum(x ** 2)
+
+    ws = [np.eye(4, dtype=np.float32) for _ in range(2)]
+    comp = xe.from_jax(jax.grad(f), ws, np.ones((2, 4), np.float32))
+    hier = Hierarchy(comp.entry, comp.computations, debug_sections=comp.debug_sections)
+    scopes = {g.scope for g in hier.groups.values() if g.kind == "scope"}
+    assert any("layer0" in s for s in scopes) and any(s.startswith("transpose") for s in scopes)
+    g = comp.graph(max_nodes=8)
+    assert any(n.kind == "group" for n in g.nodes)
+    tanh = g.expand(g.find("op:tanh")[0].inst.name).node(g.find("op:tanh")[0].inst.name)
+    assert tanh.source.startswith("test_graph_hierarchy.py:")
+
+
+WHILE = """HloModule loop
+
+cond {
+  s = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[3] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  two = f32[] constant(2)
+  b = f32[3] broadcast(two), dimensions={}
+  y = f32[3] multiply(x, b)
+  ROOT t = (s32[], f32[3]) tuple(j, y)
+}
+
+ENTRY main {
+  x0 = f32[3] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[3]) tuple(zero, x0)
+  w = (s32[], f32[3]) while(init), condition=cond, body=body
+  ROOT out = f32[3] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_values_inside_called_computations_from_the_trace():
+    comp = xe.parse_hlo(WHILE)
+    x = np.float32([1, 2, 3])
+    g = comp.graph(args=(x,))
+    y = g.node("y")  # in the while body: its first iteration
+    assert y.stats and y.stats[0].startswith("min 2  max 6") and "ran 4 times: the first shown" in y.stats
+    assert g.node("out").stats[0].startswith("min 16  max 48")
+    same = comp.graph(values=comp.trace(x))  # a trace given as values
+    assert same.node("y").stats == y.stats
+
+
+def test_a_word_names_forward_and_backward_scopes():
+    text = synthetic(layers=12).replace('op_name="jit(f)/layer1/', 'op_name="jit(f)/transpose(jvp(layer1))/')
+    comp = xe.parse_hlo(text.replace('op_name="jit(f)/layer11/', 'op_name="jit(f)/jvp(layer1)/'))
+    hier = Hierarchy(comp.entry, comp.computations)
+    assert {g.scope for g in hier.groups_named("layer1")} == {"transpose(jvp(layer1))", "jvp(layer1)"}
+    with pytest.raises(KeyError, match="names 2 groups"):
+        hier.group("layer1")
+    g = comp.graph(max_nodes=8).expand("layer1")
+    assert {hier.groups_named("layer1")[0].key, hier.groups_named("layer1")[1].key} <= g.opened
+    assert not {k for k in g.collapse("layer1").opened if "layer1)" in k}

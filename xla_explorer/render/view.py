@@ -1,0 +1,313 @@
+"""One picture of a module: the ``GraphModel`` of a ``Hierarchy`` with some groups open.
+
+Every instruction is drawn by the node of its *representative*: itself when all the
+groups around it are open, else the outermost closed group (a node of its own), or, in a
+closed called computation, its caller's node.  An edge of the picture is an operand edge
+of the module between two different representatives: between two instructions as in the
+full graph (one per operand, labelled with the shape), otherwise one edge per pair of
+nodes, labelled with the value's shape or how many values cross.  A closed group's node
+says what it holds: its instruction count, its commonest opcodes, the shapes of the
+values going in and out, and where in the source it comes from.
+
+A constant (or a broadcast of one...) at an open level is drawn only when one of its
+users is drawn as an instruction (or it has none): constants feeding closed groups
+would be many edges that say little.  With every group open and ``scope_clusters=False``
+this is the full graph: one node per instruction, called computations as clusters
+linked to their callers.
+"""
+import collections
+
+import numpy as np
+
+from .hierarchy import Group
+from .model import Cluster, Edge, GraphModel, Node, instruction_node, shape_text, trivial_summary
+
+#: shapes listed on a group node's "in" and "out" lines before "+N more"
+MAX_SHAPES = 3
+
+
+def view_model(hier, opened, *, values=None, runs=None, all_attributes=False, max_constant_elements=8, heatmaps=True,
+               title="", highlight=(), scope_clusters=True):
+    """The ``GraphModel`` of ``hier`` with the groups whose keys are in ``opened`` open.
+
+    ``highlight``: Items and Groups to mark (the "where am I" of a stepper): an item
+    inside a closed group marks that group's node."""
+    return _View(hier, set(opened), values, runs, all_attributes, max_constant_elements, heatmaps,
+                 scope_clusters).build(title, highlight)
+
+
+class _View:
+    def __init__(self, hier, opened, values, runs, all_attributes, max_constant_elements, heatmaps, scope_clusters):
+        self.hier, self.opened = hier, opened | {hier.root.key}
+        self.values, self.runs = values or {}, runs or {}
+        self.all_attributes, self.max_constant_elements = all_attributes, max_constant_elements
+        self.heatmaps, self.scope_clusters = heatmaps, scope_clusters
+        self.model = GraphModel()
+        self.rep = [None] * len(hier.items)   # item index -> node id that draws it
+        self.group_nodes = {}                  # node id -> Group (closed groups drawn as nodes)
+        self.group_cluster = {}                # group key -> cluster id (open groups drawn as clusters)
+        self.inst_nodes = {}                   # node id -> Item
+
+    # -- nodes and clusters ---------------------------------------------------------------------
+    def build(self, title, highlight):
+        self.pending = []  # (constant Item, cluster): drawn only beside a user drawn
+        self.visit(self.hier.root, None)
+        for item, cluster in reversed(self.pending):  # users before the constants they use
+            if not item.users or any(self.rep[u.index] == f"n{u.index}" for u in item.users):
+                self.instruction(item, cluster)
+        order = {}  # nodes in program order: a group where its first instruction is
+        for it in self.hier.items:
+            order.setdefault(self.rep[it.index], it.index)
+        self.model.nodes.sort(key=lambda n: order.get(n.id, len(order)))
+        self.edges()
+        self.mark(highlight)
+        self.model.title = title
+        self.model.quick_layout = self.scope_clusters
+        self.model.update_legend()
+        return self.model
+
+    def visit(self, group, cluster):
+        for child in group.children:
+            if isinstance(child, Group):
+                if child.key in self.opened:
+                    self.visit(child, self.cluster(child, cluster) if self.scope_clusters else cluster)
+                else:
+                    node = self.group_node(child, cluster)
+                    for it in child.items():
+                        self.rep[it.index] = node.id
+            elif child.constant:
+                self.pending.append((child, cluster))
+            else:
+                self.instruction(child, cluster)
+
+    def cluster(self, group, parent):
+        cid = f"cluster_{group.index}"
+        if group.kind in ("computation", "module"):
+            try:
+                signature = group.computation.signature()
+            except AttributeError:
+                signature = ""
+            c = Cluster(cid, group.computation.name, signature, parent=parent, computation=group.computation)
+        else:
+            c = Cluster(cid, group.label, f"{group.size:,} instructions", parent=parent)
+        c.group, c.kind = group.key, group.kind
+        self.group_cluster[group.key] = cid
+        self.model.clusters.append(c)
+        return cid
+
+    def instruction(self, item, cluster):
+        inst = item.inst
+        node = instruction_node(inst, f"n{item.index}", item.calls, all_attributes=self.all_attributes,
+                                max_constant_elements=self.max_constant_elements)
+        node.cluster, node.is_root = cluster, inst is item.computation.root
+        node.source = self.hier.sources.where(inst, meta=item.meta)
+        if node.source:
+            node.tooltip += f"\n{node.source}"
+        self.model.nodes.append(node)
+        self.inst_nodes[node.id] = item
+        self.rep[item.index] = node.id
+        self.overlay_value(node, inst)
+        callees = {id(g.computation) for _, g in item.callees}
+        for key, callee in item.calls:
+            group = self.hier.computation_group.get(id(callee))
+            if group is None:  # a trivial body, or subcomputations=False: named on the caller
+                summary = None if self.hier.expand_trivial else trivial_summary(callee)
+                node.attributes.append(f"{key}={summary if summary is not None else callee.name}")
+            elif id(callee) not in callees:  # drawn beside its first caller
+                node.toggles.append(group.key)
+                if group.key not in self.opened:
+                    node.attributes.append(f"{key}={callee.name} (drawn at {group.caller.inst.name})")
+        for key, group in item.callees:
+            node.toggles.append(group.key)
+            if group.key in self.opened:
+                self.visit(group, self.cluster(group, cluster))
+            else:
+                node.calls.append(f"▸ {key}: {group.computation.name} · {_count(group.size)}")
+                for it in group.items():
+                    self.rep[it.index] = node.id
+
+    def group_node(self, group, cluster):
+        node = Node(f"g{group.index}", "group", f"▸ {group.label}", name=_count(group.size),
+                    category="group", cluster=cluster)
+        node.group = group.key
+        node.toggles = [group.key]
+        self.model.nodes.append(node)
+        self.group_nodes[node.id] = group
+        return node
+
+    def overlay_value(self, node, inst):
+        from .values import summarize
+        found, value = _value_of(self.values, inst)
+        if not found:
+            return
+        s = summarize(value, heatmap=self.heatmaps)
+        node.alert, node.image = s.alert, s.image
+        node.stats = [] if node.constant else s.lines  # an inlined constant shows its value already
+        node.tooltip = "\n".join([node.tooltip] + s.tooltip)
+        runs = self.runs.get(inst, 1)
+        if runs > 1:
+            node.stats.append(f"ran {runs:,} times: the first shown")
+
+    # -- edges ---------------------------------------------------------------------------------
+    def edges(self):
+        rep, items, model = self.rep, self.hier.items, self.model
+        item_of = self.hier.item_of
+        grouped = collections.OrderedDict()   # (src, dst) -> [values], [operand indices]
+        ins = collections.defaultdict(dict)   # group node id -> {id(value): value} entering
+        outs = collections.defaultdict(dict)  # group node id -> {id(value): value} leaving
+        for it in items:
+            v = it.inst
+            dst = rep[it.index]
+            many = len(v.operands) > 1
+            for i, u in enumerate(v.operands):
+                ui = item_of.get(id(u))
+                if ui is None:
+                    continue
+                src = rep[ui.index]
+                if src == dst or src is None or dst is None:  # None: a constant not drawn
+                    continue
+                if src in self.inst_nodes and dst in self.inst_nodes:
+                    text = self.hier.shape_text(u)
+                    if len(text) > 40:
+                        text = text[:39] + "…"
+                    model.edges.append(Edge(src, dst, "operand", label=f"{i}: {text}" if many else text,
+                                            operand_index=i if many else None))
+                    continue
+                entry = grouped.setdefault((src, dst), ({}, []))
+                entry[0][id(u)] = u
+                if dst in self.inst_nodes and many:
+                    entry[1].append(i)
+                if dst in self.group_nodes:
+                    ins[dst][id(u)] = u
+                if src in self.group_nodes:
+                    outs[src][id(u)] = u
+        for (src, dst), (vals, indices) in grouped.items():
+            vals = list(vals.values())
+            label = _values_label(vals, self.hier.shape_text)
+            if indices and len(vals) == 1:
+                label = f"{','.join(map(str, sorted(set(indices))))}: {label}"
+            model.edges.append(Edge(src, dst, "operand", label=label,
+                                    operand_index=indices[0] if len(indices) == 1 else None, count=len(vals)))
+        for nid, group in self.group_nodes.items():
+            root = group.computation.root
+            ri = item_of.get(id(root))
+            if ri is not None and rep[ri.index] == nid:
+                outs[nid][id(root)] = root
+            self.describe(self._node(nid), group,
+                          list(ins[nid].values()), list(outs[nid].values()))
+        self.call_edges()
+
+    def _node(self, nid):
+        if not hasattr(self, "_nodes_by_id"):
+            self._nodes_by_id = {n.id: n for n in self.model.nodes}
+        return self._nodes_by_id[nid]
+
+    def call_edges(self):
+        """A dashed edge from each caller to the root of each open computation it calls."""
+        for nid, item in self.inst_nodes.items():
+            for key, callee in item.calls:
+                group = self.hier.computation_group.get(id(callee))
+                if group is None or group.key not in self.opened or group.key not in self.group_cluster:
+                    continue
+                root = self.rep[self.hier.item_of[id(callee.root)].index]
+                cid = self.group_cluster[group.key]
+                for c in self.model.clusters:
+                    if c.id == cid and c.root is None:
+                        c.root = root
+                self.model.edges.append(Edge(nid, root, "call", label=key, attribute=key, cluster=cid))
+
+    def describe(self, node, group, ins, outs):
+        """The lines of a closed group's node: what it holds, what goes in and out."""
+        counts, files = self.hier.summary(group)
+        counts = collections.Counter({op: k for op, k in counts.items() if op != "parameter"})
+        ops = [f"{op} ×{k}" if k > 1 else op for op, k in counts.most_common(3)]
+        if len(counts) > 3:
+            ops.append("…")
+        if ops:
+            node.attributes.append(" · ".join(ops))
+        if ins:
+            node.attributes.append("in: " + _shapes_line(ins, self.hier.shape_text))
+        if outs:
+            node.shape = "out: " + _shapes_line(outs, self.hier.shape_text)
+        if files:
+            file, (_, lo, hi) = max(files.items(), key=lambda f: f[1][0])
+            node.source = f"{file}:{lo}" + (f"–{hi}" if hi != lo else "")
+            node.attributes.append(node.source)
+        scope = group.scope or group.key
+        node.tooltip = (f"{group.kind} {scope}\n{group.size:,} instructions in {group.computation.name}"
+                        "\nclick (or graph.expand(...)) to open")
+        if self.values:
+            self.group_alert(node, group)
+
+    def group_alert(self, node, group):
+        bad = []
+        for it in group.items():
+            found, value = _value_of(self.values, it.inst)
+            if found and _has_nonfinite(value):
+                bad.append(it.inst.name)
+        if bad:
+            node.alert = True
+            node.stats = [f"NaN/Inf in {len(bad)}: {', '.join(bad[:3])}" + (" …" if len(bad) > 3 else "")]
+
+    def mark(self, highlight):
+        for target in highlight or ():
+            if isinstance(target, Group):
+                cid = self.group_cluster.get(target.key)
+                nid = None
+                for item in target.items():
+                    nid = self.rep[item.index]
+                    break
+                if cid is not None:
+                    for c in self.model.clusters:
+                        if c.id == cid:
+                            c.highlight = True
+                    continue
+            else:
+                nid = self.rep[target.index]
+            if nid is not None:
+                self._node(nid).highlight = True
+
+
+# -- small helpers -------------------------------------------------------------------------------
+def _count(n):
+    return f"{n:,} instruction" + ("" if n == 1 else "s")
+
+
+def _value_of(values, inst):
+    if inst in values:
+        return True, values[inst]
+    if inst.name in values:
+        return True, values[inst.name]
+    return False, None
+
+
+def _has_nonfinite(value):
+    if isinstance(value, (tuple, list)):
+        return any(_has_nonfinite(v) for v in value)
+    try:
+        arr = np.asarray(value)
+        return arr.dtype.kind in "fc" and not np.isfinite(arr).all()
+    except (TypeError, ValueError):
+        return False
+
+
+def _shapes_line(insts, text_of):
+    """``f32[16,64] ×3, f32[64,64]``: the shapes of some values, commonest first."""
+    counts = collections.Counter(text_of(i) for i in insts)
+    parts = [f"{s} ×{k}" if k > 1 else s for s, k in counts.most_common(MAX_SHAPES)]
+    if len(counts) > MAX_SHAPES:
+        parts.append(f"+{len(counts) - MAX_SHAPES} more")
+    return ", ".join(parts)
+
+
+def _values_label(vals, text_of):
+    shapes = {text_of(v) for v in vals}
+    if len(shapes) == 1:
+        text = next(iter(shapes))
+        if len(text) > 40:
+            text = text[:39] + "…"
+        return text if len(vals) == 1 else f"{len(vals)} × {text}"
+    return f"{len(vals)} values"
+
+
+__all__ = ["view_model"]
