@@ -837,7 +837,12 @@ class Worker:
             reply = self._read(timeout or self.timeout)
         except (BrokenPipeError, OSError, EOFError):
             return self._failed(ended=True)
-        return pickle.loads(reply)
+        result = pickle.loads(reply)
+        if result.get("kind") == "interrupted":
+            # the interrupt may have landed inside a Numba compilation, which Numba does not
+            # survive (the kernel stays half-made: "no compiled object yet"): a fresh process
+            self.close()
+        return result
 
     def _read(self, timeout):
         deadline = time.monotonic() + timeout
