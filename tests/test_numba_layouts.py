@@ -297,3 +297,19 @@ def test_nonfinite_scan_is_the_numpy_check(t):
             y = x.copy()
             y[123] = bad
             assert has_nonfinite(x, y) == by_numpy(y) is True
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_contiguous_copies_any_strided_view(seed):
+    """Transposed, reversed and sliced views made contiguous by the tiled copy."""
+    from xla_explorer.executors.cpu.shape import contiguous
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(2, 5))
+    dims = [int(rng.integers(2, 40)) for _ in range(rank)]
+    x = rng.integers(-100, 100, dims).astype([np.int32, np.float32, np.int8, np.float64][seed % 4])
+    v = np.transpose(x, rng.permutation(rank))
+    v = v[tuple(slice(None, None, int(rng.choice([1, -1, 2]))) for _ in range(rank))]
+    got = contiguous(v)
+    assert got.flags.c_contiguous and got.dtype == v.dtype
+    np.testing.assert_array_equal(got, v)
+    assert contiguous(np.float32(3)).shape == ()

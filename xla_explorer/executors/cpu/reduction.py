@@ -48,7 +48,7 @@ from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
-from .shape import empty, in_threads, product
+from .shape import contiguous, empty, in_threads, product
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -84,8 +84,8 @@ def _to_carrier(value, t):
     a = np.asarray(value)
     want = _carrier(t)
     if t == "pred":
-        return np.asarray(a, order="C").view(np.uint8)
-    return np.asarray(a.astype(want, copy=False), order="C")
+        return contiguous(a).view(np.uint8)
+    return contiguous(a.astype(want, copy=False))
 
 
 def _from_carrier(a, t):
