@@ -484,6 +484,25 @@ class Hierarchy:
             text = self._shape_texts[id(inst)] = shape_text(inst.shape)
         return text
 
+    def near(self, item, radius):
+        """Indices of the items at most ``radius`` edges from ``item`` (operands, users, and
+        a caller and the root of a computation it opens, as the graph draws them)."""
+        seen, frontier = {item.index}, [item]
+        for _ in range(radius):
+            nxt = []
+            for it in frontier:
+                others = [self.item_of.get(id(o)) for o in it.inst.operands] + it.users
+                others += [self.item_of.get(id(g.computation.root)) for _, g in it.callees]
+                group = self.computation_group.get(id(it.computation))
+                if group is not None and group.caller is not None and it.inst is it.computation.root:
+                    others.append(group.caller)
+                for o in others:
+                    if o is not None and o.index not in seen:
+                        seen.add(o.index)
+                        nxt.append(o)
+            frontier = nxt
+        return seen
+
     def summary(self, group):
         """(Counter of opcodes, {file: [count, first line, last line]}) of the instructions
         in ``group``, called computations included; worked out once per group."""
