@@ -359,3 +359,22 @@ def test_builder_graph_or_message(widgets):
         assert bw._graph.value.startswith("<svg") and "failed" in bw._graph.value
     else:
         assert "graph:" in bw._graph.value
+
+
+def test_builder_run_shows_progress_of_long_work(widgets, monkeypatch):
+    from xla_explorer import progress
+    bw = widgets.BuilderWidget()
+    bw.add_parameter("f32[3]", "x")
+    op(bw, "Neg", ["x"])
+    run = xe.XlaComputation.run
+
+    def slow_run(self, *args, **kw):  # what a first Numba run reports while it compiles
+        with progress.task("numba: compiling", total=2, announce=True) as t:
+            t.advance(detail="negate")
+            t.advance(detail="done")
+        return run(self, *args, **kw)
+    monkeypatch.setattr(xe.XlaComputation, "run", slow_run)
+    bw._run_button.click()
+    assert bw.run_error == "" and "result: f32[3]" in bw.run_text
+    (bar,) = bw._progress.children
+    assert "numba: compiling" in bar.label.value and bar.bar.value == 1.0

@@ -337,6 +337,18 @@ def test_scatter_empty_updates_and_operands():
 # the parallel variants (large arrays), once each
 # =========================================================================================
 
+@pytest.fixture
+def parallel_from_small_sizes(monkeypatch):
+    """Data-movement kernels go parallel from ``MOVE_PARALLEL_THRESHOLD`` elements: for
+    these tests from ``PARALLEL_THRESHOLD``, so that their arrays stay small."""
+    import sys
+    from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD
+    for name, module in list(sys.modules.items()):
+        if name.startswith("xla_explorer.executors") and hasattr(module, "MOVE_PARALLEL_THRESHOLD"):
+            monkeypatch.setattr(module, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
 def test_parallel_copies_transpose_reverse_slice_concatenate_pad():
     x = values((96, 130, 5), "f32")
     check(lambda p: xe.Transpose(p, [1, 2, 0]), x)            # tiles
@@ -351,6 +363,7 @@ def test_parallel_copies_transpose_reverse_slice_concatenate_pad():
     check(lambda p, v: xe.Pad(p, v, [(-3, 5, 0), (4, -2, 0), (1, 1, 0)]), x, np.float32(-1))
 
 
+@pytest.mark.usefixtures("parallel_from_small_sizes")
 def test_parallel_gather_rows_elements_and_windows():
     rng = np.random.default_rng(0)
     x = values((300, 200), "f32")
@@ -365,6 +378,7 @@ def test_parallel_gather_rows_elements_and_windows():
                                  index_vector_dim=2, slice_sizes=[30, 20]), x, windows)
 
 
+@pytest.mark.usefixtures("parallel_from_small_sizes")
 def test_parallel_scatter_is_deterministic_in_the_reference_order():
     rng = np.random.default_rng(1)
     x = values((64, 300), "f32")
@@ -430,6 +444,7 @@ def test_pad_of_one_long_row_runs_in_pieces():
 
 
 @pytest.mark.parametrize("n", [7, 1 << 16])
+@pytest.mark.usefixtures("parallel_from_small_sizes")
 def test_element_take_clamps_like_the_reference(n):
     """x[i] of single elements (the take fast path), serial and parallel sizes."""
     rng = np.random.default_rng(n)

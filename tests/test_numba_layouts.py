@@ -17,6 +17,16 @@ from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD  # noqa: E402
 RNG = np.random.default_rng(15)
 
 
+@pytest.fixture(autouse=True)
+def _threads_from_small_sizes(monkeypatch):
+    """The data-movement kernels go parallel from ``MOVE_PARALLEL_THRESHOLD`` (1 MiB of
+    f32): here from ``PARALLEL_THRESHOLD`` too, so that small test arrays run both."""
+    import sys
+    for name, module in list(sys.modules.items()):
+        if name.startswith("xla_explorer.executors") and hasattr(module, "MOVE_PARALLEL_THRESHOLD"):
+            monkeypatch.setattr(module, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+
+
 def _values(shape, t, rng=RNG):
     if t.startswith("f"):
         return rng.normal(size=shape).astype(t.replace("f", "float"))

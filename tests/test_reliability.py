@@ -361,3 +361,33 @@ def test_no_input_array_is_modified():
                                                                                    [np.int32(0), np.int32(0)])))
         comp.run(x, backend=backend)
         np.testing.assert_array_equal(x, keep)
+
+
+def test_any_builder_name_prints_as_hlo_that_parses_back():
+    for name in ("my x", "a=b", "x(", "1abc", "é", "x\ny", "ROOT"):
+        b = xe.XlaBuilder("a builder")
+        comp = b.build(xe.Neg(xe.Parameter(b, 0, "f32[]", name)))
+        again = xe.parse_hlo(comp.as_hlo_text())
+        assert again.run(F32(2)) == -2
+    with pytest.raises(xe.ShapeError, match="XlaBuilder: name must be a string"):
+        xe.XlaBuilder(None)
+
+
+def test_integer_attributes_fit_int64():
+    for bad in (2 ** 63, 10 ** 30, -2 ** 63 - 1):
+        with pytest.raises(xe.ShapeError, match="does not fit int64"):
+            xe.ReducePrecision(np.ones(3, F32), 3, bad)
+        with pytest.raises(xe.ShapeError, match="does not fit int64"):
+            xe.ConvGeneralDilated(np.ones((1, 1, 5), F32), np.ones((1, 1, 2), F32), [bad], "VALID")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scan_of_a_rank_1_input_on_every_backend(backend):
+    # found by the fuzz suite: the numba/cuda scan loop made a 0-d slice 1-D
+    b = xe.XlaBuilder("s")
+    x = xe.Parameter(b, 0, "s32[4]")
+    c0 = xe.Parameter(b, 1, "s32[]")
+    comp = b.build(xe.Scan(x, c0, lambda *a: (a[0], a[0]), dimension=0))
+    ys, c = comp.run(np.array([1, 2, 3, 4], np.int32), np.int32(0), backend=backend)
+    np.testing.assert_array_equal(ys, [1, 2, 3, 4])
+    assert c == 4

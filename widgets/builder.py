@@ -827,9 +827,10 @@ class BuilderWidget(w.VBox):
                                     tooltip="run the module on the backend with these inputs")
         self._run_button.on_click(lambda _: self._on_run())
         self._run_out = w.HTML()
+        self._progress = w.VBox()  # a bar while a run takes long (a first Numba run compiles)
         return w.VBox([w.HBox([w.Label("run"), self._backend, self._error_label("backend"), self._run_button,
                                self._error_label("run")]),
-                       self._inputs_box, self._run_out])
+                       self._inputs_box, self._progress, self._run_out])
 
     @traitlets.validate("backend")
     def _valid_backend(self, proposal):
@@ -889,7 +890,8 @@ class BuilderWidget(w.VBox):
         if self.backend != "numpy":
             self._run_out.value = pre(f"running on {self.backend} (the first run compiles its kernels) ...")
         try:
-            self.run()
+            with self._progress_bars():
+                self.run()
         except Exception as e:
             message = str(e) if isinstance(e, (ValueError, RuntimeError)) else f"{type(e).__name__}: {e}"
             if isinstance(e, _Refused):
@@ -902,6 +904,30 @@ class BuilderWidget(w.VBox):
             self.set_trait("run_text", "")
             self._run_out.value = ""
             self._put_error(message, control, "run_error")
+
+    def _progress_bars(self):
+        """While the Run button's work runs, the library's progress (xla_explorer.progress)
+        shows as a bar here, under the inputs: a button's callback has no cell output."""
+        import contextlib
+        from xla_explorer import progress
+        from . import progress as bars
+
+        @contextlib.contextmanager
+        def showing():
+            self._progress.children = ()
+            listener = bars.NotebookProgress(delay=0.3, display=lambda bar: setattr(self._progress, "children",
+                                                                                     (bar,)))
+            notebook = bars._listener  # the notebook's own listener would print to the log: paused
+            if notebook is not None:
+                progress.unsubscribe(notebook)
+            progress.subscribe(listener)
+            try:
+                yield
+            finally:
+                progress.unsubscribe(listener)
+                if notebook is not None:
+                    progress.subscribe(notebook)
+        return showing()
 
     # -- the Python that rebuilds it ----------------------------------------------------------
 

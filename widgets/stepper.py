@@ -123,8 +123,11 @@ class StepperWidget(w.VBox):
         which iteration (k-th call of that computation by that caller) it is."""
         self._kids = {}
         frame_of, open_frames, iteration, frames = {}, {}, Counter(), {}
+        self._rank = {}  # seq -> its place among its caller's records (a step is O(1) in long loops)
         for r in self.records:
-            self._kids.setdefault(r.parent, []).append(r.seq)
+            kids = self._kids.setdefault(r.parent, [])
+            self._rank[r.seq] = len(kids)
+            kids.append(r.seq)
             key = (r.parent, r.computation)
             f = open_frames.get(key)
             if f is None or r.name in f[1]:  # each instruction runs once per call: a repeat is a new call
@@ -193,7 +196,7 @@ class StepperWidget(w.VBox):
         rec = at = self.record
         while True:  # at the end of a call: on after the instruction that made it, as a debugger does
             siblings = self._kids[at.parent]
-            k = siblings.index(at.seq)
+            k = self._rank[at.seq]
             if k + 1 < len(siblings):
                 return self._go(siblings[k + 1])
             if at.parent is None:
@@ -471,10 +474,10 @@ class StepperWidget(w.VBox):
         cells = []
         for k, (comp, name, inv) in enumerate(frames):
             last = k == len(frames) - 1
-            style = "font-weight:bold; color:#e6550d" if last else "color:#444"
+            style = f"font-weight:bold; color:{_highlight_colour()}" if last else "color:#444"
             cells.append(f"<span style='{style}'>{html.escape(comp)}: {html.escape(name)}"
                          f"<sub>#{inv}</sub></span>")
-        step = f"record {rec.seq + 1} of {self.n_records}"
+        step = f"record {rec.seq} of 0..{self.n_records - 1}"  # as the slider counts
         if rec.parent is not None:
             caller = self.records[rec.parent]
             what = "iteration" if caller.opcode == "while" else "call"
@@ -563,10 +566,10 @@ class StepperWidget(w.VBox):
             target = self.comp if comp is self.comp.entry else comp
             where = f"{rec.computation}" + (f" (call {self.iteration(rec)})" if rec.parent is not None else "")
             graph = call_with_accepted(graph_of, target, values=self._frame_values(rec), around=rec.name,
-                                       radius=self.radius, title=where)
+                                       radius=self.radius, title=where, highlight=[rec.name])
             svg = svg_of(graph)
-            if svg and hasattr(graph, "node"):
-                svg = highlight_svg(svg, graph.node(rec.name).id)
+            if svg and hasattr(graph, "node"):  # the renderer's "where am I" border, and a glow around it
+                svg = highlight_svg(svg, graph.node(rec.name).id, _highlight_colour())
         except Exception as e:  # no `dot` program, ...: say so, the rest works
             return pre(f"graph: could not render ({type(e).__name__}: {e})")
         return inline_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
@@ -640,6 +643,15 @@ class IndexMapStepper(_Steps):
             self.set_trait("access_text", text)
             self._count.value = f"{k + 1} / {self.n_steps}"
         self._text.value = pre(self.access_text)
+
+
+def _highlight_colour():
+    """The renderer's colour for "where am I" (one colour, one meaning, in every picture)."""
+    try:
+        from xla_explorer.render.dot import HIGHLIGHT
+        return HIGHLIGHT
+    except ImportError:
+        return "#ff6d00"
 
 
 def _batched(rec):

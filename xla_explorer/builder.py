@@ -190,6 +190,8 @@ class XlaBuilder:
     """Records instructions.  ``build(root)`` returns the ``XlaComputation``."""
 
     def __init__(self, name="computation"):
+        if not isinstance(name, str):
+            raise ShapeError(f"XlaBuilder: name must be a string, got {short(name)} ({type(name).__name__})")
         self.name = name
         self.instructions = []
         self.parameters = {}

@@ -42,13 +42,23 @@ def _integer_array(x):
     return isinstance(x, np.ndarray) and x.dtype.kind in "iu"
 
 
+#: XLA keeps integer attributes as int64
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _int64(op, arg, v):
+    if not INT64[0] <= v <= INT64[1]:
+        raise ShapeError(f"{op}: {arg}={v} does not fit int64 (XLA's integer attributes are int64)")
+    return v
+
+
 def as_int(op, arg, v, minimum=None, maximum=None):
     """An integer attribute (a 0-d integer array counts), as a Python int."""
     if _integer_array(v) and v.ndim == 0:
         v = v[()]
     if not is_int(v):
         raise ShapeError(f"{op}: {arg} must be an integer, got {short(v)} ({type(v).__name__})")
-    v = int(v)
+    v = _int64(op, arg, int(v))
     if minimum is not None and v < minimum:
         raise ShapeError(f"{op}: {arg}={v} must be >= {minimum}")
     if maximum is not None and v > maximum:
@@ -69,7 +79,7 @@ def as_int_list(op, arg, v, minimum=None):
         if not is_int(x):
             raise ShapeError(f"{op}: {arg} must be a list of integers, but {arg}[{i}]={short(x)} is not one "
                              f"({arg}={short(v)})")
-        x = int(x)
+        x = _int64(op, f"{arg}[{i}]", int(x))
         if minimum is not None and x < minimum:
             raise ShapeError(f"{op}: {arg}[{i}]={x} must be >= {minimum} ({arg}={short(v)})")
         out.append(x)
@@ -94,7 +104,7 @@ def as_size_list(op, arg, v):
                              f"one ({arg}={short(v)})")
         if x < 0:
             raise ShapeError(f"{op}: {arg}[{i}]={int(x)} is negative; sizes must be >= 0 ({arg}={short(v)})")
-        out.append(int(x))
+        out.append(_int64(op, f"{arg}[{i}]", int(x)))
     return tuple(out)
 
 

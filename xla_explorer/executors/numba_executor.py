@@ -255,7 +255,8 @@ def _scan(inst, values, ctx, backend):
     outputs = [np.empty(s.dims, s.dtype) for s in leaves[:len(leaves) - m]]
     n = inputs[0].shape[d]
     for k in (range(n - 1, -1, -1) if inst.attrs.get("is_reverse") else range(n)):
-        args = [backend.to_device(np.ascontiguousarray(np.take(x, k, axis=d))) for x in inputs] + carries
+        # np.array, not np.ascontiguousarray: that makes a 0-d slice (a 1-D input's) 1-D
+        args = [backend.to_device(np.array(np.take(x, k, axis=d), order="C")) for x in inputs] + carries
         result = evaluate(region, args, ctx, backend)
         result = list(result) if isinstance(result, tuple) else [result]
         for y, y_k in zip(outputs, result[:len(outputs)]):

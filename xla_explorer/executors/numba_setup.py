@@ -39,3 +39,9 @@ def numba():
 
 #: below this many elements a kernel runs its serial version (no thread launch)
 PARALLEL_THRESHOLD = 1 << 15
+
+#: the same for kernels doing well under a nanosecond of work per element (copies, gathers,
+#: pads, sums, fused arithmetic without transcendentals): below it the serial loop takes
+#: under about 100 us, which two threads do not beat by more than a launch costs (20-60
+#: us with passive OpenMP workers, more on a loaded machine)
+MOVE_PARALLEL_THRESHOLD = 1 << 18

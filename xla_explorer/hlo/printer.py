@@ -1,4 +1,6 @@
 """Print a module in XLA's HLO text syntax (the form JAX's ``as_text(dialect="hlo")`` gives)."""
+import re
+
 from ..ops import registry
 from .ir import computation_closure
 from .literal import format_literal
@@ -13,6 +15,7 @@ class _Names:
     def name(self, obj, wanted):
         if id(obj) in self.of:
             return self.of[id(obj)]
+        wanted = identifier(wanted)
         name, k = wanted, 1
         while name in self.taken:
             k += 1
@@ -20,6 +23,15 @@ class _Names:
         self.taken.add(name)
         self.of[id(obj)] = name
         return name
+
+
+def identifier(name):
+    """``name`` as an HLO identifier (``[A-Za-z_][A-Za-z0-9_.-]*``): a builder may use any
+    text as a display name, the printed module must still parse."""
+    text = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(name))
+    if not text or not (text[0].isalpha() or text[0] == "_"):
+        text = "_" + text
+    return text
 
 
 def print_module(module):
@@ -33,7 +45,7 @@ def print_module(module):
     entry = module.entry
     layout = "{(" + ", ".join(p.shape.to_string(layout=True) for p in entry.parameters) + ")->" + \
         entry.root.shape.to_string(layout=True) + "}"
-    header = f"HloModule {module.name}, entry_computation_layout={layout}"
+    header = f"HloModule {identifier(module.name)}, entry_computation_layout={layout}"
     for k, v in module.module_attrs.items():
         if k != "entry_computation_layout":
             header += f", {k}={v}"

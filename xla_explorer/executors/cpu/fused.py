@@ -12,13 +12,15 @@ size > 1 reads the operand's last dimension of size > 1, or none.)
 dimension per element: 20 ns an element on a softmax, 25x the loop's own work.)
 
 Work is cut into blocks of rows (or of one long row), run in parallel with ``prange``
-from ``PARALLEL_THRESHOLD`` elements on.
+from ``PARALLEL_THRESHOLD`` elements on when the loop calls a transcendental function or
+computes complex numbers, from ``MOVE_PARALLEL_THRESHOLD`` on otherwise (a few cycles an
+element: a thread launch pays only on longer loops).
 """
 import numpy as np
 
 from ..jit_cache import load_source
 from ..loopgen import LoopSource, broadcast_strides, iota_strides
-from ..numba_setup import PARALLEL_THRESHOLD, numba
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba
 from .shape import merge_dims, threads
 
 _HEADER = """import math
@@ -138,15 +140,21 @@ def _params(src):
             params.append(carrier_dtype(inst.shape.element_type).type(np.asarray(inst.attrs["literal"])[()]))
         else:  # "bcast" or "iota": strides over the merged dimensions
             params.append(np.array(next(merged), np.int64))
-    return odims, int(src.mdims[-1]), params
+    costly = any(m.opcode in _COSTLY or m.shape.element_type in ("c64", "c128") for m in src.group.members)
+    return odims, int(src.mdims[-1]), params, PARALLEL_THRESHOLD if costly else MOVE_PARALLEL_THRESHOLD
+
+
+#: element-wise ops that take tens of cycles an element (library calls, polynomials)
+_COSTLY = {"exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sine", "cosine",
+           "tan", "atan2", "power", "erf", "cbrt", "remainder"}
 
 
 def run_loop(compiled, n, out, inputs, static):
     if n == 0:
         return
-    odims, inner, params = static
+    odims, inner, params, threshold = static
     par, ser = compiled
-    if n >= PARALLEL_THRESHOLD:
+    if n >= threshold:
         # about 4 blocks per thread of at least 4096 elements; whole rows when there are
         # enough of them
         rows = n // inner

@@ -44,7 +44,7 @@ from ...ops.indexing import (_batch_position, _index_values, _offset_operand_dim
                              _split_scatter_operands)
 from ..emit import _FTZ, can_emit, carrier, carrier_dtype, emit, finish, supported_type
 from ..jit_cache import load_source
-from ..numba_setup import PARALLEL_THRESHOLD
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD
 from . import kernel
 from .shape import (POOL, _copy_run, as_result, copy_words, merge_dims, new_words, product, row_major_strides,
                     threads, words)
@@ -348,20 +348,20 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
             so, do = np.empty(plan.nb, np.int64), np.empty(plan.nb, np.int64)
             _positions(so, do, _indices(start_indices), plan.K, plan.inner, plan.imap, plan.bmap, plan.dmap)
             ne = int(np.prod(plan.sl[0]))
-            (by_element_par if n >= PARALLEL_THRESHOLD and ne > 1 else by_element_ser)(
+            (by_element_par if n >= MOVE_PARALLEL_THRESHOLD and ne > 1 else by_element_ser)(
                 out, words(operand), so, do, plan.sl, ne)
         elif plan.nrows == 1 and plan.sl[0, 0] == 1 and not plan.take:
-            (elems_par if n >= PARALLEL_THRESHOLD else elems_ser)(
+            (elems_par if n >= MOVE_PARALLEL_THRESHOLD else elems_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap)
         elif plan.take and plan.sl[0, 0] == 1:
-            (take1_par if n >= PARALLEL_THRESHOLD else take1_ser)(
+            (take1_par if n >= MOVE_PARALLEL_THRESHOLD else take1_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0])
         elif plan.take:
-            (take_par if n >= PARALLEL_THRESHOLD else take_ser)(
+            (take_par if n >= MOVE_PARALLEL_THRESHOLD else take_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.imap[1, 0], plan.imap[0, 0],
                 plan.sl[0, 0], plan.sl[2, 0])
         else:
-            (gather_par if n >= PARALLEL_THRESHOLD else gather_ser)(
+            (gather_par if n >= MOVE_PARALLEL_THRESHOLD else gather_ser)(
                 out, words(operand), _indices(start_indices), plan.nb, plan.K, plan.inner, plan.imap, plan.bmap,
                 plan.S, plan.dmap, plan.sl, plan.nrows)
     return as_result(out, shape)

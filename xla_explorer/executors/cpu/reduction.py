@@ -44,7 +44,7 @@ from ... import dtypes
 from ...ops import reduction as spec
 from ...ops import registry
 from ..jit_cache import load_source
-from ..numba_setup import PARALLEL_THRESHOLD, numba
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
@@ -503,7 +503,7 @@ def _reduce_groups(dims, reduced):
 def _arb_pass(x, A, R, B, code, init, use_init):
     """One reduction of x[A, R, B] over R; returns out[A, B] (flat)."""
     n = A * R * B
-    parallel = n >= PARALLEL_THRESHOLD
+    parallel = n >= MOVE_PARALLEL_THRESHOLD
     P = 1
     if parallel:
         want = 4 * _threads()
@@ -1073,7 +1073,7 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
     ident = _identity(code, x.dtype)
     use_init = ident.tobytes() != x.dtype.type(init).tobytes()
     work = x.size * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
-    parallel = work >= PARALLEL_THRESHOLD
+    parallel = work >= 2 * MOVE_PARALLEL_THRESHOLD  # (work: combines, a fraction of a ns each)
     if any(_is_sliding(g) for g in passes):
         # pass by pass over the whole array (the items are more rows of A)
         src = x

@@ -30,7 +30,7 @@ import threading
 import numpy as np
 from numba import njit, prange, uint64
 
-from ..numba_setup import PARALLEL_THRESHOLD, numba
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
 from . import kernel
 
 numba()  # configure numba (threading layer) before the first compile
@@ -132,7 +132,7 @@ def copy_words(array):
     NumPy's one-thread copy on this project's machines)."""
     src = words(array)
     out = POOL.take(src.nbytes).view(src.dtype)
-    if src.size >= PARALLEL_THRESHOLD:
+    if src.size >= MOVE_PARALLEL_THRESHOLD:
         strided_copy(out, 0, (1,), src, 0, (1,), (src.size,))
     else:
         np.copyto(out, src)
@@ -191,6 +191,10 @@ def in_threads(fn, n, parallel, *args):
             done.release()
             mine += 1
 
+    # compile (or load) fn for these argument types here, on an empty range, before other
+    # threads call it: Numba compiling one function in several threads at once can fail
+    # ("no compiled object yet for <Library ...>")
+    fn(0, 0, *args)
     for _ in range(k - 1):
         _pool.submit(work)
     work()
@@ -403,7 +407,7 @@ def tiles_ser(dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
 
 def run_copy(plan, dst, dbase, src, sbase):
     """Run a CopyPlan: ``dst`` and ``src`` are flat word arrays of one dtype."""
-    par = plan.n >= PARALLEL_THRESHOLD
+    par = plan.n >= MOVE_PARALLEL_THRESHOLD
     if plan.tile:
         (tiles_par if par else tiles_ser)(dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr,
                                           plan.tile_dim, plan.tile)

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from ...ops.slicing import _adjusted_start_indices
-from ..numba_setup import PARALLEL_THRESHOLD
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD
 from . import kernel
 from .shape import (as_result, copy_words, gathered_copy, new_words, row_major_strides, strided_copy, threads,
                     words)
@@ -170,6 +170,6 @@ def pad(operand, padding_value, *, shape, padding_config):
         chunk = width
         if n // width < 4 * threads() and width >= 8192:  # few long rows: cut them
             chunk = max(4096, -(-width // (4 * threads())))
-        (pad_par if n >= PARALLEL_THRESHOLD else pad_ser)(out, words(operand), pad_word, low, step, size,
+        (pad_par if n >= MOVE_PARALLEL_THRESHOLD else pad_ser)(out, words(operand), pad_word, low, step, size,
                                                           rdims, j0, j1, chunk)
     return as_result(out, shape)
