@@ -354,3 +354,13 @@ def test_around_draws_the_neighbourhood_of_the_whole_graph(big, name, radius):
     assert sorted((e.src, e.dst, e.kind, e.label) for e in fast.edges) == \
         sorted((e.src, e.dst, e.kind, e.label) for e in full.edges)
     assert {c.label for c in fast.clusters} == {c.label for c in full.clusters}
+
+
+def test_group_numbers_are_unique(big):
+    """Node and cluster ids come from group numbers: merged scopes must not free theirs."""
+    hier = Hierarchy(big.entry, big.computations)
+    numbers = [g.index for g in hier.groups.values()]
+    assert len(numbers) == len(set(numbers))
+    g = big.graph(expand="all")
+    ids = [n.id for n in g.nodes] + [c.id for c in g.clusters]
+    assert len(ids) == len(set(ids))

@@ -34,6 +34,7 @@ metadata's ``source_file``/``source_line`` or its ``stack_frame_id`` (with the m
 import collections
 import difflib
 import functools
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -220,12 +221,14 @@ class Hierarchy:
         self._summaries, self._shape_texts = {}, {}
         self.item_of = {}            # id(instruction) -> Item
         self.computation_group = {}  # id(computation) -> Group
+        self._numbers = itertools.count()
         self.root = self._computation(entry, None, None)
         self._sizes(self.root)
 
     # -- building ---------------------------------------------------------------------------
     def _new_group(self, key, kind, label, comp, parent, **kw):
-        g = Group(key, kind, label, comp, parent, index=len(self.groups), **kw)
+        # a counter, not len(groups): merged scopes leave the dict, their numbers stay taken
+        g = Group(key, kind, label, comp, parent, index=next(self._numbers), **kw)
         self.groups[key] = g
         return g
 
@@ -257,7 +260,6 @@ class Hierarchy:
         self._simplify(group)
         self._cut(group)
         self._set_parents(group)
-        # calls of computations already drawn elsewhere (a second caller) open that group too
         return group
 
     def _scope_group(self, group, scope, tops):
