@@ -290,6 +290,8 @@ def test_builder_conditional_call_sort_select_and_scatter(widgets):
     op(twice, "Add", ["twice_p0", "twice_p0"])
     op(bw, "Conditional", ["p", "x", "scaled", "x", "twice"])
     op(bw, "Call", ["twice", "x"])
+    k = op(bw, "Constant", [], "value=1")
+    op(bw, "Conditional", [k.name, "[scaled, twice]", "[x, x]"])  # the N-branch form: branch 1
     less = bw.new_computation("greater", "f32[]", "f32[]")
     op(less, "Compare", ["greater_p0", "greater_p1"], "comparison_direction='GT'")
     op(bw, "Sort", ["x"], "comparator=greater, dimension=1")
@@ -310,12 +312,13 @@ def test_builder_conditional_call_sort_select_and_scatter(widgets):
         for u, v in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
             np.testing.assert_array_equal(u, v)
     np.testing.assert_array_equal(out[0], -2 * x)
-    np.testing.assert_array_equal(out[2], -np.sort(-x, axis=1))
+    np.testing.assert_array_equal(out[2], 2 * x)  # branch_computations[1]
+    np.testing.assert_array_equal(out[3], -np.sort(-x, axis=1))
     # max pooling's gradient: each window's source value lands on the window's largest element
     expected = np.zeros((4, 4), np.float32)
     expected[1, 1], expected[1, 3], expected[3, 1], expected[3, 3] = x[:2, :2].ravel()
-    np.testing.assert_array_equal(out[4], expected)
-    np.testing.assert_array_equal(out[5], -x)  # the map of the parsed negate
+    np.testing.assert_array_equal(out[5], expected)
+    np.testing.assert_array_equal(out[6], -x)  # the map of the parsed negate
     code = bw.python_code()
     assert "xe.While" not in code and "xe.Sort(x, comparator=greater, dimension=1)" in code
     assert "from_text = xe.parse_hlo(" in code or "from_text = b_" in code

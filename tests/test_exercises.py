@@ -462,3 +462,7 @@ def test_implement_runs_the_students_function_on_generated_configurations():
     fb = ex.check(lambda operand, padding_value, *, padding_config: operand)  # ignores the padding
     assert not fb.correct and "Pad(" in fb.message and fb.expected is None
     assert not ex.check("np.pad").correct  # text is not a function (and is never run)
+
+    def exits(*args, **kwargs):
+        raise SystemExit(3)
+    assert "SystemExit" in ex.check(exits).message

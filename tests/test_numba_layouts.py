@@ -261,3 +261,39 @@ def test_gather_along_a_minor_axis(shape, axis, t):
                              slice_sizes=[1 if d == axis else shape[d] for d in range(rank)]))
     idx = RNG.integers(-2, shape[axis] + 2, (n, 1)).astype(np.int32)
     _check(comp, _values(shape, t), idx)
+
+
+# -- flushing denormals around kernels, by a scan of the bits ----------------------------------
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "c128"])
+def test_flush_denormals_is_fpenv_flush(t):
+    from xla_explorer import fpenv
+    from xla_explorer.executors.cpu.elementwise import flush_denormals
+    dt = xe.Shape(t, ()).dtype
+    part = np.float64 if t in ("f64", "c128") else np.float32
+    tiny = float(np.finfo(part).tiny)
+    x = RNG.normal(size=1000).astype(dt)
+    assert flush_denormals(x) is x  # nothing to flush: the value itself
+    parts = x.view(part) if t != "bf16" else None
+    if parts is not None:
+        parts[::97] = tiny / 3
+        parts[5::131] = -tiny / 7
+    else:
+        x[::97] = dt.type(tiny / 3)
+        x[5::131] = dt.type(-tiny / 7)
+    got, want = flush_denormals(x), fpenv.flush(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "s32"])
+def test_nonfinite_scan_is_the_numpy_check(t):
+    from xla_explorer.executors.cpu.elementwise import has_nonfinite
+    from xla_explorer.ops.linalg import has_nonfinite as by_numpy
+    x = _values((300,), t) if t in ("f32", "f64", "s32") else RNG.normal(size=300).astype(xe.Shape(t, ()).dtype)
+    assert has_nonfinite(x) == by_numpy(x) is False
+    if t != "s32":
+        for bad in (np.inf, -np.inf, np.nan):
+            y = x.copy()
+            y[123] = bad
+            assert has_nonfinite(x, y) == by_numpy(y) is True

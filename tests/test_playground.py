@@ -227,7 +227,7 @@ def test_playground_every_kind_of_control(OpPlayground):
     pg.controls["padding"].value = "SAME"
     assert pg.shape_text == "f32[2,2]"
     pg.controls["padding"]._mode.value = "pairs"  # as the dropdown is used
-    assert pg.call.values["padding"] == ((0, 0), (0, 0))
+    assert pg.call.values["padding"] == ((0, 0), (0, 0)) == pg.controls["padding"].value
     pg.controls["computation"].value = "Max"
     assert pg.result.tolist() == [[5, 7], [13, 15]]
 
@@ -319,3 +319,28 @@ def test_playground_graph_and_index_map(OpPlayground):
     assert "has no index map" in pg._index.children[0].value
     pg.controls["lhs"].value = P.Source("f32[5]")
     assert "not legal" in pg._graph.value and "not legal" in pg._index.children[0].value
+
+
+def test_one_change_one_rebuild(OpPlayground):
+    """A per-dimension control redrawn by the model must not echo its entries back."""
+    pg = OpPlayground("ReduceWindow", graph=False, index_map=False)
+    builds = []
+    real_run = pg.call.run
+    pg.call.run = lambda outcome=None: builds.append(1) or real_run(outcome)
+    pg.controls["window_strides"].value = (1, 1)
+    pg.inputs["operands"].items[0]._shape.value = "f32[4,4,2]"  # the window gets a third entry
+    assert len(builds) == 2 and pg.controls["window_dimensions"].value == (2, 2, 1)
+
+
+def test_scripts_set_values_as_the_call_takes_them(OpPlayground):
+    pg = OpPlayground("Concatenate", graph=False, index_map=False)
+    pg.inputs["operands"].value = ["f32[1,3]", ("f32[1,3]", 7)]  # shape texts, (shape, values)
+    assert pg.shape_text == "f32[2,3]" and pg.result[1].tolist() == [7, 7, 7]
+    with pytest.raises(Exception, match="an operand is a shape text"):
+        pg.inputs["operands"].value = [3.5]
+    pg = OpPlayground("Gather", graph=False, index_map=False)
+    pg.inputs["operand"].value = "f32[4,4]"
+    pg.controls["slice_sizes"].value = [1, 4, 4]  # set by hand: kept, and the rule says what is wrong
+    assert pg.error_control == "slice_sizes" and "has 3 entries" in pg.error
+    assert pg.legal == "legal here: slice_sizes = [1, 4]"
+

@@ -11,7 +11,7 @@ import ast
 import ipywidgets as w
 import traitlets
 
-from xla_explorer.playground import DEFAULT, SOURCES, Source
+from xla_explorer.playground import DEFAULT, SOURCES, Source, as_source
 
 LABEL_WIDTH = "15em"
 ENTRY = w.Layout(width="4.5em")
@@ -91,7 +91,8 @@ class IntList(Composite):
         self.value = None if not entries and self.none_default else tuple(entries)
 
     def _changed(self, _=None):
-        self._emit(tuple(bool(e.value) if self.flags else int(e.value) for e in self._entries))
+        if not self._quiet:  # not while _draw sets the entries
+            self._emit(tuple(bool(e.value) if self.flags else int(e.value) for e in self._entries))
 
     def _draw(self):
         values = list(self.value) if self.value is not None else []
@@ -129,11 +130,12 @@ class Tuples(Composite):
     def _on_mode(self, change):
         if self._quiet:
             return
-        n = len(self._rows)
-        self.value = change["new"] if change["new"] != "pairs" else tuple((0,) * self.width for _ in range(n))
+        # back to pairs: empty, and the playground gives each dimension (0, 0)
+        self.value = change["new"] if change["new"] != "pairs" else ()
 
     def _changed(self, _=None):
-        self._emit(tuple(tuple(int(b.value) for b in row) for row in self._rows))
+        if not self._quiet:
+            self._emit(tuple(tuple(int(b.value) for b in row) for row in self._rows))
 
     def _draw(self):
         v = self.value
@@ -237,6 +239,14 @@ class ArrayInput(Composite):
         super().__init__(description, value or Source(), tooltip)
         self.children = [self._label, self._shape, self._source, self._seed_label, self._seed, self._typed]
 
+    @traitlets.validate("value")
+    def _valid_value(self, proposal):
+        # "f32[3,4]", ("s32[2]", [0, 1]), an array: what OpCall takes for an operand
+        try:
+            return as_source(proposal["value"])
+        except ValueError as e:
+            raise traitlets.TraitError(str(e)) from None
+
     def _changed(self, _=None):
         if self._quiet:
             return
@@ -295,6 +305,13 @@ class ArrayList(w.VBox):
         if not self._quiet:
             self._draw()
 
+    @traitlets.validate("value")
+    def _valid_value(self, proposal):
+        try:
+            return [as_source(v) for v in proposal["value"] or ()]
+        except ValueError as e:
+            raise traitlets.TraitError(str(e)) from None
+
     def _item_changed(self, _=None):
         self._quiet = True
         try:
@@ -311,7 +328,7 @@ class ArrayList(w.VBox):
         else:
             for item, v in zip(self.items, values):
                 item.value = v
-        self.children = [self._head] + [w.HBox([w.HTML(layout=w.Layout(width="1.5em")), item]) for item in self.items]
+        self.children = [self._head] + self.items
 
 
 class ChoiceList(Composite):
@@ -323,7 +340,8 @@ class ChoiceList(Composite):
         super().__init__(description, value, tooltip)
 
     def _changed(self, _=None):
-        self._emit(tuple(b.value for b in self._boxes))
+        if not self._quiet:
+            self._emit(tuple(b.value for b in self._boxes))
 
     def _draw(self):
         values = list(self.value or ())
@@ -347,6 +365,7 @@ def make_control(arg, value, choices=()):
     name, kind = arg.name, arg.kind
     style = {"description_width": LABEL_WIDTH}
     wide = w.Layout(width="auto")
+    menu = w.Layout(width=f"calc({LABEL_WIDTH} + 18em)")
     tip = _tooltip(arg)
     if kind == "array":
         return ArrayInput(name, value, tip)
@@ -355,7 +374,7 @@ def make_control(arg, value, choices=()):
     if kind in ("enum", "dtype", "computation"):
         options = [(DEFAULT if c in (None, DEFAULT) else str(c), None if c in (None, DEFAULT) else c) for c in choices]
         return w.Dropdown(options=options, value=value if value in [o[1] for o in options] else options[0][1],
-                          description=name, style=style, layout=wide, tooltip=tip)
+                          description=name, style=style, layout=menu, tooltip=tip)
     if kind == "computations":
         return ChoiceList(name, value, [c for c in choices if c != DEFAULT], tip)
     if kind in ("sizes", "dims", "flags"):

@@ -131,7 +131,8 @@ class OpPlayground(w.VBox):
         except Exception as e:  # a value the model refuses: shown beside the control
             self._show_failure(name, str(e))
             return
-        self._sync(changed - {name})
+        # the controls the model changed (the one edited too, when the model completed it)
+        self._sync({n for n in changed if n != name or self.call.values[n] != value})
         self._refresh()
 
     def _sync(self, names):
@@ -195,8 +196,7 @@ class OpPlayground(w.VBox):
     def _values_text(self, outcome):
         if not outcome.ok:
             return "(no values: the call is not legal)"
-        comp = outcome.computation
-        lines = [format_value(v, p.name) for p, v in zip(comp.entry.parameters, outcome.arguments)]
+        lines = [format_value(v, name) for name, v in zip(outcome.names, outcome.arguments)]
         lines.append(self.result_text)
         return "\n".join(lines)
 
@@ -239,8 +239,11 @@ class OpPlayground(w.VBox):
 
 def _signature_html(call):
     params = ", ".join(a.name if a.required else f"{a.name}={a.default!r}" for a in call.args)
-    doc = (inspect.getdoc(call.function) or "").strip().split("\n\n")[0].replace("\n", " ")
-    doc = html.escape(doc).replace("``", "")
+    paragraphs = (inspect.getdoc(call.function) or "").strip().split("\n\n")
+    doc = paragraphs[0]
+    if doc.rstrip().endswith(":") and len(paragraphs) > 1:  # "in its two forms:" -> the forms too
+        doc += " " + paragraphs[1]
+    doc = html.escape(doc.replace("\n", " ").replace("::", ":")).replace("``", "")
     return (f"<div style='font-size:13px'><code>{html.escape(call.name)}({html.escape(params)})</code>"
             f"<br><span style='color:#555'>{doc}</span></div>")
 

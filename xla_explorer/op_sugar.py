@@ -9,13 +9,12 @@ import numpy as np
 from . import dtypes
 from .errors import ShapeError
 
-
 NO_VALUE = ("while building, an XlaOp has a shape but no value yet: each op call only records an "
-             "instruction (symbolic execution), and the values exist when the computation runs.")
+            "instruction (symbolic execution), and the values exist when the computation runs.")
 USE_CONTROL_OPS = ("A Python `if` or `while` runs once, while tracing, so it can depend only on shapes and "
-                    "constants. To decide on a traced value, record the decision: Select(pred, on_true, on_false) "
-                    "picks element by element, Conditional(pred, true_operand, true_computation, false_operand, "
-                    "false_computation) runs one of two computations, While(condition, body, init) loops.")
+                   "constants. To decide on a traced value, record the decision: Select(pred, on_true, on_false) "
+                   "picks element by element, Conditional(pred, true_operand, true_computation, false_operand, "
+                   "false_computation) runs one of two computations, While(condition, body, init) loops.")
 
 
 def operand_like(x):
@@ -55,7 +54,7 @@ def index(op, index):
         if n is None and not (isinstance(i, slice) and i == slice(None)):
             raise ShapeError(f"{op!r}[...]: dimension {d} is dynamic; only ':' indexes it")
         if isinstance(i, XlaOp):
-            if i.shape.rank != 0 or not str(i.shape.element_type)[0] in "su":
+            if i.shape.rank != 0 or str(i.shape.element_type)[0] not in "su":
                 raise TypeError(f"{op!r}[{i!r}]: a traced index must be an integer scalar; arrays of indices "
                                 "need a Gather")
             dynamic[d] = i

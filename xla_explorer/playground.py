@@ -145,6 +145,8 @@ class Outcome:
     legal: str = ""
     #: the operands' values, in parameter order
     arguments: tuple = ()
+    #: the operands' names, as the arguments call them (``start_indices[1]``)
+    names: tuple = ()
     result: object = None
     #: why there are no result values ("" when there are)
     not_run: str = ""
@@ -192,7 +194,10 @@ class OpCall:
             raise KeyError(f"{self.name} has no argument {name!r}; its arguments: {', '.join(self.by_name)}")
         self.values[name] = _normalise(self.by_name[name], value)
         self.last_set = name
-        return {name} | conform(self.args, self.values) | self._valid_computations()
+        # the others follow it; a per-dimension list set by hand stays as given (a wrong
+        # length is the shape rule's to report, beside it); an empty one gets the defaults
+        fixed = {name} if self.values[name] else set()
+        return {name} | conform(self.args, self.values, fixed=fixed) | self._valid_computations()
 
     def _valid_computations(self):
         """Computation labels that no longer fit (Reduce of 2 operands: other choices) reset."""
@@ -224,9 +229,12 @@ class OpCall:
             return Outcome(error=f"{self.name}: {e}", argument="")
         inst = _own_instruction(comp, self.opdef.opcode)
         # parameters the op made itself (Parameter) get values of their shapes too
+        names = list(self._names)
         for p in comp.entry.parameters[len(arrays):]:
             arrays.append(operand_value(Source(str(p.shape)), p.name))
-        return Outcome(computation=comp, instruction=inst, shape=comp.result_shape, arguments=tuple(arrays))
+            names.append(p.name)
+        return Outcome(computation=comp, instruction=inst, shape=comp.result_shape, arguments=tuple(arrays),
+                       names=tuple(names))
 
     def explain(self, outcome=None):
         """``outcome`` (built when not given), with ``legal`` filled in when it failed."""
@@ -257,13 +265,16 @@ class OpCall:
     def _call_arguments(self, b, values):
         """(positional args, keyword args, parameter XlaOps, operand values) of the call."""
         number, params, arrays = 0, {}, []
+        self._names = []
 
         def parameter(name, src):
             nonlocal number
             value = operand_value(src, name)
-            op = Parameter(b, number, src.parsed_shape(name), name.replace("[", "").replace("]", ""))
+            # an HLO name for start_indices[1]: start_indices.1
+            op = Parameter(b, number, src.parsed_shape(name), name.replace("[", ".").replace("]", ""))
             number += 1
             arrays.append(value)
+            self._names.append(name)
             return op
 
         given = {}
@@ -397,6 +408,11 @@ def _candidates(arg, value, error, call):
         for c in call.choices(arg):
             if c != value:
                 yield f"{arg.name} = {c}", c
+    elif kind in _args.PER_DIMENSION and isinstance(value, (list, tuple)) and \
+            _length_of(call.by_name, call.values, arg.of) not in (None, len(value) + arg.drop):
+        trial = dict(call.values)
+        conform(call.args, trial)
+        yield f"{arg.name} = {list(trial[arg.name])}", trial[arg.name]
     elif kind in ("sizes", "dims") and isinstance(value, (list, tuple)):
         m = re.search(re.escape(arg.name) + r"\[(\d+)\]", error)
         if m and int(m.group(1)) < len(value):
@@ -515,6 +531,12 @@ def _normalise(arg, value):
     if arg.kind == "groups" and isinstance(value, (list, tuple)):
         return tuple(tuple(int(x) for x in g) for g in value)
     return value
+
+
+def as_source(v):
+    """An operand as the playground keeps it: a ``Source`` from a shape text (``"f32[2,3]"``),
+    a ``(shape text, values)`` pair, an array (its values typed) or a dict of fields."""
+    return _source(v)
 
 
 def _source(v):
@@ -698,5 +720,5 @@ def buildable(op):
     return True if outcome.ok else outcome.error
 
 
-__all__ = ["OpCall", "Outcome", "Source", "operand_value", "blame", "conform", "starting_values", "buildable",
+__all__ = ["OpCall", "Outcome", "Source", "as_source", "operand_value", "blame", "conform", "starting_values", "buildable",
            "MAX_ELEMENTS", "SOURCES", "ELEMENT_TYPES"]

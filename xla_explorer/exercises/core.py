@@ -521,6 +521,11 @@ class Exercise:
     def answer_format(self):
         return self.question().split("\n")[-1]
 
+    def _hint_line(self):
+        """What a student's wrong answer gets instead of the worked solution: the rule to use."""
+        hint = self.generator.formula or self.generator.rule or self.kind_hint()
+        return "\nHint: " + hint if hint else ""
+
     def step_hint(self):
         """A hint about this exercise's values that does not give the answer away."""
         return ""
@@ -776,7 +781,7 @@ class ShapeExercise(Exercise):
                             "legal." + ("" if same else f" (The exercise used {old}; several shapes can be legal.)")
                             + "\n" + why, str(old))
         return Feedback(False, f"With {self.target}: {Shape(etype or old.element_type, dims)} the shape rule "
-                        f"refuses the call: {error}" + ("\n" + why if reveal else ""), str(old) if reveal else None)
+                        f"refuses the call: {error}" + ("\n" + why if reveal else self._hint_line()), str(old) if reveal else None)
 
 
 def _beyond_sizes(values, arrays):
@@ -1239,11 +1244,11 @@ class AttributeExercise(Exercise):
         try:
             shape = self.call.shape(attrs)
         except ShapeError as e:
-            return Feedback(False, f"With {shown} the call is illegal: {e}" + ("\n" + why if reveal else ""),
+            return Feedback(False, f"With {shown} the call is illegal: {e}" + ("\n" + why if reveal else self._hint_line()),
                             self.answer_value() if reveal else None)
         if shape != Shape.of(self.target):  # before running: a wrong attribute may ask for a huge result
             return Feedback(False, f"With {shown} the result is {shape}, but the target is {type_text(self.target)}."
-                            + ("\n" + why if reveal else ""), self.answer_value() if reveal else None)
+                            + ("\n" + why if reveal else self._hint_line()), self.answer_value() if reveal else None)
         too_big = _beyond_sizes(values, [v for _, v in self.call.operands] + [self.target])
         if too_big is not None:  # the result is small, but padding or dilating by this much is not
             return Feedback(False, f"With {shown} the result has the target's shape, but {too_big} is far beyond "
@@ -1256,13 +1261,13 @@ class AttributeExercise(Exercise):
         target = self.target
         if Shape.of(result) != Shape.of(target):
             return Feedback(False, f"With {shown} the result is {shape}, but the target is {type_text(target)}."
-                            + ("\n" + why if reveal else ""), self.answer_value() if reveal else None)
+                            + ("\n" + why if reveal else self._hint_line()), self.answer_value() if reveal else None)
         same = _same_values(target, np.asarray(result)) if not isinstance(target, tuple) else np.array(True)
         if not np.all(same):
             first = tuple(int(i) for i in np.argwhere(~same)[0])
             return Feedback(False, f"With {shown} the result has the right shape ({shape}) but result"
                             f"{index_text(first)} = {scalar_text(result[first])}, while target{index_text(first)} = "
-                            f"{scalar_text(target[first])}." + ("\n" + why if reveal else ""),
+                            f"{scalar_text(target[first])}." + ("\n" + why if reveal else self._hint_line()),
                             self.answer_value() if reveal else None)
         ours = self._ours()
         extra = "" if all(spec_attr(values[h]) == spec_attr(ours[h]) for h in self.hidden) else \

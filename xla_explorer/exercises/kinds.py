@@ -279,7 +279,7 @@ class ImplementExercise(Exercise):
                 got = fn(*operands, **attrs)
         except _TooSlow:
             return f"Your function ran for more than {CALL_SECONDS:g} s on:\n{where}"
-        except Exception as e:  # noqa: BLE001 - the student's function failing is feedback
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - the student's function failing is feedback
             return f"Your function raised {type(e).__name__}: {core.short_repr(str(e))[1:-1]} on:\n{where}"
         try:
             got = np.asarray(core.bounded(got)) if not isinstance(got, np.ndarray) else got

@@ -300,32 +300,68 @@ def _copy_run(dst, do, ds, src, so, ss, j0, j1):
     elif ds == 1 and ss == 1:
         for j in range(j0, j1):
             dst[uint64(do + j)] = src[uint64(so + j)]
+    elif ds == 1 and ss == -1:  # a reversed row
+        for j in range(j0, j1):
+            dst[uint64(do + j)] = src[uint64(so - j)]
     else:
         for j in range(j0, j1):
             dst[uint64(do + j * ds)] = src[uint64(so + j * ss)]
 
 
-@njit(inline="always", **_opts)
-def _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
+@njit(**_opts)
+def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
+    """Work items [i0, i1) of the loop nest: ``chunk`` elements of a row each (``nch`` per
+    row).  Whole rows (nch = 1) follow one another with their coordinates counted up
+    like an odometer: no division per row (a transposition of rows of 64 spent most of
+    its time dividing)."""
     r = dims.shape[0]
-    row = w // nch
-    c = w - row * nch
-    j0 = c * chunk
-    j1 = min(dims[r - 1], j0 + chunk)
-    do, so = _offsets(row, dims, dstr, sstr, r - 1)
-    _copy_run(dst, dbase + do, dstr[r - 1], src, sbase + so, sstr[r - 1], j0, j1)
+    L = dims[r - 1]
+    ds, ss = dstr[r - 1], sstr[r - 1]
+    if nch > 1 or r == 1:
+        for w in range(i0, i1):
+            row = w // nch
+            c = w - row * nch
+            j0 = c * chunk
+            do, so = _offsets(row, dims, dstr, sstr, r - 1)
+            _copy_run(dst, dbase + do, ds, src, sbase + so, ss, j0, min(L, j0 + chunk))
+        return
+    coord = np.empty(r - 1, np.int64)
+    rem = i0
+    do = dbase
+    so = sbase
+    for d in range(r - 2, -1, -1):
+        c = rem % dims[d]
+        rem //= dims[d]
+        coord[d] = c
+        do += c * dstr[d]
+        so += c * sstr[d]
+    for _ in range(i0, i1):
+        _copy_run(dst, do, ds, src, so, ss, 0, L)
+        d = r - 2
+        while d >= 0:
+            coord[d] += 1
+            do += dstr[d]
+            so += sstr[d]
+            if coord[d] < dims[d]:
+                break
+            do -= dims[d] * dstr[d]
+            so -= dims[d] * sstr[d]
+            coord[d] = 0
+            d -= 1
 
 
 @njit(parallel=True, **_opts)
 def rows_par(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
-    """The loop nest row by row (the last dimension), ``chunk`` elements per work item, in parallel."""
+    """The loop nest row by row (the last dimension), ``chunk`` elements per work item, in
+    parallel: 64 blocks of consecutive items."""
     r = dims.shape[0]
     nch = (dims[r - 1] + chunk - 1) // chunk
     items = nch
     for d in range(r - 1):
         items *= dims[d]
-    for w in prange(items):
-        _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+    per = (items + 63) // 64
+    for b in prange((items + per - 1) // per):
+        _rows_range(b * per, min(items, (b + 1) * per), dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
 
 
 @njit(**_opts)
@@ -336,8 +372,7 @@ def rows_ser(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
     items = nch
     for d in range(r - 1):
         items *= dims[d]
-    for w in range(items):
-        _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+    _rows_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
 
 
 @njit(**_opts)
@@ -364,6 +399,21 @@ def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf):
     ds, ss = dstr[r - 1], sstr[r - 1]
     for j0 in range(0, dims[r - 1], tile):
         nj = min(dims[r - 1], j0 + tile) - j0
+        if sa == 1 and ds == 1 and ni == tile and nj == tile:
+            # a whole tile of a plain transposition (unit steps on both contiguous sides):
+            # slices, so that both loops are contiguous runs LLVM vectorises
+            for j in range(tile):
+                s = so + (j0 + j) * ss + i0
+                row = src[s:s + tile]
+                bj = buf[j * tile:(j + 1) * tile]
+                for i in range(tile):
+                    bj[i] = row[i]
+            for i in range(tile):
+                o = do + (i0 + i) * da + j0
+                orow = dst[o:o + tile]
+                for j in range(tile):
+                    orow[j] = buf[uint64(j * tile + i)]
+            continue
         for j in range(nj):
             s = so + (j0 + j) * ss + i0 * sa
             for i in range(ni):
