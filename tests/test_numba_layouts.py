@@ -209,7 +209,10 @@ def test_long_windows_slide(dims, axis, t, name, init):
     """Cumulative windows (JAX's cumsum on the CPU), long strided windows and the same
     window along a minor and a major dimension: the sliding (van Herk) pass."""
     n = dims[axis]
-    for w, s, low, high in ((n, 1, n - 1, 0), (17, 3, 5, 9), (40, 1, 0, 0)):
+    # cumulative, reversed cumulative, cumulative with the window longer than the axis,
+    # long strided, long inside
+    for w, s, low, high in ((n, 1, n - 1, 0), (n, 1, 0, n - 1), (n + 5, 1, n + 2, 1), (17, 3, 5, 9),
+                            (40, 1, 0, 0)):
         if w > n + low + high:
             continue
         wd = [w if d == axis else 1 for d in range(len(dims))]
