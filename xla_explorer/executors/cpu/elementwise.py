@@ -117,3 +117,26 @@ def flush_denormals(x):
     out = np.empty_like(bits)
     _flush_bits(bits, word(exponent), word(sign), out)
     return out.view(x.dtype).reshape(x.shape)
+
+
+@njit(**_opts)
+def _any_all_ones(bits, exponent):
+    found = 0
+    for i in range(bits.shape[0]):
+        found |= (bits[i] & exponent) == exponent
+    return found != 0
+
+
+def has_nonfinite(*values):
+    """``ops.linalg.has_nonfinite`` (any Inf or NaN among float or complex values) by one
+    scan of the bits: an exponent of all ones."""
+    from ...ops.linalg import has_nonfinite as by_numpy
+    for v in values:
+        v = np.asarray(v)
+        masks = _MASKS.get(fpenv._type_name(v)) if v.size >= 64 and v.flags.c_contiguous else None
+        if masks is None:
+            if by_numpy(v):
+                return True
+        elif _any_all_ones(v.reshape(-1).view(masks[0]), masks[0](masks[1])):
+            return True
+    return False
