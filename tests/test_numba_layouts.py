@@ -209,7 +209,10 @@ def test_long_windows_slide(dims, axis, t, name, init):
     """Cumulative windows (JAX's cumsum on the CPU), long strided windows and the same
     window along a minor and a major dimension: the sliding (van Herk) pass."""
     n = dims[axis]
-    for w, s, low, high in ((n, 1, n - 1, 0), (17, 3, 5, 9), (40, 1, 0, 0)):
+    # cumulative, reversed cumulative, cumulative with the window longer than the axis,
+    # long strided, long inside
+    for w, s, low, high in ((n, 1, n - 1, 0), (n, 1, 0, n - 1), (n + 5, 1, n + 2, 1), (17, 3, 5, 9),
+                            (40, 1, 0, 0)):
         if w > n + low + high:
             continue
         wd = [w if d == axis else 1 for d in range(len(dims))]
@@ -297,3 +300,19 @@ def test_nonfinite_scan_is_the_numpy_check(t):
             y = x.copy()
             y[123] = bad
             assert has_nonfinite(x, y) == by_numpy(y) is True
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_contiguous_copies_any_strided_view(seed):
+    """Transposed, reversed and sliced views made contiguous by the tiled copy."""
+    from xla_explorer.executors.cpu.shape import contiguous
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(2, 5))
+    dims = [int(rng.integers(2, 40)) for _ in range(rank)]
+    x = rng.integers(-100, 100, dims).astype([np.int32, np.float32, np.int8, np.float64][seed % 4])
+    v = np.transpose(x, rng.permutation(rank))
+    v = v[tuple(slice(None, None, int(rng.choice([1, -1, 2]))) for _ in range(rank))]
+    got = contiguous(v)
+    assert got.flags.c_contiguous and got.dtype == v.dtype
+    np.testing.assert_array_equal(got, v)
+    assert contiguous(np.float32(3)).shape == ()

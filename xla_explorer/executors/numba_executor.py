@@ -119,10 +119,11 @@ def _carrier_dtype(t):
 
 
 def _as_carrier(value, want):
+    from .cpu.shape import contiguous
     arr = np.asarray(value)
     if arr.dtype != want:
         arr = arr.astype(want)
-    return np.ascontiguousarray(arr).reshape(-1)
+    return contiguous(arr).reshape(-1)
 
 
 def _static_params(src):

@@ -32,7 +32,7 @@ from ..numba_setup import PARALLEL_THRESHOLD, numba
 from . import kernel
 from .elementwise import has_nonfinite
 from .reduction import _window_geometry
-from .shape import empty
+from .shape import contiguous, empty
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -607,7 +607,7 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     groups = max(int(feature_group_count), int(batch_group_count))
     batch_groups = int(batch_group_count) > 1
     # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
-    x = np.ascontiguousarray(np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions,
+    x = contiguous(np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions,
                                                 dn.input_feature_dimension)))
     x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
     w = np.transpose(rhs, dn.rhs_order)
@@ -635,7 +635,9 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     for i, d in enumerate(dn.output_spatial_dimensions):
         canon[d] = 1 + i
     result = np.transpose(result, [canon[d] for d in range(n + 2)])
-    return _finish(result, shape)
+    # in the output's own layout now (NCHW: a transposition by the tiled copy), so that its
+    # readers get a contiguous array
+    return _finish(contiguous(result), shape)
 
 
 # ---------------------------------------------------------------------------------------
