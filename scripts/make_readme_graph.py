@@ -6,8 +6,9 @@ Writes docs/images/mlp_grad_graph.svg and .png: every instruction of ``jax.grad(
 a two-layer MLP as XLA receives it, with shapes, and -- unless ``--no-values`` -- the
 values of one run on the NumPy reference executor (min / max / mean and a heatmap per
 node).  And docs/images/transformer_grad_graph.svg and .png: the first picture of the
-gradient of a six-layer transformer (576 instructions), its groups closed.  Needs jax
-and Graphviz's ``dot``.
+gradient of a six-layer transformer (576 instructions), its groups closed, and
+transformer_grad_graph_top.png, its top left at full size.  Needs jax, Pillow and
+Graphviz's ``dot``.
 """
 import argparse
 import pathlib
@@ -89,6 +90,13 @@ def main(argv=None):
             path = g.save(out / f"{name}{suffix}", **kw)
             print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         print(g)
+    # the whole transformer picture is ~2,700 px wide: a page shrinks it past reading, so the
+    # README shows its top left at full size (and links the whole SVG)
+    from PIL import Image
+    with Image.open(out / "transformer_grad_graph.png") as im:
+        top = im.crop((0, 0, min(im.width, 1400), min(im.height, 1100)))
+        top.save(out / "transformer_grad_graph_top.png", optimize=True)
+    print("wrote docs/images/transformer_grad_graph_top.png")
 
 
 if __name__ == "__main__":

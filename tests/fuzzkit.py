@@ -335,8 +335,8 @@ def must_refuse(kind, value):
         return not isinstance(value, (bool, np.bool_))
     if kind == "float":
         return isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating))
-    if kind in ("str", "qstr"):
-        return not isinstance(value, str)
+    if kind in ("str", "qstr"):   # (an enum may also take a flag: TriangularSolve(transpose_a=True))
+        return not isinstance(value, (str, bool))
     if kind == "int_lists":
         return not (isinstance(value, (list, tuple)) and all(int_list(g) for g in value))
     if kind in ("pairs", "triples"):
@@ -837,7 +837,12 @@ class Worker:
             reply = self._read(timeout or self.timeout)
         except (BrokenPipeError, OSError, EOFError):
             return self._failed(ended=True)
-        return pickle.loads(reply)
+        result = pickle.loads(reply)
+        if result.get("kind") == "interrupted":
+            # the interrupt may have landed inside a Numba compilation, which Numba does not
+            # survive (the kernel stays half-made: "no compiled object yet"): a fresh process
+            self.close()
+        return result
 
     def _read(self, timeout):
         deadline = time.monotonic() + timeout

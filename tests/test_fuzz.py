@@ -9,6 +9,7 @@ message names the op or the line -- or success, with the backends agreeing and n
 modified.  Examples are bounded and derandomized under CI (see conftest.py); the full
 counts come from ``scripts/probe_reliability.py``.
 """
+import os
 import random
 
 import numpy as np
@@ -18,8 +19,12 @@ from hypothesis import strategies as st
 
 import fuzzkit
 
+#: XLA_EXPLORER_FUZZ_SCALE=10 runs ten times as many examples (a longer search, by hand)
+SCALE = max(1, int(os.environ.get("XLA_EXPLORER_FUZZ_SCALE", "1")))
+
+
 def fuzz(max_examples):
-    return settings(max_examples=max_examples, deadline=None,
+    return settings(max_examples=max_examples * SCALE, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
 

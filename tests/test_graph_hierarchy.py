@@ -342,3 +342,27 @@ def test_a_word_names_forward_and_backward_scopes():
     g = comp.graph(max_nodes=8).expand("layer1")
     assert {hier.groups_named("layer1")[0].key, hier.groups_named("layer1")[1].key} <= g.opened
     assert not {k for k in g.collapse("layer1").opened if "layer1)" in k}
+
+
+@pytest.mark.parametrize("name,radius", [("h5_3", 2), ("e", 1), ("c4", 2), ("zero", 1), ("out", 0)])
+def test_around_draws_the_neighbourhood_of_the_whole_graph(big, name, radius):
+    """around= builds nodes for the neighbourhood and its rim only: the same picture."""
+    from xla_explorer.render.model import build_model
+    from xla_explorer.render.select import neighbourhood
+    fast = big.graph(around=name, radius=radius)
+    full = neighbourhood(build_model(big.entry, big.computations), name, radius)
+    assert sorted((n.id, n.title, n.name, tuple(n.attributes), n.tooltip.split("\n")[0]) for n in fast.nodes) == \
+        sorted((n.id, n.title, n.name, tuple(n.attributes), n.tooltip.split("\n")[0]) for n in full.nodes)
+    assert sorted((e.src, e.dst, e.kind, e.label) for e in fast.edges) == \
+        sorted((e.src, e.dst, e.kind, e.label) for e in full.edges)
+    assert {c.label for c in fast.clusters} == {c.label for c in full.clusters}
+
+
+def test_group_numbers_are_unique(big):
+    """Node and cluster ids come from group numbers: merged scopes must not free theirs."""
+    hier = Hierarchy(big.entry, big.computations)
+    numbers = [g.index for g in hier.groups.values()]
+    assert len(numbers) == len(set(numbers))
+    g = big.graph(expand="all")
+    ids = [n.id for n in g.nodes] + [c.id for c in g.clusters]
+    assert len(ids) == len(set(ids))

@@ -209,7 +209,10 @@ def test_long_windows_slide(dims, axis, t, name, init):
     """Cumulative windows (JAX's cumsum on the CPU), long strided windows and the same
     window along a minor and a major dimension: the sliding (van Herk) pass."""
     n = dims[axis]
-    for w, s, low, high in ((n, 1, n - 1, 0), (17, 3, 5, 9), (40, 1, 0, 0)):
+    # cumulative, reversed cumulative, cumulative with the window longer than the axis,
+    # long strided, long inside
+    for w, s, low, high in ((n, 1, n - 1, 0), (n, 1, 0, n - 1), (n + 5, 1, n + 2, 1), (17, 3, 5, 9),
+                            (40, 1, 0, 0)):
         if w > n + low + high:
             continue
         wd = [w if d == axis else 1 for d in range(len(dims))]
@@ -261,3 +264,55 @@ def test_gather_along_a_minor_axis(shape, axis, t):
                              slice_sizes=[1 if d == axis else shape[d] for d in range(rank)]))
     idx = RNG.integers(-2, shape[axis] + 2, (n, 1)).astype(np.int32)
     _check(comp, _values(shape, t), idx)
+
+
+# -- flushing denormals around kernels, by a scan of the bits ----------------------------------
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "c128"])
+def test_flush_denormals_is_fpenv_flush(t):
+    from xla_explorer import fpenv
+    from xla_explorer.executors.cpu.elementwise import flush_denormals
+    dt = xe.Shape(t, ()).dtype
+    part = np.float64 if t in ("f64", "c128") else np.float32
+    tiny = float(np.finfo(part).tiny)
+    x = RNG.normal(size=1000).astype(dt)
+    assert flush_denormals(x) is x  # nothing to flush: the value itself
+    parts = x.view(part) if t != "bf16" else None
+    if parts is not None:
+        parts[::97] = tiny / 3
+        parts[5::131] = -tiny / 7
+    else:
+        x[::97] = dt.type(tiny / 3)
+        x[5::131] = dt.type(-tiny / 7)
+    got, want = flush_denormals(x), fpenv.flush(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "s32"])
+def test_nonfinite_scan_is_the_numpy_check(t):
+    from xla_explorer.executors.cpu.elementwise import has_nonfinite
+    from xla_explorer.ops.linalg import has_nonfinite as by_numpy
+    x = _values((300,), t) if t in ("f32", "f64", "s32") else RNG.normal(size=300).astype(xe.Shape(t, ()).dtype)
+    assert has_nonfinite(x) == by_numpy(x) is False
+    if t != "s32":
+        for bad in (np.inf, -np.inf, np.nan):
+            y = x.copy()
+            y[123] = bad
+            assert has_nonfinite(x, y) == by_numpy(y) is True
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_contiguous_copies_any_strided_view(seed):
+    """Transposed, reversed and sliced views made contiguous by the tiled copy."""
+    from xla_explorer.executors.cpu.shape import contiguous
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(2, 5))
+    dims = [int(rng.integers(2, 40)) for _ in range(rank)]
+    x = rng.integers(-100, 100, dims).astype([np.int32, np.float32, np.int8, np.float64][seed % 4])
+    v = np.transpose(x, rng.permutation(rank))
+    v = v[tuple(slice(None, None, int(rng.choice([1, -1, 2]))) for _ in range(rank))]
+    got = contiguous(v)
+    assert got.flags.c_contiguous and got.dtype == v.dtype
+    np.testing.assert_array_equal(got, v)
+    assert contiguous(np.float32(3)).shape == ()

@@ -4,33 +4,33 @@
 // file only shows `svg`, reads `nodes` (svg id -> what the node is) and sends events.
 
 const STYLE = `
-.xe-graph { font: 13px/1.4 system-ui, -apple-system, "Segoe UI", Helvetica, sans-serif; color: #263238;
+.xe-graph-widget { font: 13px/1.4 system-ui, -apple-system, "Segoe UI", Helvetica, sans-serif; color: #263238;
   border: 1px solid #cfd8dc; border-radius: 6px; overflow: hidden; background: #fff; }
-.xe-graph .xe-bar { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; padding: 6px 8px;
+.xe-graph-widget .xe-bar { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; padding: 6px 8px;
   border-bottom: 1px solid #eceff1; background: #fafafa; }
-.xe-graph input.xe-search { flex: 1 1 220px; min-width: 160px; font-size: 13px; padding: 4px 8px;
+.xe-graph-widget input.xe-search { flex: 1 1 220px; min-width: 160px; font-size: 13px; padding: 4px 8px;
   border: 1px solid #b0bec5; border-radius: 4px; }
-.xe-graph button { font-size: 13px; padding: 3px 9px; border: 1px solid #b0bec5; border-radius: 4px;
+.xe-graph-widget button { font-size: 13px; padding: 3px 9px; border: 1px solid #b0bec5; border-radius: 4px;
   background: #fff; cursor: pointer; color: #263238; }
-.xe-graph button:hover { background: #eceff1; }
-.xe-graph .xe-status { font-size: 12px; color: #546e7a; margin-left: 4px; }
-.xe-graph .xe-error { color: #c62828; font-size: 13px; padding: 4px 8px; white-space: pre-wrap; }
-.xe-graph .xe-body { position: relative; }
-.xe-graph .xe-results { position: absolute; z-index: 5; left: 8px; top: 4px; max-height: 60%; overflow: auto;
+.xe-graph-widget button:hover { background: #eceff1; }
+.xe-graph-widget .xe-status { font-size: 12px; color: #546e7a; margin-left: 4px; }
+.xe-graph-widget .xe-error { color: #c62828; font-size: 13px; padding: 4px 8px; white-space: pre-wrap; }
+.xe-graph-widget .xe-body { position: relative; }
+.xe-graph-widget .xe-results { position: absolute; z-index: 5; left: 8px; top: 4px; max-height: 60%; overflow: auto;
   background: #fff; border: 1px solid #b0bec5; border-radius: 4px; box-shadow: 0 2px 8px rgba(0,0,0,.15);
   min-width: 320px; max-width: 70%; }
-.xe-graph .xe-result { padding: 3px 8px; cursor: pointer; border-bottom: 1px solid #eceff1; font-size: 13px; }
-.xe-graph .xe-result:hover { background: #e3f2fd; }
-.xe-graph .xe-result .xe-where { color: #607d8b; font-size: 12px; }
-.xe-graph .xe-view { overflow: hidden; cursor: grab; background: #fff; touch-action: none; }
-.xe-graph .xe-view.xe-dragging { cursor: grabbing; }
-.xe-graph .xe-canvas { transform-origin: 0 0; display: inline-block; }
-.xe-graph .xe-canvas svg { display: block; }
-.xe-graph g.node.xe-toggle { cursor: pointer; }
-.xe-graph g.node.xe-toggle:hover polygon, .xe-graph g.node.xe-toggle:hover path { stroke: #1565c0; stroke-width: 2.5; }
-.xe-graph g.cluster.xe-toggle > text { cursor: pointer; }
-.xe-graph g.node.xe-found polygon, .xe-graph g.node.xe-found path { stroke: #ff6d00; stroke-width: 3; }
-.xe-graph .xe-tip { position: absolute; z-index: 6; pointer-events: none; background: #263238; color: #fff;
+.xe-graph-widget .xe-result { padding: 3px 8px; cursor: pointer; border-bottom: 1px solid #eceff1; font-size: 13px; }
+.xe-graph-widget .xe-result:hover { background: #e3f2fd; }
+.xe-graph-widget .xe-result .xe-where { color: #607d8b; font-size: 12px; }
+.xe-graph-widget .xe-view { overflow: hidden; cursor: grab; background: #fff; touch-action: none; }
+.xe-graph-widget .xe-view.xe-dragging { cursor: grabbing; }
+.xe-graph-widget .xe-canvas { transform-origin: 0 0; display: inline-block; }
+.xe-graph-widget .xe-canvas svg { display: block; }
+.xe-graph-widget g.node.xe-toggle { cursor: pointer; }
+.xe-graph-widget g.node.xe-toggle:hover polygon, .xe-graph-widget g.node.xe-toggle:hover path { stroke: #1565c0; stroke-width: 2.5; }
+.xe-graph-widget g.cluster.xe-toggle > text { cursor: pointer; }
+.xe-graph-widget g.node.xe-found polygon, .xe-graph-widget g.node.xe-found path { stroke: #ff6d00; stroke-width: 3; }
+.xe-graph-widget .xe-tip { position: absolute; z-index: 6; pointer-events: none; background: #263238; color: #fff;
   font-size: 12px; padding: 6px 8px; border-radius: 4px; max-width: 460px; white-space: pre-wrap;
   font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; display: none; }
 `;
@@ -54,7 +54,7 @@ function download(name, blob) {
 function render({ model, el: root }) {
   const style = el("style");
   style.textContent = STYLE;
-  const box = el("div", "xe-graph");
+  const box = el("div", "xe-graph-widget");
   const bar = el("div", "xe-bar");
   const search = el("input", "xe-search");
   search.type = "search";

@@ -17,6 +17,8 @@ from .errors import ShapeError
 MAX_DIMENSION = 1 << 63
 #: tuple shapes nest at most this deep (deeper nesting is refused, never recursed into)
 MAX_NESTING = 64
+#: the most dimensions an array may have (NumPy's own limit: values could not be held)
+MAX_RANK = 64
 
 
 def _limit_from_environment():
@@ -85,6 +87,9 @@ class Shape:
         if isinstance(dims, int):
             dims = (dims,)
         out_dims, out_bounds = [], []
+        if len(dims) > MAX_RANK:
+            raise ShapeError(f"Shape: {element_type} of rank {len(dims)}: arrays have at most {MAX_RANK} dimensions "
+                             f"(NumPy's limit)")
         for i, d in enumerate(dims):
             b = None if bounds is None else bounds[i]
             if isinstance(d, str):

@@ -15,17 +15,17 @@ SETUP = ("import random\nimport xla_explorer as xe\nfrom xla_explorer.widgets im
 
 
 def _transform(page):
-    return page.eval_on_selector(".xe-graph .xe-canvas", "e => e.style.transform")
+    return page.eval_on_selector(".xe-graph-widget .xe-canvas", "e => e.style.transform")
 
 
 def test_graph_widget_expand_search_hover(notebook):
     notebook.open(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SETUP)]), "graph_widget.ipynb")
     notebook.run_all()
     page = notebook.page
-    widget = page.locator(".xe-graph").first
+    widget = page.locator(".xe-graph-widget").first
     widget.locator("svg g.node.xe-toggle").first.wait_for()
     notebook.screenshot("graph_first_picture", widget)
-    groups = page.eval_on_selector_all(".xe-graph svg g.node.xe-toggle",
+    groups = page.eval_on_selector_all(".xe-graph-widget svg g.node.xe-toggle",
                                        "els => els.map(e => e.id).filter(id => id.startsWith('g'))")
     assert groups, "closed groups are drawn as clickable nodes"
 
@@ -66,7 +66,7 @@ def test_graph_widget_expand_search_hover(notebook):
     box = widget.locator(".xe-view").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.wheel(0, -400)
-    page.wait_for_function("b => document.querySelector('.xe-graph .xe-canvas').style.transform !== b", arg=before)
+    page.wait_for_function("b => document.querySelector('.xe-graph-widget .xe-canvas').style.transform !== b", arg=before)
     zoomed = _transform(page)
     scale = lambda t: float(re.search(r"scale\(([-\d.e]+)\)", t).group(1))  # noqa: E731
     assert scale(zoomed) > scale(before)

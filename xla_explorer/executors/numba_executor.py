@@ -9,11 +9,14 @@ the same executor; an intermediate is freed as soon as its last reader ran.
 Collectives exchange data between simulated devices exactly as in the reference (the
 exchange is a simulation, not a computation): they run the reference's code.
 """
+import weakref
+
 import numpy as np
 
 from .. import fpenv, progress
 from ..errors import ExecutionError, ShapeError
 from ..ops import registry
+from .. import shapes
 from ..shapes import check_size
 from .fusion import fusion_plan
 from .loopgen import broadcast_strides
@@ -73,6 +76,7 @@ class CpuBackend:
         self.fuse = fuse
         from . import cpu
         cpu.load()
+        self._cpu = cpu  # its family modules, imported by load()
 
     # values live in host memory
     def to_device(self, value):
@@ -85,22 +89,24 @@ class CpuBackend:
         return literal
 
     def flush(self, value):
-        return fpenv.flush(value)
+        return self._cpu.elementwise.flush_denormals(value)
 
     def run_group(self, group, values):
-        from .cpu.fused import compile_loop, run_loop
-        from .cpu.shape import empty
-        mode = fpenv.get_float_env().denormals    # the loop's source depends on it
+        cpu = self._cpu
+        mode = "flush" if fpenv.flushing() else "ieee"    # the loop's source depends on it
         prepared = group.__dict__.setdefault("_cpu", {}).get(mode)
         if prepared is None:
-            prepared = group._cpu[mode] = compile_loop(group)
-        src, compiled, static = prepared
-        shape = group.root.shape
-        n = int(np.prod(shape.dims, dtype=np.int64))
-        out_dtype = _carrier_dtype(shape.element_type)
-        out = empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
-        inputs = [_as_carrier(v, inst) for v, inst in zip(values, src.inputs)]
-        run_loop(compiled, n, out, inputs, static)
+            src, compiled, static = cpu.fused.compile_loop(group)
+            shape = group.root.shape
+            # what every run needs, computed once: sizes, the carrier types in and out
+            prepared = group._cpu[mode] = (compiled, static, int(np.prod(shape.dims, dtype=np.int64)),
+                                           _carrier_dtype(shape.element_type), shape,
+                                           [_carrier_dtype(i.shape.element_type) for i in src.inputs])
+        compiled, static, n, out_dtype, shape, wants = prepared
+        out = cpu.shape.empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
+        inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
+                  else _as_carrier(v, w) for v, w in zip(values, wants)]
+        cpu.fused.run_loop(compiled, n, out, inputs, static)
         out = out.reshape(shape.dims)
         if out.dtype != shape.dtype:
             out = out.astype(shape.dtype)
@@ -112,12 +118,12 @@ def _carrier_dtype(t):
     return carrier_dtype(t)
 
 
-def _as_carrier(value, inst):
+def _as_carrier(value, want):
+    from .cpu.shape import contiguous
     arr = np.asarray(value)
-    want = _carrier_dtype(inst.shape.element_type)
     if arr.dtype != want:
         arr = arr.astype(want)
-    return np.ascontiguousarray(arr).reshape(-1)
+    return contiguous(arr).reshape(-1)
 
 
 def _static_params(src):
@@ -161,7 +167,34 @@ def bind(attrs, ctx, backend):
     return out
 
 
-def run_op(inst, values, ctx, backend):
+#: instruction -> bytes of its result (shapes are static: counted once, compared with the
+#: limit in force at each run)
+_SIZES = weakref.WeakKeyDictionary()
+#: instruction -> its kernel's keyword arguments, for instructions without computations
+_KWARGS = weakref.WeakKeyDictionary()
+
+
+def _check_size(inst, shape, name, itemsize=None):
+    size = _SIZES.get(inst)
+    if size is None or size > shapes.MAX_BYTES:
+        size = _SIZES[inst] = check_size(shape, f"{name} {inst.name}", itemsize=itemsize)
+
+
+def _bound(inst, ctx, backend):
+    """``bind(inst.attrs, ...)``, remembered when no attribute is a computation (the bound
+    regions hold the run's context)."""
+    kwargs = _KWARGS.get(inst)
+    if kwargs is None:
+        kwargs = bind(inst.attrs, ctx, backend)
+        if not any(isinstance(v, Region) for v in kwargs.values()):
+            _KWARGS[inst] = kwargs
+        return kwargs
+    return dict(kwargs)
+
+
+def run_op(inst, values, ctx, backend, clean=None):
+    """Run one instruction.  ``clean``: per operand, whether its value is known to hold no
+    denormal (``_evaluate`` tracks it), so that flushing it again can be skipped."""
     op = inst.opcode
     if op == "constant":
         return backend.constant(inst.attrs["literal"])
@@ -202,11 +235,13 @@ def run_op(inst, values, ctx, backend):
         raise NotImplementedError(f"{opdef.name} ({op}): no {backend.layer.upper()} kernel yet for backend="
                                   f"{backend.name!r} (see xla_explorer.status_table()); run it with "
                                   f"backend='numpy'")
-    check_size(inst.shape, f"{opdef.name} {inst.name}")
-    kwargs = bind(inst.attrs, ctx, backend)
+    _check_size(inst, inst.shape, opdef.name)
+    kwargs = _bound(inst, ctx, backend)
     if getattr(kernel, "needs_context", False) or opdef.needs_context:
         kwargs["ctx"] = ctx
     mask, flush_result = _denormal_rule(opdef, inst, kwargs)
+    if clean is not None:
+        mask = [m and not c for m, c in zip(mask, clean)]
     if any(mask):
         values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
@@ -229,6 +264,17 @@ def _denormal_rule(opdef, inst, kwargs):
     *partial* sum is not flushed."""
     if not fpenv.flushing():
         return (), False
+    cached = _RULES.get(inst)
+    if cached is None:
+        cached = _RULES[inst] = _denormal_rule_of(opdef, inst, kwargs)
+    return cached
+
+
+#: instruction -> its denormal rule (mask, flush result), computed once
+_RULES = weakref.WeakKeyDictionary()
+
+
+def _denormal_rule_of(opdef, inst, kwargs):
     types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
     if opdef.opcode in ("reduce", "reduce-window", "select-and-scatter"):
         regions = [v for v in kwargs.values() if isinstance(v, CompiledRegion)]
@@ -315,23 +361,45 @@ def evaluate(computation, args, ctx, backend, on_value=None):
     return out
 
 
+def _clean_after(inst, step, clean):
+    """Whether ``inst``'s value holds no denormal (``"flush"`` mode): a fused loop's or a bits
+    op's (copy, slice, gather, ...: nothing flushed, nothing computed) when every operand's
+    does; a flushed result's.  Parameters and control flow are not known (False)."""
+    if step.group is not None:
+        flushed = step.group.__dict__.get("_flushes_result")
+        if flushed is None:
+            from .emit import flushes_result
+            flushed = step.group.__dict__["_flushes_result"] = flushes_result(step.group.root)
+        return flushed or all(o in clean for o in step.group.inputs)
+    rule = _RULES.get(inst)
+    if rule is None or not inst.shape.is_array:
+        return False
+    mask, flush_result = rule
+    return flush_result or (not any(mask) and all(o in clean for o in inst.operands))
+
+
 def _evaluate(computation, plan, args, ctx, backend, on_value, task):
     env = dict(zip(computation.parameters, args))
     root = computation.root
+    # instructions whose values are known to hold no denormal: not flushed again
+    clean = set() if fpenv.flushing() else None
     for k, step in enumerate(plan.steps):
         inst = step.inst
-        if task is not None:
+        if task is not None and task is not progress.QUIET:
             task.note(f"step {k + 1} of {len(plan.steps)}: " + (
                 f"a fused loop of {len(step.group.members)} ops" if step.group is not None else inst.name))
         if step.group is not None:
             # the loop's output (in its carrier type, f16 -> f32) is allocated: guard it first
-            check_size(step.group.root.shape, f"{step.group.root.opcode} {step.group.root.name}",
-                       itemsize=_carrier_dtype(step.group.root.shape.element_type).itemsize)
+            groot = step.group.root
+            _check_size(groot, groot.shape, groot.opcode, _carrier_dtype(groot.shape.element_type).itemsize)
             value = backend.run_group(step.group, [env[x] for x in step.group.inputs])
         elif inst.opcode == "parameter":
             value = env[inst]
         else:
-            value = run_op(inst, [env[o] for o in inst.operands], ctx, backend)
+            value = run_op(inst, [env[o] for o in inst.operands], ctx, backend,
+                           None if clean is None else [o in clean for o in inst.operands])
+        if clean is not None and _clean_after(inst, step, clean):
+            clean.add(inst)
         env[inst] = value
         if task is not None:
             task.advance()

@@ -23,6 +23,7 @@ to install it.  ``g.model`` is the drawn graph as data (nodes, edges, clusters).
 """
 import pathlib
 import tempfile
+import weakref
 
 from ..hlo.ir import HloComputation, Instruction
 from . import dot as _dot
@@ -213,12 +214,14 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
     runs = {}
     if hasattr(values, "records") and hasattr(values, "count"):  # a Trace: comp.trace(*args)
         values, runs = _trace_values(values)
-    hier = Hierarchy(entry, computations, debug_sections=getattr(comp, "debug_sections", None),
-                     expand_trivial=expand_trivial, subcomputations=subcomputations)
+    hier = _hierarchy(comp, entry, computations, expand_trivial, subcomputations)
     options = dict(values=values, runs=runs, all_attributes=all_attributes, max_constant_elements=max_constant_elements,
                    heatmaps=heatmaps, title=title if title is not None else _title(name, entry))
     if around is not None or path is not None:
-        model = view_model(hier, hier.groups, scope_clusters=False, **options)
+        only = None
+        if around is not None and radius >= 0:  # draw the neighbourhood and its rim, not the module
+            only = hier.near(hier.item(around), radius + 1)
+        model = view_model(hier, hier.groups, scope_clusters=False, only=only, **options)
         if around is not None:
             model = neighbourhood(model, around, radius)
         else:
@@ -236,6 +239,26 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
         state.opened -= state.resolve_close([collapse] if isinstance(collapse, str) else collapse)
     return state.redraw(highlight=[] if highlight is None else
                         ([highlight] if isinstance(highlight, (str, tuple)) else list(highlight)))
+
+
+_HIERARCHIES = weakref.WeakKeyDictionary()  # module -> {options: (fingerprint, Hierarchy)}
+
+
+def _hierarchy(comp, entry, computations, expand_trivial, subcomputations):
+    """The module's Hierarchy, built once per module (a stepper draws at every step); a
+    module whose instruction counts changed since gets a new one."""
+    fingerprint = tuple(len(c.instructions) for c in computations)
+    try:
+        cached = _HIERARCHIES.setdefault(comp, {})
+    except TypeError:  # not weakly referenceable
+        cached = {}
+    key = (expand_trivial, subcomputations)
+    if key in cached and cached[key][0] == fingerprint:
+        return cached[key][1]
+    hier = Hierarchy(entry, computations, debug_sections=getattr(comp, "debug_sections", None),
+                     expand_trivial=expand_trivial, subcomputations=subcomputations)
+    cached[key] = fingerprint, hier
+    return hier
 
 
 def _first_run(record):

@@ -34,6 +34,7 @@ metadata's ``source_file``/``source_line`` or its ``stack_frame_id`` (with the m
 import collections
 import difflib
 import functools
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -220,12 +221,14 @@ class Hierarchy:
         self._summaries, self._shape_texts = {}, {}
         self.item_of = {}            # id(instruction) -> Item
         self.computation_group = {}  # id(computation) -> Group
+        self._numbers = itertools.count()
         self.root = self._computation(entry, None, None)
         self._sizes(self.root)
 
     # -- building ---------------------------------------------------------------------------
     def _new_group(self, key, kind, label, comp, parent, **kw):
-        g = Group(key, kind, label, comp, parent, index=len(self.groups), **kw)
+        # a counter, not len(groups): merged scopes leave the dict, their numbers stay taken
+        g = Group(key, kind, label, comp, parent, index=next(self._numbers), **kw)
         self.groups[key] = g
         return g
 
@@ -257,7 +260,6 @@ class Hierarchy:
         self._simplify(group)
         self._cut(group)
         self._set_parents(group)
-        # calls of computations already drawn elsewhere (a second caller) open that group too
         return group
 
     def _scope_group(self, group, scope, tops):
@@ -483,6 +485,25 @@ class Hierarchy:
         if text is None:
             text = self._shape_texts[id(inst)] = shape_text(inst.shape)
         return text
+
+    def near(self, item, radius):
+        """Indices of the items at most ``radius`` edges from ``item`` (operands, users, and
+        a caller and the root of a computation it opens, as the graph draws them)."""
+        seen, frontier = {item.index}, [item]
+        for _ in range(radius):
+            nxt = []
+            for it in frontier:
+                others = [self.item_of.get(id(o)) for o in it.inst.operands] + it.users
+                others += [self.item_of.get(id(g.computation.root)) for _, g in it.callees]
+                group = self.computation_group.get(id(it.computation))
+                if group is not None and group.caller is not None and it.inst is it.computation.root:
+                    others.append(group.caller)
+                for o in others:
+                    if o is not None and o.index not in seen:
+                        seen.add(o.index)
+                        nxt.append(o)
+            frontier = nxt
+        return seen
 
     def summary(self, group):
         """(Counter of opcodes, {file: [count, first line, last line]}) of the instructions

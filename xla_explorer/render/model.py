@@ -36,7 +36,7 @@ CATEGORY_STYLE = {
     "collective": ("#f8bbd0", "collective"),
     "other": ("#d7ccc8", "other"),
     "unknown": ("#ffffff", "not in the registry"),
-    "group": ("#eceff1", "closed group (click or expand=)"),
+    "group": ("#f5f5f5", "closed group (click or expand=)"),
     "error": ("#ffcdd2", "shape error"),
 }
 #: attributes that say nothing about an op's semantics; shown with all_attributes=True

@@ -30,8 +30,9 @@ from ...ops import linalg as spec
 from ...shapes import Shape
 from ..numba_setup import PARALLEL_THRESHOLD, numba
 from . import kernel
+from .elementwise import has_nonfinite
 from .reduction import _window_geometry
-from .shape import empty
+from .shape import contiguous, empty
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -377,101 +378,126 @@ _PATCH_BLOCK = 1 << 18
 # rounding (the transforms add and halve), within the accumulation tolerance.
 
 @njit(**_opts)
-def _wino_input(x, pad_h, pad_w, th, tw, t0, t1, V):
-    """V[k, q - t0, c] = (B^T d B)[k] for the 4x4 input tiles d of tiles q in [t0, t1)
-    (x is [batch, H, W, C]; reads outside it are zeros).  Every index below is a
-    constant or a range variable of a view, so Numba drops its wrap-around tests and the
-    loops over the features vectorise."""
-    H, W, C = x.shape[1], x.shape[2], x.shape[3]
-    d = np.zeros((16, C), x.dtype)
+def _wino_input(xp, th, tw, t0, t1, V):
+    """V[k, q - t0, c] = (B^T d B)[k] for the 4x4 input tiles d of tiles q in [t0, t1);
+    ``xp`` is the input [batch, Hp, Wp, C] with its padding already in place (zeros), so
+    every tile reads whole rows of C features (contiguous views: the loops vectorise)."""
+    Hp, Wp, C = xp.shape[1], xp.shape[2], xp.shape[3]
+    xf = xp.reshape(-1)
+    rs = Wp * C                                     # one row of the image
+    per = th * tw
+    b = t0 // per
+    i = (t0 // tw) % th
+    j = t0 % tw
     for q in range(t0, t1):
-        b = q // (th * tw)
-        i = (q // tw) % th
-        j = q % tw
-        r0 = 2 * i - pad_h
-        s0 = 2 * j - pad_w
+        base = ((b * Hp + 2 * i) * Wp + 2 * j) * C
+        o = q - t0
         for r in range(4):
-            for s in range(4):
-                dst = d[4 * r + s]
-                if 0 <= r0 + r < H and 0 <= s0 + s < W:
-                    src = x[b, r0 + r, s0 + s]
-                    for c in range(C):
-                        dst[c] = src[c]
-                else:
-                    for c in range(C):
-                        dst[c] = 0
-        _wino_tile(d, V, q - t0)
-
-
-@njit(**_opts)
-def _wino_tile(d, V, o):
-    """V[k, o] = (B^T d B)[k] for one tile d[16, C], every row a vector over the features
-    (views of C-contiguous arrays: the loops vectorise)."""
-    C = d.shape[1]
-    t = np.empty((4, C), d.dtype)
-    t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
-    for r in range(4):
-        # row r of t = B^T d: d0 - d2, d1 + d2, d2 - d1, d1 - d3 (rows of d)
-        if r == 0:
-            a, b, sign = 0, 8, -1.0
-        elif r == 1:
-            a, b, sign = 4, 8, 1.0
-        elif r == 2:
-            a, b, sign = 8, 4, -1.0
-        else:
-            a, b, sign = 4, 12, -1.0
-        a0, a1, a2, a3 = d[a], d[a + 1], d[a + 2], d[a + 3]
-        b0, b1, b2, b3 = d[b], d[b + 1], d[b + 2], d[b + 3]
-        for c in range(C):
-            t0[c] = a0[c] + sign * b0[c]
-            t1[c] = a1[c] + sign * b1[c]
-            t2[c] = a2[c] + sign * b2[c]
-            t3[c] = a3[c] + sign * b3[c]
-        # V's row r = t_r B: t0 - t2, t1 + t2, t2 - t1, t1 - t3
-        v0, v1, v2, v3 = V[4 * r, o], V[4 * r + 1, o], V[4 * r + 2, o], V[4 * r + 3, o]
-        for c in range(C):
-            v0[c] = t0[c] - t2[c]
-            v1[c] = t1[c] + t2[c]
-            v2[c] = t2[c] - t1[c]
-            v3[c] = t1[c] - t3[c]
+            # row r of B^T d: d0 - d2, d1 + d2, d2 - d1, d1 - d3 (image rows ra and rb of
+            # the tile), then V's rows 4r..4r+3 = that row times B: x0 - x2, x1 + x2,
+            # x2 - x1, x1 - x3 -- in one loop, without temporaries in memory (2.5x faster)
+            if r == 0:
+                ra, rb = 0, 2
+            elif r == 1:
+                ra, rb = 1, 2
+            elif r == 2:
+                ra, rb = 2, 1
+            else:
+                ra, rb = 1, 3
+            pa, pb = base + ra * rs, base + rb * rs
+            a0, a1, a2, a3 = xf[pa:pa + C], xf[pa + C:pa + 2 * C], xf[pa + 2 * C:pa + 3 * C], xf[pa + 3 * C:pa + 4 * C]
+            b0, b1, b2, b3 = xf[pb:pb + C], xf[pb + C:pb + 2 * C], xf[pb + 2 * C:pb + 3 * C], xf[pb + 3 * C:pb + 4 * C]
+            v0, v1, v2, v3 = V[4 * r, o], V[4 * r + 1, o], V[4 * r + 2, o], V[4 * r + 3, o]
+            if r == 1:
+                for c in range(C):
+                    x0, x1, x2, x3 = a0[c] + b0[c], a1[c] + b1[c], a2[c] + b2[c], a3[c] + b3[c]
+                    v0[c] = x0 - x2
+                    v1[c] = x1 + x2
+                    v2[c] = x2 - x1
+                    v3[c] = x1 - x3
+            else:
+                for c in range(C):
+                    x0, x1, x2, x3 = a0[c] - b0[c], a1[c] - b1[c], a2[c] - b2[c], a3[c] - b3[c]
+                    v0[c] = x0 - x2
+                    v1[c] = x1 + x2
+                    v2[c] = x2 - x1
+                    v3[c] = x1 - x3
+        j += 1  # the next tile, counted like an odometer (no division per tile)
+        if j == tw:
+            j = 0
+            i += 1
+            if i == th:
+                i = 0
+                b += 1
 
 
 @njit(**_opts)
 def _wino_output(M, th, tw, t0, t1, out):
     """out[b, 2i:2i+2, 2j:2j+2, :] = A^T m A for the tiles q in [t0, t1) (M is
-    [16, tiles, O]); the parts of edge tiles beyond the output are dropped."""
+    [16, tiles, O]); the parts of edge tiles beyond the output are dropped.  One loop over
+    the features per tile, no temporaries in memory."""
     OH, OW, O = out.shape[1], out.shape[2], out.shape[3]
-    u = np.empty((2, 4, O), M.dtype)
+    per = th * tw
+    b = t0 // per
+    i = (t0 // tw) % th
+    j = t0 % tw
     for q in range(t0, t1):
-        b = q // (th * tw)
-        i = (q // tw) % th
-        j = q % tw
         o = q - t0
-        # u = A^T m: rows m0 + m1 + m2 and m1 - m2 - m3 (rows of the 4x4 m)
-        for s in range(4):
-            m0, m1, m2, m3 = M[s, o], M[4 + s, o], M[8 + s, o], M[12 + s, o]
-            ua, ub = u[0, s], u[1, s]
+        m0, m1, m2, m3 = M[0, o], M[1, o], M[2, o], M[3, o]
+        m4, m5, m6, m7 = M[4, o], M[5, o], M[6, o], M[7, o]
+        m8, m9, m10, m11 = M[8, o], M[9, o], M[10, o], M[11, o]
+        m12, m13, m14, m15 = M[12, o], M[13, o], M[14, o], M[15, o]
+        full = 2 * i + 1 < OH and 2 * j + 1 < OW
+        y00 = out[b, 2 * i, 2 * j]
+        if full:
+            y01 = out[b, 2 * i, 2 * j + 1]
+            y10 = out[b, 2 * i + 1, 2 * j]
+            y11 = out[b, 2 * i + 1, 2 * j + 1]
             for f in range(O):
-                ua[f] = m0[f] + m1[f] + m2[f]
-                ub[f] = m1[f] - m2[f] - m3[f]
-        # y = u A: columns u0 + u1 + u2 and u1 - u2 - u3
-        for r in range(2):
-            if 2 * i + r >= OH:
-                continue
-            u0, u1, u2, u3 = u[r, 0], u[r, 1], u[r, 2], u[r, 3]
-            y0 = out[b, 2 * i + r, 2 * j]
+                # u = A^T m: rows (m_0s + m_1s + m_2s) and (m_1s - m_2s - m_3s), s = column
+                u00 = m0[f] + m4[f] + m8[f]
+                u01 = m1[f] + m5[f] + m9[f]
+                u02 = m2[f] + m6[f] + m10[f]
+                u03 = m3[f] + m7[f] + m11[f]
+                u10 = m4[f] - m8[f] - m12[f]
+                u11 = m5[f] - m9[f] - m13[f]
+                u12 = m6[f] - m10[f] - m14[f]
+                u13 = m7[f] - m11[f] - m15[f]
+                # y = u A: columns (u0 + u1 + u2) and (u1 - u2 - u3)
+                y00[f] = u00 + u01 + u02
+                y01[f] = u01 - u02 - u03
+                y10[f] = u10 + u11 + u12
+                y11[f] = u11 - u12 - u13
+        else:  # an edge tile: only the outputs inside
             for f in range(O):
-                y0[f] = u0[f] + u1[f] + u2[f]
-            if 2 * j + 1 < OW:
-                y1 = out[b, 2 * i + r, 2 * j + 1]
-                for f in range(O):
-                    y1[f] = u1[f] - u2[f] - u3[f]
+                u00 = m0[f] + m4[f] + m8[f]
+                u01 = m1[f] + m5[f] + m9[f]
+                u02 = m2[f] + m6[f] + m10[f]
+                u03 = m3[f] + m7[f] + m11[f]
+                y00[f] = u00 + u01 + u02
+                if 2 * j + 1 < OW:
+                    out[b, 2 * i, 2 * j + 1, f] = u01 - u02 - u03
+                if 2 * i + 1 < OH:
+                    u10 = m4[f] - m8[f] - m12[f]
+                    u11 = m5[f] - m9[f] - m13[f]
+                    u12 = m6[f] - m10[f] - m14[f]
+                    out[b, 2 * i + 1, 2 * j, f] = u10 + u11 + u12
+                    if 2 * j + 1 < OW:
+                        u13 = m7[f] - m11[f] - m15[f]
+                        out[b, 2 * i + 1, 2 * j + 1, f] = u11 - u12 - u13
+        j += 1
+        if j == tw:
+            j = 0
+            i += 1
+            if i == th:
+                i = 0
+                b += 1
 
 
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 
 #: tiles per block of the Winograd convolution (each block's transforms stay in cache)
-_WINO_BLOCK = 128
+_WINO_BLOCK = 512
 
 
 def _winograd(x, w, pads, out_sp, ct):
@@ -482,16 +508,27 @@ def _winograd(x, w, pads, out_sp, ct):
     OH, OW = out_sp
     th, tw = -(-OH // 2), -(-OW // 2)
     # U[k, c, o] = (G g G^T)[k] in float64, then the compute type
-    U = np.einsum("ij,ocjk,lk->ilco", _G, w.astype(np.float64), _G).reshape(16, C, O).astype(ct)
+    # (two matrix products, not an einsum: NumPy's einsum took a millisecond here)
+    U = np.ascontiguousarray(np.transpose(_G @ w.astype(np.float64) @ _G.T, (2, 3, 1, 0))).reshape(16, C, O)
+    U = U.astype(ct)
     out = empty((B, OH, OW, O), ct)
     tiles = B * th * tw
     block = _WINO_BLOCK
+    # the input with its padding in place, as large as the tiles read: tile (i, j) reads
+    # rows 2i..2i+3 and columns 2j..2j+3 of it (a negative padding crops)
+    H, W = x.shape[1], x.shape[2]
+    (lo_h, _), (lo_w, _) = pads
+    xp = np.zeros((B, 2 * th + 2, 2 * tw + 2, C), ct)
+    h0, w0 = max(0, lo_h), max(0, lo_w)
+    h1, w1 = min(2 * th + 2, lo_h + H), min(2 * tw + 2, lo_w + W)
+    if h1 > h0 and w1 > w0:
+        xp[:, h0:h1, w0:w1] = x[:, h0 - lo_h:h1 - lo_h, w0 - lo_w:w1 - lo_w]
 
     def work(t0, scratch):
         V, M = scratch
         t1 = min(tiles, t0 + block)
         n = t1 - t0
-        _wino_input(x, pads[0][0], pads[1][0], th, tw, t0, t1, V)
+        _wino_input(xp, th, tw, t0, t1, V)
         np.matmul(V[:, :n], U, out=M[:, :n])
         _wino_output(M, th, tw, t0, t1, out)
 
@@ -547,7 +584,7 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
                 window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
                 precision_config=None, preferred_element_type=None):
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
-    if spec.has_nonfinite(lhs, rhs):   # Inf/NaN: padding's zeros and Winograd's sums as the reference has them
+    if has_nonfinite(lhs, rhs):   # Inf/NaN: padding's zeros and Winograd's sums as the reference has them
         return spec._conv_reference(lhs, rhs, shape=shape, window_strides=window_strides, padding=padding,
                                     lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
                                     window_reversal=window_reversal, dimension_numbers=dimension_numbers,
@@ -570,7 +607,7 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     groups = max(int(feature_group_count), int(batch_group_count))
     batch_groups = int(batch_group_count) > 1
     # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
-    x = np.ascontiguousarray(np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions,
+    x = contiguous(np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions,
                                                 dn.input_feature_dimension)))
     x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
     w = np.transpose(rhs, dn.rhs_order)
@@ -598,7 +635,9 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     for i, d in enumerate(dn.output_spatial_dimensions):
         canon[d] = 1 + i
     result = np.transpose(result, [canon[d] for d in range(n + 2)])
-    return _finish(result, shape)
+    # in the output's own layout now (NCHW: a transposition by the tiled copy), so that its
+    # readers get a contiguous array
+    return _finish(contiguous(result), shape)
 
 
 # ---------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
-from .shape import empty, in_threads, product
+from .shape import contiguous, empty, in_threads, product
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -84,8 +84,8 @@ def _to_carrier(value, t):
     a = np.asarray(value)
     want = _carrier(t)
     if t == "pred":
-        return np.asarray(a, order="C").view(np.uint8)
-    return np.asarray(a.astype(want, copy=False), order="C")
+        return contiguous(a).view(np.uint8)
+    return contiguous(a.astype(want, copy=False))
 
 
 def _from_carrier(a, t):
@@ -302,6 +302,55 @@ def _halve(code, xs, h, dst):
             dst[j] = fmin(xs[j], xs[j + h])
 
 
+@njit(inline="always", **_opts)
+def _halve_plain(code, xs, h, dst):
+    """``_halve`` of maximum / minimum by a plain comparison (one instruction a lane, where
+    ``fmax`` takes six for its NaN and signed-zero rules); returns whether a NaN was seen
+    (then the caller folds again with ``fmax``)."""
+    seen = 0
+    if code == MAX:
+        for j in range(h):
+            a, b = xs[j], xs[j + h]
+            dst[j] = a if a > b else b
+            seen |= (a != a) | (b != b)
+    else:
+        for j in range(h):
+            a, b = xs[j], xs[j + h]
+            dst[j] = a if a < b else b
+            seen |= (a != a) | (b != b)
+    return seen != 0
+
+
+@njit(**_opts)
+def _fold_halving(code, xs, acc, lanes, plain):
+    """acc combined with xs (n >= 2) by halving: the two halves combined element-wise (a
+    vectorised loop), then the halves of that, ...: a balanced tree, six times faster than
+    16 running lanes (the same value up to which NaN's payload wins; products rounded in
+    tree order).  ``plain``: maximum / minimum by plain comparisons; returns (value, True)
+    unless a NaN or a zero result needs ``fmax``'s rules (value, False)."""
+    n = xs.shape[0]
+    if n % 2:
+        acc = _op(code, acc, xs[n - 1])
+    h = n // 2
+    if plain:
+        if _halve_plain(code, xs, h, lanes):
+            return acc, False
+    else:
+        _halve(code, xs, h, lanes)
+    m = h
+    while m > 1:
+        if m % 2:
+            acc = _op(code, acc, lanes[m - 1])
+        h = m // 2
+        if plain:
+            _halve_plain(code, lanes, h, lanes)
+        else:
+            _halve(code, lanes, h, lanes)
+        m = h
+    res = _op(code, acc, lanes[0])
+    return res, not plain or res != 0
+
+
 @njit(**_opts)
 def _fold_float(code, x, lo, hi, acc, lanes):
     """acc combined with x[lo:hi] (floats: add, multiply, maximum, minimum); ``lanes`` is
@@ -311,21 +360,13 @@ def _fold_float(code, x, lo, hi, acc, lanes):
         return _sum_range(xs, acc)
     n = xs.shape[0]
     if n >= 32:
-        # halving: the two halves combined element-wise (a vectorised loop), then the
-        # halves of that, ...: a balanced tree, six times faster than 16 running lanes
-        # (the same value up to which NaN's payload wins; products rounded in tree order)
-        if n % 2:
-            acc = _op(code, acc, xs[n - 1])
-        h = n // 2
-        _halve(code, xs, h, lanes)
-        m = h
-        while m > 1:
-            if m % 2:
-                acc = _op(code, acc, lanes[m - 1])
-            h = m // 2
-            _halve(code, lanes, h, lanes)
-            m = h
-        return _op(code, acc, lanes[0])
+        if code != MUL:
+            # plain comparisons first; a NaN or a zero maximum (whose sign fmax decides) is
+            # folded again with fmax's rules
+            res, ok = _fold_halving(code, xs, acc, lanes, True)
+            if ok:
+                return res
+        return _fold_halving(code, xs, acc, lanes, False)[0]
     for i in range(n):
         acc = _op(code, acc, xs[i])
     return acc
@@ -1021,6 +1062,73 @@ def _sliding(lo, hi, x, out, g, code, ident, start, use_start, tb):
                     out[(a + j) * M + m] = res[j]
 
 
+def _scan_kind(g):
+    """1 when every window of the pass starts at the first element (a cumulative fold:
+    JAX's cumsum), -1 when every window ends at the last (a reversed one), else 0; for
+    B > 1 only when result m's window ends (starts) at element m itself."""
+    A, N, B, M, s, low, bdil, wdil, win = (int(v) for v in g)
+    if s != 1 or bdil != 1 or wdil != 1 or N == 0:
+        return 0
+    if low >= M - 1 and (B == 1 or (win - 1 == low and M == N)):
+        return 1
+    if win - 1 - low >= N - 1 and (B == 1 or (low == 0 and M == N)):
+        return -1
+    return 0
+
+
+@njit(**_opts)
+def _scan(lo, hi, x, out, g, code, ident, start, use_start, kind):
+    """Tasks [lo, hi) of a cumulative pass (``_scan_kind``): each sequence folded once from
+    its first element on (kind 1) or from its last (kind -1), result m read from the
+    running folds.  B = 1: task a is row a, its folds in scratch (one dependent combine per
+    element, no window at all); B > 1: task a is the [N, B] slab of row a, folded row by
+    row as vectors straight into the result."""
+    A, N, B, M = g[0], g[1], g[2], g[3]
+    low, win = g[5], g[8]
+    run = np.empty(N if B == 1 else 0, x.dtype)
+    for a in range(lo, hi):
+        if B == 1:
+            xr = x[a * N:(a + 1) * N]
+            acc = ident
+            if kind == 1:
+                for i in range(N):
+                    acc = _combine(code, acc, xr[i])
+                    run[i] = acc
+            else:
+                for i in range(N - 1, -1, -1):
+                    acc = _combine(code, xr[i], acc)
+                    run[i] = acc
+            orow = out[a * M:(a + 1) * M]
+            for m in range(M):
+                if kind == 1:
+                    i = m - low + win - 1          # the window's last element
+                    if i < 0:                      # an empty window: the start value
+                        orow[m] = start
+                        continue
+                    v = run[min(i, N - 1)]
+                else:
+                    i = m - low                    # its first element
+                    if i > N - 1:
+                        orow[m] = start
+                        continue
+                    v = run[max(i, 0)]
+                orow[m] = _combine(code, start, v) if use_start else v
+        else:
+            base = a * N * B
+            first = 0 if kind == 1 else N - 1
+            step = 1 if kind == 1 else -1
+            _copy_from(x, base + first * B, out[base + first * B:base + (first + 1) * B])
+            m = first + step
+            for _ in range(N - 1):
+                row = out[base + m * B:base + (m + 1) * B]
+                _copy_from(x, base + m * B, row)
+                _run(code, out, base + (m - step) * B, row)
+                m += step
+            if use_start:
+                for j in range(base, base + N * B):
+                    out[j] = _combine(code, start, out[j])
+
+
 def _sliding_tile(g):
     """Sequences per tile: the tile's three [P, tb] arrays in about 384 KiB of f32."""
     P = (int(g[3]) - 1) * int(g[4]) + int(g[8])
@@ -1083,7 +1191,10 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             last = k == len(passes) - 1
             dst = out if last else empty(int(g[0] * g[3] * g[2]), x.dtype)
             start, use = (init, use_init) if last else (ident, False)
-            if _is_sliding(g):
+            kind = _scan_kind(g)
+            if kind:
+                in_threads(_scan, int(g[0]), parallel, src, dst, g, code, ident, start, use, kind)
+            elif _is_sliding(g):
                 tb = _sliding_tile(g)
                 tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
                 in_threads(_sliding, tasks, parallel, src, dst, g, code, ident, start, use, tb)

@@ -49,8 +49,32 @@ def word_dtype(dtype):
 
 def words(array):
     """``array``'s elements as a flat C-contiguous array of unsigned words (a view when it can)."""
-    a = np.ascontiguousarray(array)
+    a = contiguous(array)
     return a.reshape(-1).view(word_dtype(a.dtype))
+
+
+def contiguous(array):
+    """``np.asarray(array, order="C")``, but a large strided view (a transposed result, a
+    moved axis) is copied by the tiled strided copy below: NumPy's copy of a transposed
+    array runs 3-4x slower (no tiling, one thread)."""
+    a = np.asarray(array)
+    if a.flags.c_contiguous or a.size < 4096 or a.dtype.itemsize not in _WORDS or a.dtype.hasobject:
+        return np.asarray(a, order="C")   # (keeps a 0-d array 0-d, as ascontiguousarray does not)
+    item = a.itemsize
+    if any(st % item for st in a.strides):
+        return np.asarray(a, order="C")
+    # a flat view of the memory the array spans, from its lowest address, and where the
+    # array's first element sits in it
+    lowest = tuple(n - 1 if st < 0 else 0 for n, st in zip(a.shape, a.strides))
+    start = a[tuple(slice(i, i + 1) for i in lowest)]
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(a.shape, a.strides)) // item
+    flat = np.lib.stride_tricks.as_strided(start, shape=(span,), strides=(item,), writeable=False)
+    base = sum(i * abs(st) for i, st in zip(lowest, a.strides)) // item
+    word = word_dtype(a.dtype)
+    out = POOL.take(a.size * item).view(word)
+    strided_copy(out, 0, row_major_strides(a.shape), flat.view(word), base, tuple(st // item for st in a.strides),
+                 a.shape)
+    return out.view(a.dtype).reshape(a.shape)
 
 
 class BufferPool:
@@ -300,32 +324,68 @@ def _copy_run(dst, do, ds, src, so, ss, j0, j1):
     elif ds == 1 and ss == 1:
         for j in range(j0, j1):
             dst[uint64(do + j)] = src[uint64(so + j)]
+    elif ds == 1 and ss == -1:  # a reversed row
+        for j in range(j0, j1):
+            dst[uint64(do + j)] = src[uint64(so - j)]
     else:
         for j in range(j0, j1):
             dst[uint64(do + j * ds)] = src[uint64(so + j * ss)]
 
 
-@njit(inline="always", **_opts)
-def _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
+@njit(**_opts)
+def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
+    """Work items [i0, i1) of the loop nest: ``chunk`` elements of a row each (``nch`` per
+    row).  Whole rows (nch = 1) follow one another with their coordinates counted up
+    like an odometer: no division per row (a transposition of rows of 64 spent most of
+    its time dividing)."""
     r = dims.shape[0]
-    row = w // nch
-    c = w - row * nch
-    j0 = c * chunk
-    j1 = min(dims[r - 1], j0 + chunk)
-    do, so = _offsets(row, dims, dstr, sstr, r - 1)
-    _copy_run(dst, dbase + do, dstr[r - 1], src, sbase + so, sstr[r - 1], j0, j1)
+    L = dims[r - 1]
+    ds, ss = dstr[r - 1], sstr[r - 1]
+    if nch > 1 or r == 1:
+        for w in range(i0, i1):
+            row = w // nch
+            c = w - row * nch
+            j0 = c * chunk
+            do, so = _offsets(row, dims, dstr, sstr, r - 1)
+            _copy_run(dst, dbase + do, ds, src, sbase + so, ss, j0, min(L, j0 + chunk))
+        return
+    coord = np.empty(r - 1, np.int64)
+    rem = i0
+    do = dbase
+    so = sbase
+    for d in range(r - 2, -1, -1):
+        c = rem % dims[d]
+        rem //= dims[d]
+        coord[d] = c
+        do += c * dstr[d]
+        so += c * sstr[d]
+    for _ in range(i0, i1):
+        _copy_run(dst, do, ds, src, so, ss, 0, L)
+        d = r - 2
+        while d >= 0:
+            coord[d] += 1
+            do += dstr[d]
+            so += sstr[d]
+            if coord[d] < dims[d]:
+                break
+            do -= dims[d] * dstr[d]
+            so -= dims[d] * sstr[d]
+            coord[d] = 0
+            d -= 1
 
 
 @njit(parallel=True, **_opts)
 def rows_par(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
-    """The loop nest row by row (the last dimension), ``chunk`` elements per work item, in parallel."""
+    """The loop nest row by row (the last dimension), ``chunk`` elements per work item, in
+    parallel: 64 blocks of consecutive items."""
     r = dims.shape[0]
     nch = (dims[r - 1] + chunk - 1) // chunk
     items = nch
     for d in range(r - 1):
         items *= dims[d]
-    for w in prange(items):
-        _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+    per = (items + 63) // 64
+    for b in prange((items + per - 1) // per):
+        _rows_range(b * per, min(items, (b + 1) * per), dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
 
 
 @njit(**_opts)
@@ -336,8 +396,7 @@ def rows_ser(dst, dbase, src, sbase, dims, dstr, sstr, chunk):
     items = nch
     for d in range(r - 1):
         items *= dims[d]
-    for w in range(items):
-        _rows_item(w, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+    _rows_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
 
 
 @njit(**_opts)
@@ -364,6 +423,21 @@ def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf):
     ds, ss = dstr[r - 1], sstr[r - 1]
     for j0 in range(0, dims[r - 1], tile):
         nj = min(dims[r - 1], j0 + tile) - j0
+        if sa == 1 and ds == 1:
+            # a plain transposition (unit steps on both contiguous sides): slices, so that
+            # both loops are contiguous runs LLVM vectorises
+            for j in range(nj):
+                s = so + (j0 + j) * ss + i0
+                row = src[s:s + ni]
+                bj = buf[j * tile:j * tile + ni]
+                for i in range(ni):
+                    bj[i] = row[i]
+            for i in range(ni):
+                o = do + (i0 + i) * da + j0
+                orow = dst[o:o + nj]
+                for j in range(nj):
+                    orow[j] = buf[uint64(j * tile + i)]
+            continue
         for j in range(nj):
             s = so + (j0 + j) * ss + i0 * sa
             for i in range(ni):
