@@ -344,7 +344,7 @@ def test_a_word_names_forward_and_backward_scopes():
     assert not {k for k in g.collapse("layer1").opened if "layer1)" in k}
 
 
-@pytest.mark.parametrize("name,radius", [("h5_3", 2), ("e", 1), ("c4", 2), ("zero", 1), ("out", 0)])
+@pytest.mark.parametrize("name,radius", [("h5_3", 2), ("e0", 1), ("c4", 2), ("zero", 1), ("out", 0)])
 def test_around_draws_the_neighbourhood_of_the_whole_graph(big, name, radius):
     """around= builds nodes for the neighbourhood and its rim only: the same picture."""
     from xla_explorer.render.model import build_model

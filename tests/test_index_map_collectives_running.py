@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import xla_explorer as xe
+from xla_explorer.animate.model import fmt_value
 from xla_explorer.inspect import instruction_operands
 
 f32, s32 = np.float32, np.int32
@@ -105,7 +106,8 @@ def test_scatter_shows_running_values_far_beyond_twenty_thousand_steps():
     before = prefix(operand, indices, updates, attrs, step - 1)[target]
     after = frame.values["result"][target]
     assert f"result[{target}] = result[{target}] + updates[{step}]" in v.formula
-    assert f"= {before:.4g} + {updates[step]:.4g} = {after:.4g}" in v.formula
+    assert f"= {fmt_value(before)} + {fmt_value(updates[step])} = {fmt_value(after)}" in v.formula
+    assert before != after and fmt_value(before) != fmt_value(after)   # six digits: the step shows
     first = int(np.flatnonzero(indices[:, 0] == target)[0])
     assert f"already updated at step {first + 1} (update [{first}])" in v.formula
     assert frame.indices("result", "collision") == {(target,)}
@@ -149,4 +151,4 @@ def test_select_and_scatter_running_values_match_the_reference_at_a_late_step():
     after, before = partial(step), partial(step - 1)
     np.testing.assert_array_equal(rw.values_after(step)[0], after)
     target = v.frame.access.detail["selected"]
-    assert f"= {before[target]:.4g} + {source[1, 250]:.4g} = {after[target]:.4g}" in v.formula
+    assert f"= {fmt_value(before[target])} + {fmt_value(source[1, 250])} = {fmt_value(after[target])}" in v.formula

@@ -159,3 +159,27 @@ def test_only_regions_evaluated_on_whole_arrays_are_batched():
     wt = w.build(loop).trace((s32(0), f32([1, 2, 3, 4])))
     assert not any(r.batched for r in wt.records)
     assert reference.Region(loop.inst.attrs["body"], reference.ExecutionContext()).is_elementwise
+
+
+def test_a_reused_module_whose_callee_clashes_is_copied_with_its_callers():
+    def adder(name):
+        a = xe.XlaBuilder(name)
+        return a.build(xe.Add(xe.Parameter(a, 0, "f32[]", "x"), xe.Parameter(a, 1, "f32[]", "y")))
+
+    inner = adder("sum")
+    o = xe.XlaBuilder("outer")
+    v = xe.Parameter(o, 0, "f32[3]", "v")
+    outer = o.build(xe.Reduce(v, f32(0), inner, dimensions=[0]))   # outer calls inner
+    other = adder("sum")                                           # same names again, another module
+    texts = [m.as_hlo_text() for m in (inner, outer, other)]
+    m = xe.XlaBuilder("main")
+    w = xe.Parameter(m, 0, "f32[3]", "w")
+    # other is called first, so it keeps its names: inner, deeper, is copied, and outer with it
+    both = m.build(xe.Add(xe.Reduce(w, f32(1), other, dimensions=[0]), xe.Call(outer, w)))
+    assert [m.as_hlo_text() for m in (inner, outer, other)] == texts     # nothing reused changed
+    assert_prints_as_in_memory(both)
+    assert both.run(f32([1, 2, 3])) == 7 + 6
+    assert other.entry in both.computations and inner.entry not in both.computations
+    # the copy of the clashing computation is called by a copy of its caller, in this module only
+    called = {c.name for c in both.computations}
+    assert len(called) == 4 and both.computation("outer") is not outer.entry

@@ -87,14 +87,16 @@ def _num(v):
     return str(int(v)) if isinstance(v, (int, np.integer)) else str(v)
 
 
-def fmt_value(v):
-    """A value as a short string: ints as ints, floats with 4 significant digits; ``?``
-    for an unknown value (shapes only)."""
+def fmt_value(v, digits=6):
+    """A value as a short string: ints as ints, floats with ``digits`` significant digits
+    (a whole float as an int: ``1716``, not ``1.716e+03``; six digits so that a formula's
+    ``1715.5 + 0.5 = 1716`` does not read ``1716 + 0.5 = 1716``); ``?`` for an unknown
+    value (shapes only)."""
     if is_unknown(v):
         return "?"
     a = np.asarray(v)
     if a.ndim:
-        return "(" + ", ".join(fmt_value(x) for x in a.reshape(-1)[:4]) + (", ...)" if a.size > 4 else ")")
+        return "(" + ", ".join(fmt_value(x, digits) for x in a.reshape(-1)[:4]) + (", ...)" if a.size > 4 else ")")
     kind = a.dtype.kind
     if kind == "b":
         return "true" if bool(a) else "false"
@@ -108,12 +110,14 @@ def fmt_value(v):
         return "nan"
     if np.isinf(x):
         return "inf" if x > 0 else "-inf"
-    return f"{x:.4g}"
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x)) if x or not np.signbit(x) else "-0"
+    return f"{x:.{digits}g}"
 
 
 def fmt_cell(v, width=5):
     """A value formatted to fit a cell of ``width`` characters."""
-    s = fmt_value(v)
+    s = fmt_value(v, 4)
     if len(s) <= width:
         return s
     a = np.asarray(v)

@@ -187,14 +187,16 @@ class IndexMapView:
         return dict(self.frame.regions) if self.frame is not None else {}
 
     # -- interaction ------------------------------------------------------------------------
+    def _element(self, index, what):
+        index = tuple(int(i) for i in (index if isinstance(index, (tuple, list)) else (index,)))
+        shape = self.animation.index_map.domain_shape
+        if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
+            raise IndexError(f"{what}({list(index)}): outside the {self.animation.domain} shape {list(shape)}")
+        return index
+
     def select(self, index, pin=True):
         """Select domain element ``index`` (the result's, or the updates' for Scatter)."""
-        anim = self.animation
-        index = tuple(int(i) for i in (index if isinstance(index, (tuple, list)) else (index,)))
-        shape = anim.index_map.domain_shape
-        if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
-            raise IndexError(f"select({list(index)}): outside the {anim.domain} shape {list(shape)}")
-        self.frame = anim.frame_at(index)
+        self.frame = self.animation.frame_at(self._element(index, "select"))
         self.pinned = pin
         self._follow()
         return self
@@ -203,13 +205,8 @@ class IndexMapView:
         """What the browser reports after drawing a hover itself: the selection moves to
         ``index`` (unpinned) without moving windows or sliders (the picture the browser
         shows stays valid); ignored while an element is pinned."""
-        if self.pinned:
-            return self
-        index = tuple(int(i) for i in (index if isinstance(index, (tuple, list)) else (index,)))
-        shape = self.animation.index_map.domain_shape
-        if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
-            raise IndexError(f"hover({list(index)}): outside the {self.animation.domain} shape {list(shape)}")
-        self.frame = self.animation.frame_at(index)
+        if not self.pinned:
+            self.frame = self.animation.frame_at(self._element(index, "hover"))
         return self
 
     def _follow(self):
