@@ -123,11 +123,11 @@ def parse_hlo(text):
     """Parse HLO text into an XlaComputation (the module's ENTRY computation and callees)."""
     from ..computation import XlaComputation
     if not isinstance(text, str):
-        raise HloParseError(f"parse_hlo expects HLO text (str), got {type(text).__name__}")
+        raise HloParseError(f"parse_hlo expects HLO text (str), got {type(text).__name__}", 1, 1)
     registry.all_ops()  # every family registered before attributes are looked up
     lines = _logical_lines(text)
     if not lines:
-        raise HloParseError("empty HLO text: expected 'HloModule name' or a computation")
+        raise HloParseError("empty HLO text: expected 'HloModule name' or a computation", 1, 1)
     module_name, module_attrs = "module", {}
     i = 0
     if lines[0].text.lstrip().startswith("HloModule"):
