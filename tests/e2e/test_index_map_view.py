@@ -97,18 +97,18 @@ def test_hover_lights_the_operand_cells_read(notebook):
     assert box["x"] > indices["x"] + indices["width"] and box["y"] < indices["y"]
     assert min(float(x) for x in page.eval_on_selector_all(
         ".xe-index-map-view text", "els => els.map(e => getComputedStyle(e).fontSize.replace('px', ''))")) >= 10
-    # many hovers in a row while the kernel is busy for seconds: each is drawn at once
-    page.evaluate("""() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel
-                           .requestExecute({code: 'import time; time.sleep(6)'})""")
-    page.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status "
-                           "=== 'busy'")
+    # many hovers in a row while the kernel sleeps (it could answer nothing): each is drawn
+    # at once; then the sleep is interrupted (a long sleep, so a loaded machine cannot wake it early)
+    kernel = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+    page.evaluate(f"() => {{ {kernel}.requestExecute({{code: 'import time; time.sleep(600)'}}); }}")
+    page.wait_for_function(f"() => {kernel}.status === 'busy'")
     took = _hover_each(page)
-    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status") \
-        == "busy", f"the hovers took {sum(took):.1f} s: the kernel was not busy all along"
+    assert page.evaluate(f"() => {kernel}.status") == "busy", \
+        f"the hovers took {sum(took):.1f} s: the kernel was not busy all along"
     notebook.screenshot("index_map_view_hover_busy_kernel", view)
+    page.evaluate(f"() => {kernel}.interrupt()")
     # once the kernel is free, Python knows the last element hovered
-    page.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status "
-                           "=== 'idle'", timeout=30_000)
+    page.wait_for_function(f"() => {kernel}.status === 'idle'", timeout=30_000)
     last = list(READS)[-1]
     _python_sees(notebook, f"print(v.selected, v.highlighted['operand'][{READS[last]}])", f"{last} read")
     # click pins result[3, 1, 2] (start [-1, 2] clamped to [0, 2]: reads operand[1, 4]); hovering elsewhere keeps it
