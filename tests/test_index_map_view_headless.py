@@ -88,11 +88,11 @@ def test_hover_data_is_bounded_by_the_window_and_notes_cells_outside_it():
     sizes = []
     for rows, cols in ((200, 300), (2000, 1500)):
         operand = np.arange(rows * cols, dtype=f32).reshape(rows, cols)
-        v = xe.index_map_view("transpose", operand, permutation=[1, 0], widget=False)   # windows of 14 x 20
+        v = xe.index_map_view("transpose", operand, permutation=[1, 0], widget=False)   # windows of 16 x 20
         html = v.html()
         sizes.append(len(html))
     data = hover_data(html)
-    assert len(data) == 14 * 20 and max(sizes) < 250_000 and max(sizes) < 1.1 * min(sizes)
+    assert len(data) == 16 * 20 and max(sizes) < 250_000 and max(sizes) < 1.1 * min(sizes)
     # result[0, 19] reads operand[19, 0]: outside the operand's window (around operand[0, 0])
     lit, formula = data[(0, 19)]
     assert lit == {("result", (0, 19)): "current"} and "outside the drawn windows: 1 in operand" in formula
