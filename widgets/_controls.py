@@ -11,6 +11,7 @@ import ast
 import ipywidgets as w
 import traitlets
 
+from xla_explorer.ops.arguments import EXPRESSION_REGIONS
 from xla_explorer.playground import DEFAULT, SOURCES, Source, as_source
 
 LABEL_WIDTH = "15em"
@@ -343,11 +344,17 @@ class ChoiceList(Composite):
         if not self._quiet:
             self._emit(tuple(b.value for b in self._boxes))
 
+    def set_options(self, options):
+        """New choices (a branch operand became a tuple): the boxes are drawn again."""
+        self.options = list(options)
+        self._boxes = []
+        self._draw()
+
     def _draw(self):
         values = list(self.value or ())
         if len(values) != len(self._boxes):
             self._boxes = [w.Dropdown(options=self.options, value=v if v in self.options else self.options[0],
-                                      layout=w.Layout(width="10em")) for v in values]
+                                      layout=w.Layout(width="13em")) for v in values]
             for b in self._boxes:
                 b.observe(self._changed, names="value")
         else:
@@ -371,6 +378,12 @@ def make_control(arg, value, choices=()):
         return ArrayInput(name, value, tip)
     if kind in ("arrays", "scalars"):
         return ArrayList(name, value, fixed=kind == "scalars" or arg.of is not None, tooltip=tip)
+    if kind == "computation" and arg.region in EXPRESSION_REGIONS:
+        # an expression of the parameter x: the presets offered, any expression typed
+        return w.Combobox(options=[c for c in choices if c != DEFAULT], value=value or "", description=name,
+                          ensure_option=False, continuous_update=False, style=style, layout=menu,
+                          placeholder="an expression of x, e.g. x[0] < 10",
+                          tooltip=tip + "; type any expression of the state x (Enter), or pick one")
     if kind in ("enum", "dtype", "computation"):
         options = [(DEFAULT if c in (None, DEFAULT) else str(c), None if c in (None, DEFAULT) else c) for c in choices]
         return w.Dropdown(options=options, value=value if value in [o[1] for o in options] else options[0][1],
