@@ -17,8 +17,8 @@ from xla_explorer.ops import arguments as op_arguments
 from xla_explorer.ops import registry
 from xla_explorer.playground import DEFAULT, OpCall, buildable
 
-from ._controls import ERROR_RED, LABEL_WIDTH, ParseFailure, css, make_control
-from ._text import format_value, inline_svg, pre, svg_of, value_html
+from ._controls import ERROR_RED, ParseFailure, css, label_width, make_control, set_value
+from ._text import format_value, pre, scrolled_svg, svg_of, value_html
 
 
 class OpPlayground(w.VBox):
@@ -106,12 +106,16 @@ class OpPlayground(w.VBox):
     def _make_controls(self):
         self.controls, self.inputs, self._errors = {}, {}, {}
         operand_rows, attr_rows = [], []
+        # one label column for all the controls, as wide as the longest name ("operands[0]" too)
+        width = label_width([a.name + ("[0]" if a.kind in ("arrays", "scalars") else "") for a in self.call.args])
+        self._op.style.description_width = width
+        self._op.layout.width = f"calc({width} + 14em)"
         for arg in self.call.args:
-            ctl = make_control(arg, self.call.values.get(arg.name), self.call.choices(arg))
+            ctl = make_control(arg, self.call.values.get(arg.name), self.call.choices(arg), width)
             ctl.add_class(f"xe-arg-{arg.name}")
             ctl.observe(lambda ch, name=arg.name: self._on_control(name, ch["new"]), names="value")
             self.controls[arg.name] = ctl
-            err = w.HTML(layout=w.Layout(margin=f"0 0 0 {LABEL_WIDTH}"))
+            err = w.HTML(layout=w.Layout(margin=f"0 0 0 calc({width} + 10px)"))
             err.add_class("xe-error")
             self._errors[arg.name] = err
             row = w.VBox([ctl, err])
@@ -147,7 +151,7 @@ class OpPlayground(w.VBox):
         self._syncing = True
         try:
             for name in names:
-                self.controls[name].value = self.call.values[name]
+                set_value(self.controls[name], self.call.values[name])
         finally:
             self._syncing = False
 
@@ -169,7 +173,7 @@ class OpPlayground(w.VBox):
                         ctl.value = self.call.values[arg.name]
                 elif [o[0] for o in ctl.options if o[1] is not None] != labels:
                     ctl.options = [(str(c), None if c == DEFAULT else c) for c in self.call.choices(arg)]
-                    ctl.value = self.call.values[arg.name]
+                    set_value(ctl, self.call.values[arg.name])
         finally:
             self._syncing = False
 
@@ -234,7 +238,7 @@ class OpPlayground(w.VBox):
             svg = svg_of(outcome.computation.graph())
         except Exception as e:  # no `dot` program, no graphviz package: say so, keep going
             return pre(f"graph: could not render ({type(e).__name__}: {e})")
-        return inline_svg(svg) if svg else pre("graph: the renderer returned nothing")
+        return scrolled_svg(svg) if svg else pre("graph: the renderer returned nothing")
 
     def _index_map_view(self, outcome):
         opdef = self.call.opdef
@@ -284,7 +288,8 @@ def _devices_html(outcome):
     cells = "".join(f"<td style='padding:2px 12px; vertical-align:top; border-top:1px solid #ccc'>"
                     f"{value_html(r, 'result')}</td>" for r in outcome.result)
     rows.append(f"<tr>{cells}</tr>")
-    return (f"<div style='font-size:13px; overflow-x:auto'><table style='border-collapse:collapse'><tr>{head}</tr>"
+    return (f"<div class='xe-values-devices' style='font-size:13px; overflow-x:auto'>"
+            f"<table style='border-collapse:collapse'><tr>{head}</tr>"
             + "".join(rows) + "</table></div>")
 
 

@@ -280,8 +280,8 @@ class OpCall:
                 b, values, devices if devices is not None and devices <= MAX_DEVICES else None)
             result = self.function(*call_args, **call_kwargs)
             root = result if isinstance(result, XlaOp) else list(result)
-            _readable_names(b)
             comp = b.build(root)
+            _readable_names(comp)
         except ShapeError as e:
             argument = getattr(e, "argument", None) or blame(str(e), self.args, self.last_set)
             return Outcome(error=str(e), argument=argument)
@@ -812,13 +812,25 @@ def _elements(shape):
     return int(np.prod([d or 0 for d in shape.dims], dtype=np.int64))
 
 
-def _readable_names(builder):
-    """``gather`` rather than ``gather.351`` (the builder numbers names across all builders)."""
-    seen = {}
-    for inst in builder.instructions:
-        if inst.opcode != "parameter":
-            k = seen[inst.opcode] = seen.get(inst.opcode, 0) + 1
-            inst.name = inst.opcode if k == 1 else f"{inst.opcode}.{k}"
+def _readable_names(comp):
+    """``gather``, ``add.2``, ``while_body`` rather than ``gather.351``, ``while_body.874``
+    (builders number names across all builders); unique in the module, the entry's first.
+    The entry's parameters keep the arguments' names."""
+    taken = {}
+
+    def fresh(base):
+        k = taken[base] = taken.get(base, 0) + 1
+        return base if k == 1 else f"{base}.{k}"
+    entry = comp.entry
+    for inst in entry.parameters:
+        taken[inst.name] = 1
+    for c in [entry] + [c for c in comp.computations if c is not entry]:
+        if c is not entry:
+            c.name = fresh(re.sub(r"\.\d+$", "", c.name))
+        for inst in c.instructions:
+            if c is entry and inst.opcode == "parameter":
+                continue
+            inst.name = fresh(inst.opcode if inst.opcode != "parameter" else re.sub(r"[._]\d+$", "", inst.name))
 
 
 def _own_instruction(comp, opcode):
