@@ -444,7 +444,7 @@ def test_conversion_rules():
     shape_error(lambda: xe.BitcastConvertType(np.uint8([1, 2, 3]), "f32"), "BitcastConvertType", "size 4", "u8[3]")
     shape_error(lambda: xe.BitcastConvertType(np.complex64([1]), "f64"), "complex and real")
     shape_error(lambda: xe.BitcastConvertType(np.complex64([1]), "c128"), "size 2", "c64[1]")
-    shape_error(lambda: xe.BitcastConvertType(np.array([True]), "u8"), "pred")
+    shape_error(lambda: xe.BitcastConvertType(np.array([True, False]), "s32"), "pred", "size 4")  # a pred is a byte
     shape_error(lambda: xe.ReducePrecision(f, mantissa_bits=-1, exponent_bits=5), "ReducePrecision", "mantissa_bits=-1")
     shape_error(lambda: xe.ReducePrecision(f, mantissa_bits=3, exponent_bits=0), "exponent_bits=0", ">= 1")
     shape_error(lambda: xe.ReducePrecision(np.int32([1]), mantissa_bits=3, exponent_bits=4), "ReducePrecision", "s32")

@@ -237,3 +237,44 @@ def test_non_finite_kernel_over_padding_and_holes_as_xla_cpu(case, backend):
         x, k, [1], [pad], lhs_dilation=[ld], rhs_dilation=[1]))
     got = comp.run(np.ones((1, 1, n), dt), np.array(kernel, dt).reshape(1, 1, -1), backend=backend)
     np.testing.assert_array_equal(got.ravel(), np.array(want, dt))
+
+
+# -- NaN payloads in HLO text ------------------------------------------------------------------
+
+def test_nan_payload_constants_keep_their_bits_and_print_as_xla_prints_them():
+    """XLA prints a NaN that is not the canonical quiet one with its mantissa bits
+    (``nan(0x7fffff)``, ``-nan(0x1)``), e.g. in StableHLO's interpreter tests converted to HLO
+    by jaxlib's ``mlir_module_to_xla_computation``; the bits must survive parse and print."""
+    text = ("HloModule m\nENTRY e {\n"
+            "  a = f32[4] constant({nan(0x7fffff), -nan(0x1), nan, -nan})\n"
+            "  b = c128[] constant((nan(0x1), 0))\n"
+            "  c = bf16[2] constant({nan(0x7f), -inf})\n"
+            "  d = f64[] constant(nan(0xfffffffffffff))\n"
+            "  ROOT t = (f32[4], c128[], bf16[2], f64[]) tuple(a, b, c, d)\n}\n")
+    comp = xe.parse_hlo(text)
+    a, b, c, d = comp.run()
+    assert [int(v) for v in a.view(np.uint32)] == [0x7FFFFFFF, 0xFF800001, 0x7FC00000, 0xFFC00000]
+    assert [int(v) for v in b.reshape(1).view(np.uint64)] == [0x7FF0000000000001, 0]
+    assert [int(v) for v in c.view(np.uint16)] == [0x7FFF, 0xFF80]
+    assert int(d.reshape(1).view(np.uint64)[0]) == 0x7FFFFFFFFFFFFFFF
+    printed = comp.as_hlo_text()
+    assert "{nan(0x7fffff), -nan(0x1), nan, -nan}" in printed and "(nan(0x1), 0)" in printed
+    assert xe.parse_hlo(printed).as_hlo_text() == printed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bitcast_convert_to_and_from_pred_bytes(backend):
+    """XLA stores pred in a byte: jaxlib converts StableHLO's f64 -> 64 x i1
+    (bitcast_convert_op_test_f64_to_i1) to ``pred[8] bitcast-convert(f64[])``, and XLA:CPU gives
+    8 x true for 0x0123456789ABCDEF (every byte is not zero); pred[8] -> s64 puts 0 or 1 in
+    each byte."""
+    _backend_ok(backend)
+    to_pred = _comp("f64_pred", ["f64[]"], lambda v: xe.BitcastConvertType(v, "pred"))
+    xla = to_pred.run(np.array(0x0123456789ABCDEF, np.uint64).view(np.float64), backend=backend)
+    np.testing.assert_array_equal(xla, [True] * 8)                       # XLA:CPU's answer
+    # bytes that are zero read as false (and every pred is a clean 0 or 1)
+    got = to_pred.run(np.array(0x0100FF0000000001, np.uint64).view(np.float64), backend=backend)
+    np.testing.assert_array_equal(got, [True, False, False, False, False, True, False, True])
+    assert got.view(np.uint8).max() == 1
+    back = _comp("pred_s64", ["pred[8]"], lambda v: xe.BitcastConvertType(v, "s64"))
+    assert int(back.run(np.array([1, 0, 1, 1, 0, 0, 0, 1], bool), backend=backend)) == 0x0100000001010001

@@ -316,3 +316,57 @@ def test_contiguous_copies_any_strided_view(seed):
     assert got.flags.c_contiguous and got.dtype == v.dtype
     np.testing.assert_array_equal(got, v)
     assert contiguous(np.float32(3)).shape == ()
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("rows", [3, 40])
+def test_max_min_of_denormals_flush_only_the_result(name, rows):
+    """Reduce max / min flush their result, not their operand (the extreme of flushed
+    values is the flushed extreme): the same bits as the reference, which flushes both,
+    for every triple (and 40-element rows, the halving path) of special values."""
+    import itertools
+    d = np.float32(1e-39)
+    special = np.float32([0.0, -0.0, d, -d, 1, -1, np.inf, -np.inf, np.nan, 2 * d, -3 * d])
+    x = np.array(list(itertools.product(special, repeat=3)), np.float32)
+    if rows == 40:
+        x = np.concatenate([x, np.resize(x[::-1], x.shape[:1] + (37,))], axis=1)
+    for init in (-np.inf if name == "max" else np.inf, 0.0, -d):
+        comp = _reduce(x.shape, name, init)
+        got, want = comp.run(x, backend="numba"), comp.run(x)
+        np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(want)], want.view(np.uint32)[~np.isnan(want)])
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+def _reduce(shape, name, init):
+    b = xe.XlaBuilder("extreme")
+    x = xe.Parameter(b, 0, xe.Shape("f32", shape), "x")
+    return b.build(xe.Reduce(x, xe.Constant(b, np.float32(init)), lambda a, c: _COMBINE[name](a, c), dimensions=[1]))
+
+
+# -- Reduce with a generated region along a major dimension: 64 columns at a time ---------------
+
+def _argmax_region():
+    b = xe.XlaBuilder("argmax_region")
+    av, ai = xe.Parameter(b, 0, xe.Shape("f32", ()), "av"), xe.Parameter(b, 1, xe.Shape("s32", ()), "ai")
+    bv, bi = xe.Parameter(b, 2, xe.Shape("f32", ()), "bv"), xe.Parameter(b, 3, xe.Shape("s32", ()), "bi")
+    take_a = xe.Or(xe.Gt(av, bv), xe.And(xe.Eq(av, bv), xe.Lt(ai, bi)))
+    return b.build(xe.Tuple(xe.Select(take_a, av, bv), xe.Select(take_a, ai, bi)))
+
+
+@pytest.mark.parametrize("shape, axis", [((300, 70), 0), ((5, 123, 40), 1), ((200, 400), 0), ((33, 17), 0)])
+def test_generated_fold_along_a_major_axis(shape, axis):
+    region = _argmax_region()
+    b = xe.XlaBuilder("argmax")
+    x = xe.Parameter(b, 0, xe.Shape("f32", shape), "x")
+    i = xe.Iota(b, xe.Shape("s32", shape), axis)
+    comp = b.build(xe.Reduce([x, i], [xe.Constant(b, np.float32(-np.inf)), xe.Constant(b, np.int32(-1))], region,
+                             dimensions=[axis]))
+    v = RNG.integers(0, 5, shape).astype(np.float32)  # ties: the smaller index wins
+    v[(0,) * len(shape)] = np.nan
+    for got, want in zip(comp.run(v, backend="numba"), comp.run(v)):
+        np.testing.assert_array_equal(got, want)
+    # a region that is not associative: the reference's tree order, column by column
+    b = xe.XlaBuilder("sub")
+    y = xe.Parameter(b, 0, xe.Shape("s32", shape), "y")
+    comp = b.build(xe.Reduce(y, xe.Constant(b, np.int32(3)), lambda p, q: xe.Sub(p, q), dimensions=[axis]))
+    _check(comp, _values(shape, "s32"))

@@ -101,6 +101,17 @@ def emit(inst, *args, flushed=()):
     return expr
 
 
+def flush_functions(inst):
+    """Per operand of ``inst``: the scalar_lib function ``emit`` would flush it with in the
+    current environment, or None."""
+    if not fpenv.flushing():
+        return [None] * len(inst.operands)
+    from ..ops import registry
+    types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
+    mask, _ = fpenv.rule_of(registry.get(inst.opcode), types, _t(inst), inst.attrs)
+    return [_FTZ[t] if m else None for m, t in zip(mask, types)]
+
+
 def flushes_result(inst):
     """Whether ``emit`` leaves ``inst``'s value flushed (so its readers need not flush it)."""
     if not fpenv.flushing() or not inst.shape.is_array or inst.shape.element_type not in _FTZ:

@@ -617,7 +617,17 @@ def _convert(x, *, shape, ctx, **_):
 def _bitcast_convert(x, *, shape, ctx, **_):
     if jnp.iscomplexobj(x) and np.dtype(x.dtype) != shape.dtype:
         return _bitcast_complex_width(x, shape.dtype)
+    if np.bool_ in (np.dtype(x.dtype).type, shape.dtype.type) and np.dtype(x.dtype) != shape.dtype:
+        return _bitcast_pred(x, shape.dtype)
     return lax.bitcast_convert_type(x, shape.dtype)
+
+
+def _bitcast_pred(x, dtype):
+    """To or from pred, a pred being a byte (as XLA stores it; lax refuses bool bitcasts):
+    through u8, a byte that is not zero reading as true."""
+    if dtype == np.bool_:
+        return lax.bitcast_convert_type(x, np.uint8) != 0
+    return lax.bitcast_convert_type(x.astype(np.uint8), dtype)
 
 
 def _bitcast_complex_width(x, dtype):

@@ -6,7 +6,7 @@ at ``0`` (scalars) or through a broadcast's index map; every member is one state
 only, never on sizes or constant values (those are run-time arguments), so one compiled
 loop serves every size.
 """
-from .emit import carrier_dtype, emit, finish, flushes_result
+from .emit import carrier_dtype, emit, finish, flush_functions, flushes_result
 
 
 class LoopSource:
@@ -18,6 +18,7 @@ class LoopSource:
         self.body = []
         self._names = {}
         self._flushed = set()   # members whose value is already flushed to zero (fpenv)
+        self._flushed_values = {}   # (flush function, expression) -> its flushed temporary
         self._build()
 
     def _input_expr(self, operand, reader):
@@ -62,6 +63,15 @@ class LoopSource:
             else:
                 args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
                 flushed = [k for k, o in enumerate(m.operands) if o in self._flushed]
+                # a value read or made outside the flushing ops is flushed once, then reused
+                for k, fn in enumerate(flush_functions(m)):
+                    if fn and k not in flushed:
+                        key = (fn, args[k])
+                        if key not in self._flushed_values:
+                            self._flushed_values[key] = f"f{len(self._flushed_values)}"
+                            self.body.append(f"{self._flushed_values[key]} = {fn}({args[k]})")
+                        args[k] = self._flushed_values[key]
+                        flushed.append(k)
                 expr = emit(m, *args, flushed=flushed)
                 if flushes_result(m):
                     self._flushed.add(m)

@@ -278,6 +278,12 @@ def _denormal_rule_of(opdef, inst, kwargs):
     types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
     if opdef.opcode in ("reduce", "reduce-window", "select-and-scatter"):
         regions = [v for v in kwargs.values() if isinstance(v, CompiledRegion)]
+        if opdef.opcode != "select-and-scatter" and regions and all(
+                r.combiner in ("maximum", "minimum") for r in regions):
+            # the maximum (minimum) of flushed values is the flushed maximum: flushing
+            # keeps the order (a denormal becomes a zero of its sign, +0 > -0 as fmax has
+            # it), so only the result is flushed -- no scan of a large operand
+            return (False,) * len(types), True
         if any(r.combiner in ("add", "multiply", "maximum", "minimum") for r in regions):
             return tuple(t in fpenv.FLUSHED_TYPES for t in types), True
     return fpenv.rule_of(opdef, types, inst.shape.element_type if inst.shape.is_array else None, inst.attrs)

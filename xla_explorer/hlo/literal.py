@@ -28,7 +28,9 @@ def format_scalar(x, element_type):
     if element_type in dtypes.FLOATING:
         v = float(x)
         if v != v:
-            return "-nan" if math.copysign(1.0, v) < 0 else "nan"
+            sign = "-" if math.copysign(1.0, v) < 0 else ""
+            payload = _nan_payload(x, element_type)
+            return f"{sign}nan" if payload is None else f"{sign}nan(0x{payload:x})"
         if v in (float("inf"), float("-inf")):
             return "inf" if v > 0 else "-inf"
         text = str(np.asarray(x, dtype=dtypes.to_numpy(element_type))[()])  # shortest round-trip form
@@ -38,6 +40,84 @@ def format_scalar(x, element_type):
     return str(int(x))
 
 
+def _mantissa_bits(element_type):
+    return int(dtypes.finfo(element_type).nmant)
+
+
+def _nan_payload(x, element_type):
+    """A NaN's mantissa bits as XLA prints them (``nan(0x7fffff)``), or None for the canonical
+    quiet NaN (only the top mantissa bit set), which XLA prints as plain ``nan``."""
+    arr = np.asarray(x, dtype=dtypes.to_numpy(element_type))
+    if arr.dtype.itemsize not in (1, 2, 4, 8):
+        return None
+    bits = int(arr.reshape(1).view(f"u{arr.dtype.itemsize}")[0])
+    m = _mantissa_bits(element_type)
+    payload = bits & ((1 << m) - 1)
+    return None if payload == 1 << (m - 1) else payload
+
+
+class _NaN(float):
+    """A NaN with an explicit sign and payload (``-nan(0x1)``): its bits are set exactly once
+    the literal has its type (a cast through f64 would quiet or shift them)."""
+
+    def __new__(cls, negative, payload):
+        self = super().__new__(cls, -math.nan if negative else math.nan)
+        self.negative, self.payload = negative, payload
+        return self
+
+
+def _payload_positions(values):
+    """[(flat index, _NaN)] of a literal's nested value lists (row-major, no recursion)."""
+    out, stack, k = [], [iter([values])], 0
+    while stack:
+        item = next(stack[-1], StopIteration)
+        if item is StopIteration:
+            stack.pop()
+        elif isinstance(item, list):
+            stack.append(iter(item))
+        else:
+            if isinstance(item, _NaN):
+                out.append((k, item, None))
+            elif isinstance(item, _ComplexNaNs):
+                out.append((k, item.re, item.im))
+            k += 1
+    return out
+
+
+class _ComplexNaNs(complex):
+    """A complex value with a NaN payload in a part (``(nan(0x1), 0)``)."""
+
+    def __new__(cls, re, im):
+        self = super().__new__(cls, float(re), float(im))
+        self.re = re if isinstance(re, _NaN) else None
+        self.im = im if isinstance(im, _NaN) else None
+        return self
+
+
+def _set_nan_bits(arr, positions, element_type):
+    """Write the exact bits of the payload NaNs into ``arr`` (of ``element_type``)."""
+    if not positions:
+        return arr
+    part_type = dtypes.complex_component(element_type) if element_type in dtypes.COMPLEX else element_type
+    m = _mantissa_bits(part_type)
+    nbits = dtypes.bit_width(part_type)
+    arr = np.array(arr, order="C")   # a copy; (np.ascontiguousarray makes a 0-d array 1-d)
+    flat = arr.reshape(-1)
+    if element_type in dtypes.COMPLEX:
+        parts = flat.view(dtypes.to_numpy(part_type)).reshape(-1, 2)
+    else:
+        parts = flat.reshape(-1, 1)
+    words = parts.view(f"u{parts.dtype.itemsize}")
+    exponent = ((1 << (nbits - 1)) - 1) & ~((1 << m) - 1)   # all exponent bits set
+    for k, re, im in positions:
+        for col, nan in ((0, re), (1, im)):
+            if nan is None:
+                continue
+            payload = nan.payload & ((1 << m) - 1)
+            words[k, col] = (int(nan.negative) << (nbits - 1)) | exponent | (payload or 1 << (m - 1))
+    return arr
+
+
 def parse_literal(text, shape):
     """Parse a literal of ``shape`` (an array Shape) into a NumPy array."""
     if text.strip() in ("{...}", "..."):
@@ -45,6 +125,7 @@ def parse_literal(text, shape):
     if not shape.is_array:
         raise HloParseError(f"a constant of shape {shape} is not supported (only array constants)")
     v = _values(_tokens(text), shape.element_type, text)
+    payloads = _payload_positions(v) if shape.element_type in dtypes.FLOATING | dtypes.COMPLEX else []
     if shape.element_type == "pred":
         arr = np.array(v, dtype=object)
         if arr.size and not all(x is True or x is False or (isinstance(x, int) and x in (0, 1)) for x in arr.flat):
@@ -72,7 +153,7 @@ def parse_literal(text, shape):
             arr = arr.reshape(dims)
         else:
             raise HloParseError(f"constant literal has shape {list(arr.shape)}, the instruction says {shape}")
-    return arr
+    return _set_nan_bits(arr, payloads, shape.element_type) if payloads else arr
 
 
 def _short(text):
@@ -100,7 +181,8 @@ def _values(tokens, element_type, text):
             parts = tokens[i + 1:i + 5]
             if len(parts) < 4 or parts[1] != "," or parts[3] != ")":
                 raise HloParseError(f"constant literal {_short(text)}: a complex number is written (re, im)")
-            top.append(complex(_scalar(parts[0], "f64", text), _scalar(parts[2], "f64", text)))
+            re, im = _scalar(parts[0], "f64", text), _scalar(parts[2], "f64", text)
+            top.append(_ComplexNaNs(re, im) if isinstance(re, _NaN) or isinstance(im, _NaN) else complex(re, im))
             i += 4
         elif tok == ")":
             raise HloParseError(f"constant literal {_short(text)}: a ')' closes nothing")
@@ -118,6 +200,17 @@ def _scalar(tok, element_type, text):
     t = tok.lower()
     if t in ("true", "false"):
         return t == "true"
+    if "nan(" in t:   # a NaN with its payload (mantissa bits), as XLA prints non-canonical NaNs
+        sign, _, rest = t.partition("nan(")
+        if sign not in ("", "+", "-") or not rest.endswith(")"):
+            raise HloParseError(f"constant literal {_short(text)}: {tok!r} is not a NaN (nan(0x...))")
+        try:
+            payload = int(rest[:-1], 0)
+        except ValueError:
+            raise HloParseError(f"constant literal {_short(text)}: {tok!r} has no payload number") from None
+        if element_type in dtypes.INTEGRAL or element_type == "pred":
+            raise HloParseError(f"constant literal {_short(text)}: {tok!r} is not a {element_type} value")
+        return _NaN(sign == "-", payload)
     if t in ("nan", "+nan"):
         return float("nan")
     if t == "-nan":
@@ -144,7 +237,16 @@ def _scalar(tok, element_type, text):
 
 def _tokens(text):
     out, cur = [], []
+    in_nan = False   # inside "nan(0x...)": its parentheses belong to the token
     for c in text:
+        if in_nan:
+            cur.append(c)
+            in_nan = c != ")"
+            continue
+        if c == "(" and "".join(cur[-3:]).lower() == "nan":
+            cur.append(c)
+            in_nan = True
+            continue
         if c in "{}(),":
             if cur:
                 out.append("".join(cur))

@@ -24,7 +24,8 @@ def bitcast_convert(operand, *, shape, new_element_type):
     """Reinterpret the bytes (little-endian: element k of a new minor dimension is the k-th
     lowest-addressed piece); a view of a contiguous operand."""
     x = np.ascontiguousarray(operand)
-    if x.dtype.itemsize * 8 != _bits(x.dtype) or shape.dtype.itemsize * 8 != _bits(shape.dtype):
+    if x.dtype.itemsize * 8 != _bits(x.dtype) or shape.dtype.itemsize * 8 != _bits(shape.dtype) or (
+            np.dtype(shape.dtype) != x.dtype and np.bool_ in (shape.dtype.type, x.dtype.type)):   # (a pred is a bit)
         return registry.get("bitcast-convert").reference(operand, shape=shape, new_element_type=new_element_type)
     return x.reshape(-1).view(shape.dtype).reshape(shape.dims)
 

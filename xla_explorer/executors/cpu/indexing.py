@@ -249,10 +249,49 @@ def _elems(lo, hi, out, src, idx, K, inner, imap, bmap):
                 out[uint64(p)] = src[uint64(_clamped(idx, 3 * p, t0) * s0 + _clamped(idx, 3 * p + 1, t1) * s1
                                             + _clamped(idx, 3 * p + 2, t2) * s2)]
         return
+    # any other layout, in blocks: the offsets first (index arithmetic, batching
+    # coordinates counted up as p advances rather than divided out), then the loads alone,
+    # so that the loads of a block are all in flight together (4-14x faster on
+    # take_along_axis than one position at a time)
     stride = imap[0].copy()
     top = imap[1].copy()
-    for p in range(lo, hi):
-        out[uint64(p)] = src[uint64(_start_offset(p, idx, K, inner, stride, top, bmap))]
+    nbat = bmap.shape[1]
+    count = np.empty(nbat, np.int64)
+    left = np.empty(nbat, np.int64)
+    boff = 0
+    for i in range(nbat):
+        q = lo // bmap[1, i]
+        count[i] = q % bmap[2, i]
+        left[i] = bmap[1, i] - (lo - q * bmap[1, i])
+        boff += count[i] * bmap[0, i]
+    off = np.empty(min(hi - lo, 2048), np.int64)
+    for b0 in range(lo, hi, 2048):
+        b1 = min(hi, b0 + 2048)
+        for p in range(b0, b1):
+            if inner == 1:
+                base = p * K
+            else:
+                q = p // inner
+                base = q * K * inner + (p - q * inner)
+            so = 0
+            for k in range(K):
+                so += _clamped(idx, base + k * inner, top[k]) * stride[k]
+            off[p - b0] = so
+        if nbat:
+            for p in range(b0, b1):
+                off[p - b0] += boff
+                for i in range(nbat):
+                    left[i] -= 1
+                    if left[i] == 0:
+                        left[i] = bmap[1, i]
+                        count[i] += 1
+                        boff += bmap[0, i]
+                        if count[i] == bmap[2, i]:
+                            count[i] = 0
+                            boff -= bmap[2, i] * bmap[0, i]
+        o = out[b0:b1]
+        for q in range(b1 - b0):
+            o[q] = src[uint64(off[q])]
 
 
 @njit(inline="always", **_opts)

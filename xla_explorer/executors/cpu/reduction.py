@@ -1499,6 +1499,68 @@ def rows_{par}(A, R, B, nchunks, {ins}, {inits}, {outs}):
                 {vs} = region({ss}, {vs})
             {vs} = region({inits}, {vs})
 """ + "".join(f"            out{k}[t] = v{k}\n" for k in range(n))
+    text += _fold_cols_source(types)
+    return text
+
+
+def _fold_cols_source(types):
+    """The same fold for B > 1, 64 results (columns) at a time: every row of the block
+    read contiguously and merged into a stack of 64-wide rows by the same tree (the tree
+    depends on R only), so each column gets the reference's order while the memory is
+    read along rows, not down a column per result."""
+    from ..emit import carrier
+    n = len(types)
+    ins = ", ".join(f"in{k}" for k in range(n))
+    inits = ", ".join(f"init{k}" for k in range(n))
+    outs = ", ".join(f"out{k}" for k in range(n))
+
+    def merge(left, indent):
+        args = ", ".join(left(k) for k in range(n)) + ", " + ", ".join(f"c{k}[j]" for k in range(n))
+        lines = [f"r_ = region({args})"]
+        lines += [f"c{k}[j] = r_[{k}]" if n > 1 else f"c{k}[j] = r_" for k in range(n)]
+        return "".join(" " * indent + line + "\n" for line in lines)
+
+    text = ""
+    for par, loop in (("par", "prange"), ("ser", "range")):
+        text += f"""
+@njit(cache=True, nogil=True, error_model='numpy', parallel={par == 'par'})
+def cols_{par}(A, R, B, nchunks, {ins}, {inits}, {outs}):
+    nb = (B + 63) // 64
+    total = A * nb
+    per = (total + nchunks - 1) // nchunks
+    for ch in {loop}(nchunks):
+        sl = np.empty(64, np.int64)
+""" + "".join(f"        s{k} = np.empty((64, 64), {carrier(t)})\n        c{k} = np.empty(64, {carrier(t)})\n"
+              for k, t in enumerate(types)) + """
+        for t in range(ch * per, min(total, (ch + 1) * per)):
+            a = t // nb
+            b0 = (t - a * nb) * 64
+            w = min(64, B - b0)
+            base = a * R * B + b0
+            sp = 0
+            for r in range(R):
+                row = base + r * B
+                for j in range(w):
+""" + "".join(f"                    c{k}[j] = in{k}[row + j]\n" for k in range(n)) + """
+                lvl = 0
+                while sp > 0 and sl[sp - 1] == lvl:
+                    sp -= 1
+                    for j in range(w):
+""" + merge(lambda k: f"s{k}[sp, j]", 24) + """
+                    lvl += 1
+                for j in range(w):
+""" + "".join(f"                    s{k}[sp, j] = c{k}[j]\n" for k in range(n)) + """
+                sl[sp] = lvl
+                sp += 1
+            sp -= 1
+            for j in range(w):
+""" + "".join(f"                c{k}[j] = s{k}[sp, j]\n" for k in range(n)) + """
+            while sp > 0:
+                sp -= 1
+                for j in range(w):
+""" + merge(lambda k: f"s{k}[sp, j]", 20) + """
+            for j in range(w):
+""" + merge(lambda k: f"init{k}", 16) + "".join(f"                out{k}[a * B + b0 + j] = c{k}[j]\n" for k in range(n))
     return text
 
 
@@ -1509,6 +1571,11 @@ def _generated_rows(region, types, values, inits, A, R, B):
     parallel = A * R * B >= PARALLEL_THRESHOLD and A * B > 1
     ins = [_to_carrier(v, t).reshape(-1) for v, t in zip(values, types)]
     cinit = [_carrier(t).type(_to_carrier(i, t)[()]) for i, t in zip(inits, types)]
+    if B >= 16:  # columns: 64 at a time, rows read contiguously
+        tasks = A * -(-B // 64)
+        (module.cols_par if parallel and tasks > 1 else module.cols_ser)(
+            A, R, B, _chunks(tasks, parallel), *ins, *cinit, *outs)
+        return outs
     (module.rows_par if parallel else module.rows_ser)(A, R, B, _chunks(A * B, parallel), *ins, *cinit, *outs)
     return outs
 

@@ -142,6 +142,10 @@ def reinterpret(value, t, dims):
 def bitcast_convert(operand, *, shape, new_element_type):
     if shape.element_type == dtypes.from_numpy(operand.dtype):
         return DeviceValue(operand.array, operand.dtype, shape.dims)
+    if "pred" in (shape.element_type, dtypes.from_numpy(operand.dtype)):   # a pred is one bit: on the host
+        from .shape import to_device
+        return to_device(registry.get("bitcast-convert").reference(to_host(operand), shape=shape,
+                                                                     new_element_type=new_element_type))
     return reinterpret(operand, shape.element_type, shape.dims)
 
 
