@@ -5,6 +5,7 @@ Change a control and read the shape or the error beside it; hover a result cell 
 index map and see the operand cells it reads light up; step into a while loop's body with
 the stepper's buttons and read where it is.  Screenshots go to tests/e2e/artifacts/."""
 import json
+import time
 
 GATHER = ".xe-playground:has(.xe-arg-slice_sizes)"
 LOOP = ".xe-playground:has(.xe-arg-body)"
@@ -59,7 +60,12 @@ def test_a_student_session(notebook):
     view.locator('rect[data-grid="result"][data-index="[0, 1]"]').hover()
     view.locator('rect[data-grid="result"][data-role="current"][data-index="[0, 1]"]').wait_for()
     assert _read_cells(view) == {("operand", (2, 1))}
-    assert notebook.execute("print(pg._index.children[0].selected)").strip() == "(0, 1)"
+    # the browser draws the hover itself; Python hears of it a moment later
+    deadline = time.monotonic() + 10
+    while (selected := notebook.execute("print(pg._index.children[0].selected)").strip()) != "(0, 1)" \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert selected == "(0, 1)"
     notebook.screenshot("session_index_map_hover", pg)
 
     # -- a loop with a tuple state: an expression typed as the body --------------------------
