@@ -10,7 +10,7 @@ import pytest
 
 import xla_explorer as xe
 from xla_explorer import render
-from xla_explorer.render.graph import FULL_VIEW, MAX_NODES
+from xla_explorer.render.graph import ALWAYS_WHOLE, FULL_VIEW, MAX_NODES, MAX_WIDTH_PT
 from xla_explorer.render.hierarchy import MAX_CHILDREN, Group, Hierarchy, scope_of_op_name
 
 needs_dot = pytest.mark.skipif(not render.dot_available(),
@@ -364,3 +364,28 @@ def test_group_numbers_are_unique(big):
     g = big.graph(expand="all")
     ids = [n.id for n in g.nodes] + [c.id for c in g.clusters]
     assert len(ids) == len(set(ids))
+
+
+@needs_dot
+def test_first_picture_of_a_deep_gradient_fits_a_notebook():
+    """jax.grad of a 6-layer MLP (69 instructions, drawn whole 1,400 pt wide before): the
+    first picture fits JupyterLab's default output width with no text under 8 pt (10.7 px)."""
+    import re
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def loss(ws, x):
+        for w in ws:
+            x = jnp.tanh(x @ w)
+        return jnp.mean(x ** 2)
+
+    ws = [np.eye(16, dtype=np.float32) for _ in range(6)]
+    comp = xe.from_jax(jax.grad(loss), ws, np.ones((4, 16), np.float32))
+    g = comp.graph()
+    assert len(g.hierarchy) > ALWAYS_WHOLE and g.width_pt() <= MAX_WIDTH_PT
+    assert 10 <= len(g.nodes) and any(n.kind == "group" for n in g.nodes)
+    sizes = [float(s) for s in re.findall(r'font-size="([\d.]+)"', g.svg())]
+    assert sizes and min(sizes) >= 8
+    # the literals are written on their users, not drawn: no scalar constant node is left open
+    assert not any(n.inst is not None and n.inst.opcode == "constant" and n.inst.shape.rank == 0 for n in g.nodes)
+    assert comp.graph().width_pt() == g.width_pt()  # the choice is remembered, the same picture

@@ -22,6 +22,7 @@ Drawing needs Graphviz's ``dot`` program; without it ``GraphvizNotFoundError`` s
 to install it.  ``g.model`` is the drawn graph as data (nodes, edges, clusters).
 """
 import pathlib
+import re
 import tempfile
 import weakref
 
@@ -33,10 +34,22 @@ from .select import neighbourhood, paths
 from .view import view_model
 
 FORMATS = ("svg", "png", "pdf", "dot")
+_SVG_SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
 #: modules with at most this many instructions are drawn whole, every group open
 FULL_VIEW = 200
 #: most nodes of the first picture of a bigger module (Graphviz lays this out in a second)
 MAX_NODES = 40
+#: widest first picture, in points: JupyterLab's output area in its default layout (a
+#: 1400-px window, the file browser open) is 968 px = 726 pt wide; a wider SVG is cut there
+#: (JupyterLab shows it at its own size) or shrunk below 10-px text (VS Code, Notebook 7,
+#: nbviewer scale it to the width).  The smallest text is 8 pt = 10.7 px at this size.
+MAX_WIDTH_PT = 720
+#: modules of at most this many instructions are drawn whole even when wider than
+#: ``MAX_WIDTH_PT`` (a while loop's body, condition and call side by side: 41 instructions,
+#: 1,970 pt; collapsed to fit it would show 8 nodes and hide what a student came to see)
+ALWAYS_WHOLE = 60
+#: the node budgets tried, widest first, until the first picture fits ``MAX_WIDTH_PT``
+FIT_STEPS = (MAX_NODES, 28, 20, 14, 10)
 
 
 class HloGraph:
@@ -47,6 +60,7 @@ class HloGraph:
         self.model = model
         self.legend, self.rankdir = legend, rankdir
         self.view = view  # the _View state behind a module's graph (None: a fixed picture)
+        self._svg = None  # drawn once: the model is not changed after a graph is made
 
     # -- groups -----------------------------------------------------------------------------
     @property
@@ -137,7 +151,14 @@ class HloGraph:
         return out
 
     def svg(self):
-        return self.pipe("svg").decode("utf-8")
+        if self._svg is None:
+            self._svg = self.pipe("svg").decode("utf-8")
+        return self._svg
+
+    def width_pt(self):
+        """The drawing's width in points (Graphviz's layout; 72 points an inch, 96 px)."""
+        m = _SVG_SIZE.search(self.svg())
+        return float(m.group(1)) if m else 0.0
 
     def save(self, path, format=None, dpi=None):
         """Write the graph to ``path``; the format is its suffix (svg, png, pdf, dot) unless
@@ -228,6 +249,9 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
             a, b = path
             model = paths(model, a, b)
         return HloGraph(model, legend=legend, rankdir=rankdir)
+    marks = [] if highlight is None else ([highlight] if isinstance(highlight, (str, tuple)) else list(highlight))
+    if max_nodes is None and expand is None and collapse is None:
+        return _fitted(hier, options, legend, rankdir, marks)
     if max_nodes is None and len(hier) <= FULL_VIEW:
         opened = set(hier.groups)
     else:
@@ -237,8 +261,44 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
         state.opened |= state.resolve_open([expand] if isinstance(expand, str) else expand)
     if collapse is not None:
         state.opened -= state.resolve_close([collapse] if isinstance(collapse, str) else collapse)
-    return state.redraw(highlight=[] if highlight is None else
-                        ([highlight] if isinstance(highlight, (str, tuple)) else list(highlight)))
+    return state.redraw(highlight=marks)
+
+
+def _fitted(hier, options, legend, rankdir, marks):
+    """The first picture: the whole module (up to ``FULL_VIEW`` instructions; always up to
+    ``ALWAYS_WHOLE``), else its
+    top levels within ``MAX_NODES`` nodes -- or, when Graphviz lays that out wider than
+    ``MAX_WIDTH_PT``, fewer open groups (``FIT_STEPS``), the first that fits (else the
+    narrowest).  Measured, not guessed: the width comes from long edges and ranks of
+    parallel values as much as from the node count (a 6-layer MLP's gradient: 46 nodes
+    1,537 pt wide, 23 nodes 820 pt).  The choice is remembered per hierarchy and options;
+    the SVG drawn to measure is the one shown.  Without Graphviz: the first candidate."""
+    if len(hier) <= ALWAYS_WHOLE:  # a teaching-size module is drawn whole, however wide
+        return _View(hier, set(hier.groups), options, legend, rankdir, []).redraw(highlight=marks)
+    budgets = ([None] if len(hier) <= FULL_VIEW else []) + list(FIT_STEPS)
+    key = (legend, rankdir, bool(options.get("values")), options.get("heatmaps"), options.get("all_attributes"),
+           options.get("max_constant_elements"))
+    fits = hier.__dict__.setdefault("fitted", {})
+    candidates, seen = [], set()
+    for budget in budgets:
+        opened = frozenset(hier.groups) if budget is None else frozenset(hier.default_open(budget))
+        if opened not in seen:
+            seen.add(opened)
+            candidates.append(opened)
+    if key in fits:
+        candidates = [candidates[min(fits[key], len(candidates) - 1)]]
+    best = None
+    for i, opened in enumerate(candidates):
+        graph = _View(hier, opened, options, legend, rankdir, []).redraw(highlight=marks)
+        if len(candidates) == 1 or not _dot.dot_available():
+            return graph
+        width = graph.width_pt()
+        if best is None or width < best[0]:
+            best = width, i, graph
+        if width <= MAX_WIDTH_PT:
+            break
+    fits[key] = best[1]
+    return best[2]
 
 
 _HIERARCHIES = weakref.WeakKeyDictionary()  # module -> {options: (fingerprint, Hierarchy)}
@@ -345,6 +405,7 @@ def graph_of_builder(builder, error=None, operands=(), opcode=None, **options):
     graph = graph_of(partial, title=title, **options)
     if error is not None:
         _add_failed_node(graph.model, error, operands, opcode)
+        graph._svg = None  # the picture changed
     return graph
 
 

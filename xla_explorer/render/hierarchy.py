@@ -43,6 +43,10 @@ from .model import called, shape_text, trivial_summary
 
 #: most children a group shows when opened; more are cut into parts
 MAX_CHILDREN = 16
+#: more parameters than this side by side in one group are gathered into a "parameters"
+#: part: a gradient's weights sit in one rank, and six of them (a 6-layer MLP) made the
+#: first picture ~700 pt wide before anything else was drawn
+MAX_PARAMETERS = 4
 
 
 @dataclass(eq=False)
@@ -328,9 +332,9 @@ class Hierarchy:
             if isinstance(child, Group):
                 self._cut(child)
         k = self.max_children
-        if _weight(group.children) <= k:
-            return
         params = [c for c in group.children if isinstance(c, Item) and c.inst.opcode == "parameter"]
+        if _weight(group.children) <= k and len(params) <= MAX_PARAMETERS:
+            return
         if 1 < len(params) < len(group.children):
             part = self._new_group(f"{group.key}#parameters", "part", "parameters", group.computation, group)
             part.children = params

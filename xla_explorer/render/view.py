@@ -61,7 +61,8 @@ class _View:
         self.visit(self.hier.root, None)
         for item, cluster in reversed(self.pending):  # users before the constants they use
             if self.only is not None or not item.users or any(self.rep[u.index] == f"n{u.index}" for u in item.users):
-                self.instruction(item, cluster)
+                if not (self.scope_clusters and self.inline(item)):
+                    self.instruction(item, cluster)
         order = {}  # nodes in program order: a group where its first instruction is
         for it in self.hier.items:
             order.setdefault(self.rep[it.index], it.index)
@@ -137,6 +138,34 @@ class _View:
                 for it in group.items():
                     self.rep[it.index] = node.id
 
+    def inline(self, item):
+        """Write a small literal (a scalar constant, or a broadcast or reshape of one) on its
+        users' nodes ("1: 0.5 (broadcast)"), as XLA's graph dumper does, instead of drawing
+        its node: in a collapsed picture such constants were a third of an open scope's
+        nodes and a column of its width.  Only beside users drawn as instructions."""
+        inst, via = item.inst, []
+        while inst.opcode in _THROUGH and len(inst.operands) == 1:
+            via.append(inst.opcode)
+            inst = inst.operands[0]
+        # users in closed groups lose nothing worth an edge: a literal is no data flow
+        drawn = [u for u in item.users if self.rep[u.index] == f"n{u.index}"]
+        if inst.opcode != "constant" or not drawn:
+            return False
+        literal = inst.attrs.get("literal")
+        if literal is None or getattr(literal, "size", 1) != 1:
+            return False
+        text = instruction_node(inst, max_constant_elements=1).constant
+        if not text or len(text) > 24:
+            return False
+        text += f" ({via[0]})" if via else ""
+        for user in drawn:
+            node = self._node(f"n{user.index}")
+            many = len(user.inst.operands) > 1
+            for i, o in enumerate(user.inst.operands):
+                if o is item.inst:
+                    node.attributes.append(f"{i}: {text}" if many else f"operand: {text}")
+        return True
+
     def group_node(self, group, cluster):
         node = Node(f"g{group.index}", "group", f"▸ {group.label}", name=_count(group.size),
                     category="group", cluster=cluster)
@@ -209,7 +238,7 @@ class _View:
         self.call_edges()
 
     def _node(self, nid):
-        if not hasattr(self, "_nodes_by_id"):
+        if not hasattr(self, "_nodes_by_id") or nid not in self._nodes_by_id:  # nodes are added while building
             self._nodes_by_id = {n.id: n for n in self.model.nodes}
         return self._nodes_by_id[nid]
 
@@ -282,6 +311,10 @@ class _View:
 
 
 # -- small helpers -------------------------------------------------------------------------------
+#: what a literal written on its users may go through (one operand, the same values)
+_THROUGH = frozenset({"broadcast", "reshape", "convert", "copy", "bitcast"})
+
+
 def _count(n):
     return f"{n:,} instruction" + ("" if n == 1 else "s")
 
