@@ -389,3 +389,24 @@ def test_first_picture_of_a_deep_gradient_fits_a_notebook():
     # the literals are written on their users, not drawn: no scalar constant node is left open
     assert not any(n.inst is not None and n.inst.opcode == "constant" and n.inst.shape.rank == 0 for n in g.nodes)
     assert comp.graph().width_pt() == g.width_pt()  # the choice is remembered, the same picture
+
+
+def test_group_labels_are_short_with_the_full_path_on_hover():
+    from xla_explorer.render.hierarchy import short_scope
+    assert short_scope("transpose(jvp(layer3))") == "layer3 · backward"
+    assert short_scope("jvp(mlp)") == "mlp" and short_scope("jit(loss)") == "loss"
+    assert short_scope("transpose(jvp())") == "backward" and short_scope("jvp()") == "forward"
+    assert short_scope("cond[branch=1]") == "cond[branch=1]" and short_scope("layer0") == "layer0"
+    text = synthetic(layers=12).replace('op_name="jit(f)/layer1/', 'op_name="jit(f)/transpose(jvp(layer1))/')
+    comp = xe.parse_hlo(text)
+    g = comp.graph(max_nodes=20)
+    back = next(n for n in g.nodes if n.kind == "group" and n.group == "main:transpose(jvp(layer1))")
+    assert back.title == "▸ layer1 · backward"
+    # compact: count and source on one line, in and out shapes, opcodes; every line short
+    assert back.name.startswith(f"{g.hierarchy.group(back.group).size} instructions · model.py:")
+    assert [a.split(":")[0] for a in back.attributes[:2]] == ["in", "out"]
+    assert all(len(a) <= 48 for a in back.attributes)
+    assert "transpose(jvp(layer1))" in back.tooltip  # the full path on hover
+    flat = Hierarchy(xe.parse_hlo(synthetic(layers=6, metadata=False)).entry)  # no scopes: parts
+    parts = [grp for grp in flat.groups.values() if grp.kind == "part" and grp.label != "parameters"]
+    assert len(parts) > 2 and all(p.label == "operations" or p.label.startswith("part ") for p in parts)

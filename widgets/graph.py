@@ -212,7 +212,7 @@ def _node_info(graph):
         else:
             anchor = f"g{group.index}"
         out[c.id] = {"kind": "cluster", "group": c.group, "toggles": [c.group], "anchor": anchor,
-                     "tip": f"{c.label}\n{c.signature}\nclick the title to close"}
+                     "tip": f"{c.tooltip or c.label}\n{c.signature}\nclick the title to close"}
     return out
 
 

@@ -169,7 +169,8 @@ def to_dot(model, *, legend=True, rankdir="TB", images=None, dpi=None):
             fill, color = ("#fafafa", "#90a4ae") if c.kind in ("computation", "module") else ("#f7f9fb", "#b0bec5")
             if c.highlight:
                 color = HIGHLIGHT
-            out.append(f'{indent}  graph [id={quoted(c.id)}, label={label}, style="rounded,filled", fillcolor="{fill}", '
+            tip = f", tooltip={quoted(c.tooltip)}" if c.tooltip else ""
+            out.append(f'{indent}  graph [id={quoted(c.id)}, label={label}{tip}, style="rounded,filled", fillcolor="{fill}", '
                        f'color="{color}", fontsize=10{", penwidth=3" if c.highlight else ""}];')
             emit(c.id, indent + "  ")
             out.append(f"{indent}}}")

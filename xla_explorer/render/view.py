@@ -22,8 +22,8 @@ import numpy as np
 from .hierarchy import Group
 from .model import Cluster, Edge, GraphModel, Node, instruction_node, shape_text, trivial_summary
 
-#: shapes listed on a group node's "in" and "out" lines before "+N more"
-MAX_SHAPES = 3
+#: shapes listed on a group node's "in" and "out" lines before "+N" (all of them on hover)
+MAX_SHAPES = 2
 #: pictures of more nodes are laid out for speed (``GraphModel.quick_layout``): the whole
 #: gradient of a 12-layer CNN (108 nodes) took Graphviz 1.4 s of CPU with edge labels as
 #: nodes of the layout, 0.1 s with labels placed after it
@@ -101,7 +101,8 @@ class _View:
                 signature = ""
             c = Cluster(cid, group.computation.name, signature, parent=parent, computation=group.computation)
         else:
-            c = Cluster(cid, group.label, f"{group.size:,} instructions", parent=parent)
+            c = Cluster(cid, group.label, f"{group.size:,} instructions", parent=parent,
+                        tooltip=f"{group.kind}: {group.scope or group.key}\n{group.size:,} instructions")
         c.group, c.kind = group.key, group.kind
         self.group_cluster[group.key] = cid
         self.model.clusters.append(c)
@@ -259,25 +260,41 @@ class _View:
                 self.model.edges.append(Edge(nid, root, "call", label=key, attribute=key, cluster=cid))
 
     def describe(self, node, group, ins, outs):
-        """The lines of a closed group's node: what it holds, what goes in and out."""
+        """The lines of a closed group's node, compact: its short label, how many
+        instructions and where in the source, the shapes going in and out, its commonest
+        opcodes; the hover text says all of it (the full scope path, every shape)."""
         counts, files = self.hier.summary(group)
         counts = collections.Counter({op: k for op, k in counts.items() if op != "parameter"})
         ops = [f"{op} ×{k}" if k > 1 else op for op, k in counts.most_common(3)]
         if len(counts) > 3:
             ops.append("…")
-        if ops:
-            node.attributes.append(" · ".join(ops))
-        if ins:
-            node.attributes.append("in: " + _shapes_line(ins, self.hier.shape_text))
-        if outs:
-            node.shape = "out: " + _shapes_line(outs, self.hier.shape_text)
+        head = [_count(group.size)]
         if files:
             file, (_, lo, hi) = max(files.items(), key=lambda f: f[1][0])
             node.source = f"{file}:{lo}" + (f"–{hi}" if hi != lo else "")
-            node.attributes.append(node.source)
-        scope = group.scope or group.key
-        node.tooltip = (f"{group.kind} {scope}\n{group.size:,} instructions in {group.computation.name}"
-                        "\nclick (or graph.expand(...)) to open")
+            head.append(node.source)
+        node.name = " · ".join(head)
+        if ins:
+            node.attributes.append("in: " + _shapes_line(ins, self.hier.shape_text))
+        if outs:
+            node.attributes.append("out: " + _shapes_line(outs, self.hier.shape_text))
+        if ops:
+            node.attributes.append(" · ".join(ops))
+        path = group.scope or (group.computation.name if group.kind == "computation" else group.key)
+        where = [g.label for g in reversed(group.ancestors()) if g.kind != "module"]
+        lines = [f"{group.label}  ({group.kind}: {path})" if group.label != path else f"{group.kind}: {path}"]
+        if where:
+            lines.append("in " + " / ".join(where))
+        lines.append(f"{group.size:,} instructions in {group.computation.name}"
+                     + (f", {node.source}" if node.source else ""))
+        if ins:
+            lines.append("in: " + _shapes_line(ins, self.hier.shape_text, most=12))
+        if outs:
+            lines.append("out: " + _shapes_line(outs, self.hier.shape_text, most=12))
+        if counts:
+            lines.append(" · ".join(f"{op} ×{k}" if k > 1 else op for op, k in counts.most_common(12)))
+        lines.append("click (or graph.expand(...)) to open")
+        node.tooltip = "\n".join(lines)
         if self.values:
             self.group_alert(node, group)
 
@@ -337,12 +354,14 @@ def _has_nonfinite(value):
         return False
 
 
-def _shapes_line(insts, text_of):
-    """``f32[16,64] ×3, f32[64,64]``: the shapes of some values, commonest first."""
+def _shapes_line(insts, text_of, most=None):
+    """``f32[16,64]×3, f32[64,64]``: the shapes of some values, commonest first (``most``
+    of them, ``MAX_SHAPES`` unless given, then "+N")."""
+    most = MAX_SHAPES if most is None else most
     counts = collections.Counter(text_of(i) for i in insts)
-    parts = [f"{s} ×{k}" if k > 1 else s for s, k in counts.most_common(MAX_SHAPES)]
-    if len(counts) > MAX_SHAPES:
-        parts.append(f"+{len(counts) - MAX_SHAPES} more")
+    parts = [f"{s}×{k}" if k > 1 else s for s, k in counts.most_common(most)]
+    if len(counts) > most:
+        parts.append(f"+{len(counts) - most}")
     return ", ".join(parts)
 
 
