@@ -27,9 +27,11 @@ def synthetic(layers=30, width=8, metadata=True, seed=0, debug=False):
     lines = ["HloModule synth", "", "add {", "  a = f32[] parameter(0)", "  b = f32[] parameter(1)",
              "  ROOT s = f32[] add(a, b)", "}", ""]
     for k in range(layers):
-        lines += [f"body{k} {{", "  p = f32[8] parameter(0)", f"  e = f32[8] exponential(p){meta('act/exp', k)}",
-                  f"  n = f32[8] negate(e){meta('act/neg', k)}", f"  ROOT m = f32[8] multiply(e, n){meta('act/mul', k)}",
-                  "}", ""]
+        # instruction names are unique across a module (as in what JAX prints)
+        lines += [f"body{k} {{", f"  p{k} = f32[8] parameter(0)",
+                  f"  e{k} = f32[8] exponential(p{k}){meta('act/exp', k)}",
+                  f"  n{k} = f32[8] negate(e{k}){meta('act/neg', k)}",
+                  f"  ROOT m{k} = f32[8] multiply(e{k}, n{k}){meta('act/mul', k)}", "}", ""]
     body = ["  x = f32[8] parameter(0)", "  zero = f32[] constant(0)", "  one = f32[] constant(1)",
             "  ones = f32[8] broadcast(one), dimensions={}"]
     history, sums = ["x"], []
@@ -185,7 +187,7 @@ def test_expand_and_collapse_in_place(big):
     back = opened.collapse(key)
     assert back.opened == g.opened and back.source == g.source
     with pytest.raises(KeyError, match="closed group"):
-        g.node("e")  # inside body0, closed
+        g.node("e0")  # inside body0, closed
     with pytest.raises(KeyError, match="no group"):
         g.expand("layer999")
 
@@ -212,8 +214,8 @@ def test_highlight_marks_the_node_or_its_closed_group(big):
     opened = g.expand("h20_2")
     assert [n.name for n in opened.nodes if n.highlight] == ["h20_2"]
     # a stepper's location: (computation, instruction, invocation) frames
-    located = big.graph().highlight([("main", "c4", 0), ("body4", "e", 0)]).expand("body4")
-    assert {n.name for n in located.nodes if n.highlight} == {"c4", "e"}
+    located = big.graph().highlight([("main", "c4", 0), ("body4", "e4", 0)]).expand("body4")
+    assert {n.name for n in located.nodes if n.highlight} == {"c4", "e4"}
     assert 'COLOR="#ff6d00"' in located.source
 
 
@@ -342,7 +344,7 @@ def test_a_word_names_forward_and_backward_scopes():
     assert not {k for k in g.collapse("layer1").opened if "layer1)" in k}
 
 
-@pytest.mark.parametrize("name,radius", [("h5_3", 2), ("e", 1), ("c4", 2), ("zero", 1), ("out", 0)])
+@pytest.mark.parametrize("name,radius", [("h5_3", 2), ("e0", 1), ("c4", 2), ("zero", 1), ("out", 0)])
 def test_around_draws_the_neighbourhood_of_the_whole_graph(big, name, radius):
     """around= builds nodes for the neighbourhood and its rim only: the same picture."""
     from xla_explorer.render.model import build_model

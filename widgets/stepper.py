@@ -655,9 +655,8 @@ def _highlight_colour():
 
 
 def _batched(rec):
-    """An element-wise body run on whole arrays: values shaped unlike the instruction.  (The
-    trace flags every element-wise body called on arrays, a conditional's branch too, whose
-    values do have the declared shapes.)"""
+    """An element-wise body run on whole arrays (its value kept): values shaped unlike the
+    instruction."""
     if not rec.batched:
         return False
     shape = rec.shape
