@@ -332,6 +332,24 @@ def test_values_inside_called_computations_from_the_trace():
     assert same.node("y").stats == y.stats
 
 
+def test_invocation_picks_the_run_shown():
+    comp = xe.parse_hlo(WHILE)
+    x = np.float32([1, 2, 3])
+    g = comp.graph(args=(x,), invocation=2)  # the body's third iteration: y = x * 2**3
+    assert g.node("y").stats[0].startswith("min 8  max 24") and "ran 4 times: run 2 shown" in g.node("y").stats
+    assert g.node("out").stats[0].startswith("min 16  max 48")  # the entry ran once: its run
+    last = comp.graph(args=(x,), invocation=9)  # fewer runs than that: the last one
+    assert last.node("y").stats[0].startswith("min 16  max 48") and "ran 4 times: the last shown" in last.node("y").stats
+    by_comp = comp.graph(values=comp.trace(x), invocation={"body": 1})
+    assert by_comp.node("y").stats[0].startswith("min 4  max 12")
+    assert by_comp.node("lt").stats == comp.graph(args=(x,)).node("lt").stats  # cond: its first run
+    for bad in (-1, 1.5, True, {"body": -2}):
+        with pytest.raises(ValueError, match="invocation="):
+            comp.graph(args=(x,), invocation=bad)
+    with pytest.raises(ValueError, match="invocation= picks a run from a trace"):
+        comp.graph(values={"y": x}, invocation=1)
+
+
 def test_a_word_names_forward_and_backward_scopes():
     text = synthetic(layers=12).replace('op_name="jit(f)/layer1/', 'op_name="jit(f)/transpose(jvp(layer1))/')
     comp = xe.parse_hlo(text.replace('op_name="jit(f)/layer11/', 'op_name="jit(f)/jvp(layer1)/'))

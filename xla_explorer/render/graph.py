@@ -199,7 +199,7 @@ class HloGraph:
 def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, legend=True,
              expand_trivial=False, subcomputations=True, all_attributes=False, max_constant_elements=8,
              heatmaps=True, rankdir="TB", title=None, expand=None, collapse=None, max_nodes=None,
-             highlight=None):
+             highlight=None, invocation=0):
     """The ``HloGraph`` of an ``XlaComputation`` (or an ``HloComputation``).
 
     values:      {instruction or name: value}, or a trace (``comp.trace(*args)``); each node
@@ -207,6 +207,10 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
                  instruction that ran several times (a loop body) shows its first run
     args:        trace a run of the reference executor on these arguments for the values
                  (called computations' instructions included)
+    invocation:  which run of an instruction that ran several times the values show (a
+                 while body's k-th iteration: ``invocation=k``); one that ran fewer times
+                 shows its last run, the entry's its only one.  A dict ``{computation name:
+                 k}`` picks per computation (the others: their first run)
     around, radius: only the instructions at most ``radius`` edges from ``around``
     path:        (a, b): only the instructions on paths between a and b
     expand, collapse: groups to open or close (keys, computation or scope names,
@@ -231,10 +235,13 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
         from ..trace import trace
         # every computation's values, the first run of each instruction (a loop body's
         # first iteration): what a node shows, and a bounded memory for long loops
-        values = trace(comp, *args, keep=_first_run)
+        pick = _picker(invocation)
+        values = trace(comp, *args, keep=lambda rec: rec.invocation <= pick(rec.computation))
+    elif invocation != 0 and not (hasattr(values, "records") and hasattr(values, "count")):
+        raise ValueError("invocation= picks a run from a trace: give args= or values=comp.trace(...)")
     runs = {}
     if hasattr(values, "records") and hasattr(values, "count"):  # a Trace: comp.trace(*args)
-        values, runs = _trace_values(values)
+        values, runs = _trace_values(values, _picker(invocation))
     hier = _hierarchy(comp, entry, computations, expand_trivial, subcomputations)
     options = dict(values=values, runs=runs, all_attributes=all_attributes, max_constant_elements=max_constant_elements,
                    heatmaps=heatmaps, title=title if title is not None else _title(name, entry))
@@ -321,19 +328,31 @@ def _hierarchy(comp, entry, computations, expand_trivial, subcomputations):
     return hier
 
 
-def _first_run(record):
-    return record.invocation == 0
+def _picker(invocation):
+    """computation name -> the invocation wanted (``invocation``: an int or a dict)."""
+    if isinstance(invocation, dict):
+        wanted = dict(invocation)
+        for k in wanted.values():
+            if not isinstance(k, int) or k < 0:
+                raise ValueError(f"invocation= wants runs counted from 0, got {invocation!r}")
+        return lambda computation: wanted.get(computation, 0)
+    if isinstance(invocation, bool) or not isinstance(invocation, int) or invocation < 0:
+        raise ValueError(f"invocation= is a run counted from 0 (a while body's k-th iteration), or a dict "
+                         f"{{computation name: k}}; got {invocation!r}")
+    return lambda computation: invocation
 
 
-def _trace_values(t):
-    """({instruction: value of its first kept run}, {instruction: how many times it ran})."""
-    values, runs = {}, {}
+def _trace_values(t, pick):
+    """({instruction: value of the run ``pick`` wants, or its last kept one before it},
+    {instruction: (how many times it ran, the run shown)})."""
+    values, shown = {}, {}
     for rec in t.records:
         inst = rec.instruction
-        if rec.kept and inst not in values:
-            values[inst] = rec.value
-    for inst in values:
-        runs[inst] = t.count(inst.name)
+        if not rec.kept or rec.invocation > pick(rec.computation):
+            continue
+        if inst not in shown or rec.invocation > shown[inst]:
+            values[inst], shown[inst] = rec.value, rec.invocation
+    runs = {inst: (t.count(inst.name), k) for inst, k in shown.items()}
     return values, runs
 
 

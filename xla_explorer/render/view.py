@@ -185,9 +185,10 @@ class _View:
         node.alert, node.image = s.alert, s.image
         node.stats = [] if node.constant else s.lines  # an inlined constant shows its value already
         node.tooltip = "\n".join([node.tooltip] + s.tooltip)
-        runs = self.runs.get(inst, 1)
+        runs, shown = self.runs.get(inst, (1, 0))
         if runs > 1:
-            node.stats.append(f"ran {runs:,} times: the first shown")
+            node.stats.append(f"ran {runs:,} times: " + ("the first shown" if shown == 0 else
+                                                         "the last shown" if shown == runs - 1 else f"run {shown} shown"))
 
     # -- edges ---------------------------------------------------------------------------------
     def edges(self):
