@@ -61,6 +61,18 @@ def test_updates_are_throttled(events, clock):
     assert events[-1][2] == 100000 and 5 <= updates <= 12, updates
 
 
+def test_time_limit_stops_work_at_a_beat(monkeypatch):
+    with progress.time_limit(60):
+        progress.beat("fine")  # within the limit: nothing happens
+    clock = iter([0.0, 0.0, 5.0])
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
+    with pytest.raises(progress.OutOfTime, match="stopped after 1 s, at while: iteration 3") as e:
+        with progress.time_limit(1):
+            progress.beat("while: iteration 2")
+            progress.beat("while: iteration 3")
+    assert e.value.detail == "while: iteration 3" and not progress._limits
+
+
 def test_interrupted_and_failed_tasks(events):
     with pytest.raises(KeyboardInterrupt):
         with progress.task("stopped"):
