@@ -141,7 +141,7 @@ def test_builder_add_records_the_op_and_hlo_keeps_every_op(widgets):
     if has_graph():  # the graph draws the same module
         graph = bw.computation.graph()
         assert {n.inst.name for n in graph.nodes if getattr(n, "inst", None) is not None} >= {"gather.1", "add.4"}
-        assert bw._graph.value.startswith("<svg")
+        assert "<svg" in bw._graph.value
     rebuilt(bw)
 
 
@@ -359,7 +359,7 @@ def test_builder_graph_or_message(widgets):
     bw = gather_builder(widgets)
     bw.attrs_text = GATHER.replace("[1, 4]", "[1, 5]")
     if has_graph():
-        assert bw._graph.value.startswith("<svg") and "failed" in bw._graph.value
+        assert "<svg" in bw._graph.value and "failed" in bw._graph.value
     else:
         assert "graph:" in bw._graph.value
 

@@ -7,6 +7,28 @@ import xla_explorer as xe
 from xla_explorer import progress
 
 
+class FakeClock:
+    """``progress``'s clock, moved by the test: what a task shows after some time does not
+    depend on how loaded the machine is.  ``tick`` seconds pass at every reading."""
+
+    def __init__(self, tick=0.0):
+        self.now, self.tick = 1000.0, tick
+
+    def perf_counter(self):
+        self.now += self.tick
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(progress, "time", fake)
+    return fake
+
+
 @pytest.fixture
 def events():
     seen = []
@@ -30,11 +52,25 @@ def test_task_events(events, monkeypatch):
     assert events[-1][5] == "done" and progress.current() is None
 
 
-def test_updates_are_throttled(events):
+def test_updates_are_throttled(events, clock):
+    clock.tick = 1e-5  # 100000 steps take a second: ~10 updates at MIN_INTERVAL = 0.1 s
     with progress.task("many", total=100000) as t:
         for _ in range(100000):
             t.advance()
-    assert events[-1][2] == 100000 and len(events) < 20
+    updates = sum(e[0] == "update" for e in events)
+    assert events[-1][2] == 100000 and 5 <= updates <= 12, updates
+
+
+def test_time_limit_stops_work_at_a_beat(monkeypatch):
+    with progress.time_limit(60):
+        progress.beat("fine")  # within the limit: nothing happens
+    clock = iter([0.0, 0.0, 5.0])
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
+    with pytest.raises(progress.OutOfTime, match="stopped after 1 s, at while: iteration 3") as e:
+        with progress.time_limit(1):
+            progress.beat("while: iteration 2")
+            progress.beat("while: iteration 3")
+    assert e.value.detail == "while: iteration 3" and not progress._limits
 
 
 def test_interrupted_and_failed_tasks(events):
@@ -129,7 +165,7 @@ def test_rendering_an_animation_reports_frames(events):
 # -- the notebook's progress bar ------------------------------------------------------------------
 
 @pytest.fixture
-def bars():
+def bars(clock):
     pytest.importorskip("ipywidgets")
     from xla_explorer.widgets.progress import NotebookProgress
     shown = []
@@ -138,25 +174,24 @@ def bars():
         yield shown
 
 
-def test_an_announced_task_shows_a_bar_at_once(bars):
+def test_an_announced_task_shows_a_bar_at_once(bars, clock):
     with progress.task("numba: f", total=4, announce=True) as t:
         assert len(bars) == 1 and "numba: f" in bars[0].label.value
         t.advance(detail="step 1 of 4: exp")
-    import time
-    time.sleep(0.06)  # slower than the delay: the bar stays, with its time
+        clock.sleep(0.06)  # slower than the delay: the bar stays, with its time
     bar = bars[0]
-    assert bar.bar.bar_style == "success" and "done in" in bar.text.value
+    assert bar.shown and bar.bar.bar_style == "success" and "done in 0.1 s" in bar.text.value
     assert "interrupt the kernel" not in bar.text.value
 
 
-def test_quick_work_leaves_no_bar_and_slow_work_gets_one(bars, monkeypatch):
+def test_quick_work_leaves_no_bar_and_slow_work_gets_one(bars, clock, monkeypatch):
     monkeypatch.setattr(progress, "MIN_INTERVAL", 0.0)
     with progress.task("numpy: quick", total=2) as t:
+        clock.sleep(0.04)  # quicker than the delay (0.05 s)
         t.advance()
     assert bars == []
-    import time
     with progress.task("numpy: slow", total=3) as t:
-        time.sleep(0.06)
+        clock.sleep(0.06)
         t.advance(detail="while.1")
         assert len(bars) == 1 and "1 of 3" in bars[0].text.value and "interrupt the kernel" in bars[0].text.value
         with progress.task("replica 1") as inner:

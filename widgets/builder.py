@@ -24,7 +24,7 @@ from xla_explorer.computation import XlaComputation
 from xla_explorer.ops import registry
 
 from ._text import (attribute_params, buildable_ops, call_with_accepted, doc_html, expression_code, fault_of,
-                    format_value, identifier, inline_svg, join_attrs, literal_code, make_input, parse_value, pre,
+                    format_value, identifier, join_attrs, literal_code, make_input, parse_value, pre, scrolled_svg,
                     split_attrs, svg_of, takes_builder)
 
 RED = "#b00020"
@@ -814,7 +814,7 @@ class BuilderWidget(w.VBox):
             svg = svg_of(graph)
         except Exception as e:  # no `dot` program, or a renderer limitation: say so, keep going
             return pre(f"graph: could not render ({type(e).__name__}: {e})")
-        return inline_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
+        return scrolled_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
 
     # -- running ----------------------------------------------------------------------------
 

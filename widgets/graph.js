@@ -96,11 +96,12 @@ function render({ model, el: root }) {
     apply();
   };
   // the first view of a picture: at its own size (the smallest text 8 points, 10.7 px),
-  // its top shown when it is taller than the view; "fit" shows all of it
+  // its top-left corner shown when it is bigger than the view (the legend and the entry's
+  // parameters, where reading starts; centred it was cut on both sides); "fit" shows all of it
   const start = () => {
     const w = view.clientWidth || 800, h = height();
     scale = 1;
-    tx = Math.max(Math.min(0, w - svgSize.w * scale), (w - svgSize.w * scale) / 2);
+    tx = svgSize.w * scale > w ? 0 : (w - svgSize.w * scale) / 2;
     ty = svgSize.h * scale > h ? 0 : (h - svgSize.h * scale) / 2;
     apply();
   };

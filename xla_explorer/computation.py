@@ -17,8 +17,15 @@ class XlaComputation:
     debug_sections = None
 
     def __init__(self, entry, name=None, module_attrs=None, computations=None):
-        self.entry = entry
+        from .hlo import names
         self.name = name or entry.name
+        # names unique across the module, as XLA requires (a parsed module's are checked
+        # by ``verify``); what the trace keys records by is what the text prints
+        if computations is None:
+            entry = names.unique_names(entry)
+        else:
+            names.publish(computations)
+        self.entry = entry
         #: raw module-header attributes (entry_computation_layout, frontend_attributes, ...)
         self.module_attrs = dict(module_attrs or {})
         self._computations = computations

@@ -21,6 +21,10 @@ Interrupting: the notebook's interrupt (a ``KeyboardInterrupt``) stops the work 
 two steps; the task ends with ``status == "interrupted"`` and the exception goes on.  (A
 button cannot do it: a busy kernel reads no widget message until the cell is done.)
 With no listener, an announced task in an interactive session prints a line on stderr.
+
+A caller that must answer quickly (the op playground reruns a call on every click) bounds
+the work: ``with progress.time_limit(2.0):`` makes the next ``beat`` after 2 s raise
+``OutOfTime`` (an endless ``while`` loop beats once per iteration).
 """
 import sys
 import time
@@ -31,6 +35,7 @@ MIN_INTERVAL = 0.1
 
 _listeners = []
 _running = []  # the tasks in progress, innermost last
+_limits = []   # (deadline, seconds) of the time_limit blocks, innermost last
 
 
 @dataclass
@@ -135,9 +140,35 @@ class task:
 
 def beat(detail):
     """From inside long work (a loop): the innermost running task's detail becomes
-    ``detail``.  Nothing when no task is running."""
+    ``detail``.  Nothing when no task is running; ``OutOfTime`` past a ``time_limit``."""
+    if _limits and time.perf_counter() > _limits[-1][0]:
+        raise OutOfTime(_limits[-1][1], detail)
     if _running:
         _running[-1].note(detail)
+
+
+class OutOfTime(RuntimeError):
+    """Work stopped at a ``beat`` because a ``time_limit`` ran out: ``seconds``, ``detail``
+    (where it was: "while: iteration 41873")."""
+
+    def __init__(self, seconds, detail):
+        super().__init__(f"stopped after {seconds:g} s, at {detail}")
+        self.seconds, self.detail = seconds, detail
+
+
+class time_limit:
+    """``with time_limit(seconds):`` -- work that beats past ``seconds`` raises ``OutOfTime``."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        _limits.append((time.perf_counter() + self.seconds, self.seconds))
+        return self
+
+    def __exit__(self, *exc):
+        _limits.pop()
+        return False
 
 
 def current():

@@ -48,7 +48,7 @@ def test_graph_widget_expand_search_hover(notebook):
     rows.filter(has_text="body7").first.click()
     found = widget.locator("svg g.node.xe-found")
     found.wait_for()
-    assert notebook.execute("print(gw.nodes[gw.focus]['name'])").strip() == "e"
+    assert notebook.execute("print(gw.nodes[gw.focus]['name'])").strip() == "e7"
     assert "body7" in notebook.execute("print(gw.opened)")
     notebook.screenshot("graph_search_revealed", widget)
 

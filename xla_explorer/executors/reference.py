@@ -173,8 +173,11 @@ class Region:
 
     def __call__(self, *args):
         # an element-wise region called on whole arrays computes every element at once;
-        # its instructions then produce arrays, not the scalars their shapes say
-        batched = self.is_elementwise and any(np.ndim(a) for a in args if not isinstance(a, tuple))
+        # its instructions then produce arrays, not the scalars their shapes say.  A region
+        # called on arguments of its declared shapes (a conditional's branch, a while body
+        # on arrays) is an ordinary call, whatever its instructions
+        batched = self.is_elementwise and not all(
+            _has_shape(a, p.shape) for a, p in zip(args, self.computation.parameters))
         return evaluate(self.computation, list(args), self.ctx, batched=batched)
 
     @property
@@ -197,6 +200,18 @@ class Region:
 
     def __repr__(self):
         return f"<Region {self.computation.name} {self.computation.signature()}>"
+
+
+def _has_shape(value, shape):
+    """True when ``value`` (an array, a token or a tuple of them) has the dimensions of
+    ``shape`` (a dynamic dimension: any size up to its bound)."""
+    if shape.is_tuple:
+        return isinstance(value, (tuple, list)) and len(value) == len(shape.tuple_shapes) and \
+            all(_has_shape(v, s) for v, s in zip(value, shape.tuple_shapes))
+    if not shape.is_array:
+        return True
+    dims = np.shape(value)
+    return len(dims) == len(shape.dims) and all(d is None or d == n for d, n in zip(shape.dims, dims))
 
 
 def bind_attrs(attrs, ctx, wrap=None):

@@ -43,6 +43,10 @@ from .model import called, shape_text, trivial_summary
 
 #: most children a group shows when opened; more are cut into parts
 MAX_CHILDREN = 16
+#: more parameters than this side by side in one group are gathered into a "parameters"
+#: part: a gradient's weights sit in one rank, and six of them (a 6-layer MLP) made the
+#: first picture ~700 pt wide before anything else was drawn
+MAX_PARAMETERS = 4
 
 
 @dataclass(eq=False)
@@ -202,6 +206,49 @@ class SourceLocations:
         return f"{file.rsplit('/', 1)[-1]}:{line}" if line else file.rsplit("/", 1)[-1]
 
 
+#: JAX's transformations as they wrap a scope's name in op_name, and what a label says of them
+_TRANSFORMS = {"jvp": "", "transpose": "backward", "vmap": "vmap", "pjit": "", "jit": "", "remat": "remat",
+               "checkpoint": "remat", "custom_jvp_call": "", "custom_vjp_call": "", "named_call": "",
+               "shard_map": "", "pmap": "", "xmap": ""}
+_WRAPPED = re.compile(r"([A-Za-z_][\w]*)\((.*)\)")
+#: scope components a label keeps (the innermost ones); the full path is on hover
+LABEL_PARTS = 2
+
+
+def short_scope(part):
+    """A scope component as a label: JAX's transformations peeled off the name they wrap,
+    the backward pass said once: ``transpose(jvp(layer3))`` -> ``layer3 · backward``,
+    ``jvp(mlp)`` -> ``mlp``, ``jit(f)`` -> ``f``, ``transpose(jvp())`` -> ``backward``,
+    ``jvp()`` -> ``forward``;
+    anything else (``while``, ``cond[...]``) as it is."""
+    notes, inner, seen = [], part, set()
+    while True:
+        m = _WRAPPED.fullmatch(inner)
+        if m is None or m.group(1) not in _TRANSFORMS:
+            break
+        seen.add(m.group(1))
+        note = _TRANSFORMS[m.group(1)]
+        if note and note not in notes:
+            notes.append(note)
+        inner = m.group(2)
+    if inner == part:
+        return part
+    if not inner and not notes and "jvp" in seen:  # jvp() of an unnamed function: its forward pass
+        return "forward"
+    if not inner or not re.fullmatch(r"[\w.\-]+", inner):  # jvp(), or a wrapped expression
+        return " · ".join(notes) if notes and not inner else part
+    return " · ".join([inner] + notes)
+
+
+def _join_labels(outer, inner):
+    """The label of a scope merged into its only child: the innermost ``LABEL_PARTS``
+    components (``…/`` when some are left out)."""
+    parts = [p for p in (outer.split("/") + inner.split("/")) if p and p != "…"]
+    if len(parts) <= LABEL_PARTS:
+        return "/".join(parts)
+    return "…/" + "/".join(parts[-LABEL_PARTS:])
+
+
 # -- the tree ---------------------------------------------------------------------------------
 class Hierarchy:
     """The groups of a module (see the module docstring).
@@ -270,8 +317,8 @@ class Hierarchy:
             return found
         parent = self._scope_group(group, scope[:-1], tops)
         path = "/".join(scope)
-        g = self._new_group(f"{group.computation.name}:{path}", "scope", scope[-1], group.computation, parent,
-                            scope=path)
+        g = self._new_group(f"{group.computation.name}:{path}", "scope", short_scope(scope[-1]), group.computation,
+                            parent, scope=path)
         parent.children.append(g)
         tops[scope] = g
         return g
@@ -314,8 +361,8 @@ class Hierarchy:
                 while isinstance(child, Group) and child.kind == "scope" and len(child.children) == 1:
                     only = child.children[0]
                     del self.groups[child.key]
-                    if isinstance(only, Group):  # keep the outer scope's words in the label
-                        only.label = f"{child.label}/{only.label}"
+                    if isinstance(only, Group) and only.kind == "scope":  # keep the outer scope's words
+                        only.label = _join_labels(child.label, only.label)
                     child = only
             new.append(child)
         group.children = new
@@ -328,9 +375,9 @@ class Hierarchy:
             if isinstance(child, Group):
                 self._cut(child)
         k = self.max_children
-        if _weight(group.children) <= k:
-            return
         params = [c for c in group.children if isinstance(c, Item) and c.inst.opcode == "parameter"]
+        if _weight(group.children) <= k and len(params) <= MAX_PARAMETERS:
+            return
         if 1 < len(params) < len(group.children):
             part = self._new_group(f"{group.key}#parameters", "part", "parameters", group.computation, group)
             part.children = params
@@ -346,8 +393,7 @@ class Hierarchy:
                 nonlocal number
                 if _weight(run) > 1:
                     number += 1
-                    part = self._new_group(f"{group.key}#{number}", "part",
-                                           f"{_child_name(run[0])} … {_child_name(run[-1])}", group.computation, group)
+                    part = self._new_group(f"{group.key}#{number}", "part", "part", group.computation, group)
                     part.children = list(run)
                     self._cut(part)
                     new.append(part)
@@ -375,11 +421,13 @@ class Hierarchy:
                     parts.append(chunk[0])
                     continue
                 key = f"{group.key}#{'.' * level}{j}"
-                part = self._new_group(key, "part", f"{_child_name(chunk[0])} … {_child_name(chunk[-1])}",
-                                       group.computation, group)
+                part = self._new_group(key, "part", "part", group.computation, group)
                 part.children = chunk
                 parts.append(part)
             group.children = parts
+        parts = [c for c in group.children if isinstance(c, Group) and c.kind == "part" and c.label != "parameters"]
+        for j, part in enumerate(parts, 1):  # "part 2/3": where it is; what it holds is on its node
+            part.label = f"part {j}/{len(parts)}" if len(parts) > 1 else "operations"
 
     def _set_parents(self, group):
         for child in group.children:
@@ -647,4 +695,5 @@ def _common_prefix(a, b):
     return a[:n]
 
 
-__all__ = ["Hierarchy", "Group", "Item", "SourceLocations", "metadata_of", "scope_of_op_name", "MAX_CHILDREN"]
+__all__ = ["Hierarchy", "Group", "Item", "SourceLocations", "metadata_of", "scope_of_op_name", "short_scope",
+           "MAX_CHILDREN"]
