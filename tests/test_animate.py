@@ -538,10 +538,20 @@ def test_stepper_is_a_slider_over_png_frames(monkeypatch):
                                                                   replica_groups=[[0, 1], [2, 3]])),
     ("all-reduce", (np.arange(8, dtype=f32).reshape(4, 2),), dict(computation=add, replica_groups=[[0, 3], [1, 2]])),
     ("collective-permute", (np.arange(12, dtype=f32).reshape(4, 3),), dict(source_target_pairs=[(0, 1), (1, 0)])),
+    ("all-to-all", (np.arange(16, dtype=f32).reshape(4, 4),), dict(split_dimension=0, concat_dimension=0,
+                                                                   split_count=2, replica_groups=[[0, 1], [2, 3]])),
+    ("reduce-scatter", (np.arange(16, dtype=f32).reshape(4, 4),), dict(computation=add, scatter_dimension=0,
+                                                                       replica_groups=[[0, 1], [2, 3]])),
 ])
 def test_newer_maps_animate(opcode, args, kw):
     anim = animate(opcode, *args, **kw)
     assert anim.frames and all(f.text for f in anim.frames)
+    for k in range(len(anim.frames)):   # legible, one legend entry per colour, every colour explained
+        scene = A.draw.scene_of(anim, k)
+        assert min(scene.fonts()) >= 10
+        labels = [label for _, label in scene.legend]
+        assert len(labels) == len(set(labels)) and len(scene.legend) == len({c for c, _ in scene.legend})
+        assert {r.fill for r in scene.rects} - {c for c, _ in scene.legend} <= {"#ffffff", A.scene.EMPTY}
     if opcode == "sort":
         f = anim.frames[1]   # result[0, 1] = 2 came from position 2 of row 0
         assert f.indices("operand", "read") == {(0, 2)} and "holds position 2" in f.text

@@ -128,9 +128,11 @@ def fmt_cell(v, width=5):
     else:
         return s[:width - 1] + "…"
     for digits in (3, 2, 1, 0):
-        t = f"{x:.{digits}g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
-        if len(t) <= width:
-            return t
+        # the shorter of the two notations at this precision: -0.00588 fits as -6e-3, not -0.0…
+        for t in (f"{x:.{digits}g}", f"{x:.{digits}e}"):
+            t = t.replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+            if len(t) <= width:
+                return t
     return s[:width - 1] + "…"
 
 
