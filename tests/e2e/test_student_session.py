@@ -109,3 +109,7 @@ def test_a_student_session(notebook):
     bar = page.locator(".xe-progress").last
     assert "numpy: count" in bar.inner_text() and "done in" in bar.inner_text()
     notebook.screenshot("session_progress_bar", bar)
+    # the first Numba run of the session: its bar names what it loaded, and says it is done
+    loading = page.locator(".xe-progress", has_text="cpu: loading Numba and its kernels")
+    assert loading.count() == 1 and "done in" in loading.inner_text()
+    notebook.screenshot("session_numba_progress", page.locator(".xe-progress", has_text="cpu: ").last)
