@@ -381,3 +381,25 @@ def test_builder_run_shows_progress_of_long_work(widgets, monkeypatch):
     assert bw.run_error == "" and "result: f32[3]" in bw.run_text
     (bar,) = bw._progress.children
     assert "numba: compiling" in bar.label.value and bar.bar.value == 1.0
+
+
+def test_builder_run_names_the_kernel_a_first_numba_run_compiles(widgets, monkeypatch, tmp_path):
+    pytest.importorskip("numba")
+    from xla_explorer.executors import jit_cache
+    # an empty kernel cache: the fused loop compiles, as in a fresh install
+    monkeypatch.setattr(jit_cache, "_dir", tmp_path)
+    monkeypatch.setattr(jit_cache, "_modules", {})
+    bw = widgets.BuilderWidget()
+    bw.add_parameter("f32[5]", "x")
+    e = op(bw, "Exp", ["x"])
+    op(bw, "Neg", [e.name])
+    bw.backend = "numba"
+    texts = []
+    bw._progress.observe(lambda ch: [b.text.observe(lambda c: texts.append(c["new"]), names="value")
+                                     for b in ch["new"]], names="children")
+    bw._run_button.click()
+    assert bw.run_error == "" and "result: f32[5]" in bw.run_text
+    assert any("compiling generated fused loop" in t for t in texts), texts
+    (bar,) = bw._progress.children
+    assert "kernel compiled in" in bar.text.value and bar.bar.bar_style == "success"
+

@@ -167,8 +167,10 @@ def test_edges_are_exactly_those_between_groups(big, opened):
     ids = {n.id for n in g.nodes}
     expected = set()
     for it in hier.items:
-        for u in it.inst.operands:
-            src, dst = representative(g, hier.item_of[id(u)]), representative(g, it)
+        for u in it.operand_items:  # this call site's operands (a shared computation has a copy per site)
+            if u is None:
+                continue
+            src, dst = representative(g, u), representative(g, it)
             if src != dst and src in ids:  # a constant is drawn only beside a user drawn
                 expected.add((src, dst))
     got = {(e.src, e.dst) for e in g.edges if e.kind == "operand"}
@@ -430,3 +432,61 @@ def test_group_labels_are_short_with_the_full_path_on_hover():
     flat = Hierarchy(xe.parse_hlo(synthetic(layers=6, metadata=False)).entry)  # no scopes: parts
     parts = [grp for grp in flat.groups.values() if grp.kind == "part" and grp.label != "parameters"]
     assert len(parts) > 2 and all(p.label == "operations" or p.label.startswith("part ") for p in parts)
+
+
+SHARED = """HloModule shared
+
+f {
+  p = f32[4] parameter(0)
+  e = f32[4] exponential(p)
+  ROOT n = f32[4] negate(e)
+}
+
+clip {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  lim = f32[] constant(10)
+  ROOT m = f32[] minimum(s, lim)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  c1 = f32[4] call(x), to_apply=f
+  c2 = f32[4] call(c1), to_apply=f
+  zero = f32[] constant(0)
+  r1 = f32[] reduce(c1, zero), dimensions={0}, to_apply=clip
+  r2 = f32[] reduce(c2, zero), dimensions={0}, to_apply=clip
+  ROOT out = (f32[], f32[]) tuple(r1, r2)
+}
+"""
+
+
+def test_a_computation_called_from_several_places_is_drawn_at_each():
+    comp = xe.parse_hlo(SHARED)
+    g = comp.graph()  # small: everything open
+    hier = g.hierarchy
+    f, clip = (comp.computation(n) if hasattr(comp, "computation") else next(c for c in comp.computations if c.name == n)
+               for n in ("f", "clip"))
+    assert [s.key for s in hier.sites[id(f)]] == ["f", "f@c2"] and [s.caller.name for s in hier.sites[id(f)]] == ["c1", "c2"]
+    assert [s.caller.name for s in hier.sites[id(clip)]] == ["r1", "r2"] and hier.group("clip@r2").shared == 2
+    labels = {c.label for c in g.clusters}
+    assert {"f (at c1)", "f (at c2)", "clip (at r1)", "clip (at r2)"} <= labels
+    assert sum(n.name == "e" for n in g.nodes) == 2 and len(g.find("op:exponential")) == 2
+    # each caller's dashed call edge goes to its own copy's root, and each copy's edges stay inside it
+    roots = {g.model.by_id(e.src).name: e.dst for e in g.edges if e.kind == "call" and e.attribute == "to_apply"}
+    assert roots["c1"] != roots["c2"] and {g.model.by_id(roots[c]).name for c in ("c1", "c2")} == {"n"}
+    for site in hier.sites[id(f)]:
+        e, n = (it for it in site.items() if it.inst.name in ("e", "n"))
+        assert any(edge.src == f"n{e.index}" and edge.dst == f"n{n.index}" for edge in g.edges)
+    # expand and collapse per call site
+    closed = comp.graph(collapse=["f", "f@c2", "clip", "clip@r2"])
+    c1 = closed.node("c1")
+    assert any("shared by 2 call sites" in line for line in c1.calls)
+    one = closed.expand("f@c2")
+    assert "f@c2" in one.opened and "f" not in one.opened
+    assert [c.label for c in one.clusters if c.computation is f] == ["f (at c2)"]
+    assert one.node("c1").calls and not one.node("c2").calls
+    assert sum(n.name == "e" for n in one.nodes) == 1
+    # every instruction of every copy is reachable
+    assert {f"n{it.index}" for it in hier.items} == {n.id for n in comp.graph(expand="all").nodes}

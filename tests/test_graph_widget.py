@@ -138,8 +138,11 @@ def test_invocation_shows_another_run_keeping_the_view():
     w.show_invocation(3)
     assert w.invocation == 3 and w.graph.node("y").stats[0].startswith("min 16  max 48")
     assert set(w.opened) == opened and not w.error
+    assert w.max_invocation == 4  # the condition ran 5 times (the body 4): the box offers runs 0..4
+    w._on_message(w, {"event": "invocation", "k": 2}, [])  # the box, as the page sends it
+    assert w.invocation == 2 and w.graph.node("y").stats[0].startswith("min 8  max 24")
     w.show_invocation(-1)  # a bad run: said beside the picture, the picture kept
-    assert "invocation=" in w.error and w.invocation == 3
+    assert "invocation=" in w.error and w.invocation == 2
     plain = GraphWidget(comp)
     plain.show_invocation(2)
-    assert "needs the run" in plain.error
+    assert "needs the run" in plain.error and plain.max_invocation == 0

@@ -162,6 +162,10 @@ def test_big_arrays_show_a_window_around_the_selection():
                             dimensions=[1], widget=False)
     texts = re.findall(r'class="xe-c xe-mid xe-m xe-v"[^>]*>([^<]*)</text>', big.html())   # the cells' values
     assert texts and max(len(t) for t in texts if re.fullmatch(r"[-0-9.e]+", t)) <= 6
+    # small magnitudes keep a digit in the notation that fits (not '-0.0…')
+    from xla_explorer.animate.model import fmt_cell
+    assert [fmt_cell(f32(v)) for v in (-0.0058760266, 0.000456, 123456, 0.1234567, -0.0456)] == \
+        ["-6e-3", "5e-4", "1.2e5", "0.123", "-0.05"]
 
 
 def test_a_view_of_an_instruction_in_a_while_body_per_invocation():

@@ -55,6 +55,8 @@ class GraphWidget(anywidget.AnyWidget):
     filename = traitlets.Unicode("graph").tag(sync=True)
     #: which run of an instruction that ran several times the values show (see graph_of)
     invocation = traitlets.Int(0).tag(sync=True)
+    #: the last run there is to show (the most any instruction ran, less one; 0: no choice)
+    max_invocation = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, comp, *args, values=None, height=560, invocation=0, **options):
         if args and values is not None:
@@ -64,7 +66,8 @@ class GraphWidget(anywidget.AnyWidget):
         # the args are traced: values show inside called computations too
         self._first = graph_of(comp, values=values, args=args or None, invocation=invocation, **options)
         self.graph = self._first
-        super().__init__(height=height, filename=_safe(getattr(comp, "name", "graph")), invocation=invocation)
+        super().__init__(height=height, filename=_safe(getattr(comp, "name", "graph")), invocation=invocation,
+                         max_invocation=_most_runs(self._first) - 1)
         self._drawing = False
         self.on_msg(self._on_message)
         self._show(self._first)
@@ -211,6 +214,19 @@ class GraphWidget(anywidget.AnyWidget):
             self.highlight((item.computation.name, item.inst.name))
         elif event == "reset":
             self.reset()
+        elif event == "invocation":
+            try:
+                k = int(content.get("k"))
+            except (TypeError, ValueError):
+                self.error = f"invocation: a run number 0..{self.max_invocation}, not {content.get('k')!r}"
+                return
+            self.show_invocation(k)
+
+
+def _most_runs(graph):
+    """How many times the instruction that ran most ran (1 without a run's values)."""
+    runs = graph.view.options.get("runs") if graph.view is not None else None
+    return max((count for count, _ in (runs or {}).values()), default=1)
 
 
 def _node_info(graph):

@@ -100,6 +100,10 @@ class _View:
             except AttributeError:
                 signature = ""
             c = Cluster(cid, group.computation.name, signature, parent=parent, computation=group.computation)
+            if group.shared > 1:  # one computation, several callers: this copy is its caller's
+                c.label = f"{group.computation.name} (at {group.caller.inst.name})"
+                c.tooltip = (f"{group.computation.name}, called from {group.shared} places: "
+                             f"this is the call by {group.caller.inst.name}")
         else:
             c = Cluster(cid, group.label, f"{group.size:,} instructions", parent=parent,
                         tooltip=f"{group.kind}: {group.scope or group.key}\n{group.size:,} instructions")
@@ -126,22 +130,23 @@ class _View:
             if group is None:  # a trivial body, or subcomputations=False: named on the caller
                 summary = None if self.hier.expand_trivial else trivial_summary(callee)
                 node.attributes.append(f"{key}={summary if summary is not None else callee.name}")
-            elif id(callee) not in callees:  # drawn beside its first caller
+            elif id(callee) not in callees:  # past the copy budget: drawn beside its first caller
                 node.toggles.append(group.key)
                 if group.key not in self.opened:
                     node.attributes.append(f"{key}={callee.name} (drawn at {group.caller.inst.name})")
         for key, group in item.callees:
             node.toggles.append(group.key)
+            shared = f" · shared by {group.shared} call sites" if group.shared > 1 else ""
             if group.key in self.opened:
                 self.visit(group, self.cluster(group, cluster))
             else:
-                node.calls.append(f"▸ {key}: {group.computation.name} · {_count(group.size)}")
+                node.calls.append(f"▸ {key}: {group.computation.name} · {_count(group.size)}{shared}")
                 for it in group.items():
                     self.rep[it.index] = node.id
 
     def inline(self, item):
         """Write a small literal (a scalar constant, or a broadcast or reshape of one) on its
-        users' nodes ("1: 0.5 (broadcast)"), as XLA's graph dumper does, instead of drawing
+        users' nodes ("operand 1 = 0.5 (broadcast)"), as XLA's graph dumper does, instead of drawing
         its node: in a collapsed picture such constants were a third of an open scope's
         nodes and a column of its width.  Only beside users drawn as instructions."""
         inst, via = item.inst, []
@@ -164,7 +169,7 @@ class _View:
             many = len(user.inst.operands) > 1
             for i, o in enumerate(user.inst.operands):
                 if o is item.inst:
-                    node.attributes.append(f"{i}: {text}" if many else f"operand: {text}")
+                    node.attributes.append(f"operand {i} = {text}" if many else f"operand = {text}")
         return True
 
     def group_node(self, group, cluster):
@@ -193,7 +198,6 @@ class _View:
     # -- edges ---------------------------------------------------------------------------------
     def edges(self):
         rep, items, model = self.rep, self.hier.items, self.model
-        item_of = self.hier.item_of
         grouped = collections.OrderedDict()   # (src, dst) -> [values], [operand indices]
         ins = collections.defaultdict(dict)   # group node id -> {id(value): value} entering
         outs = collections.defaultdict(dict)  # group node id -> {id(value): value} leaving
@@ -201,8 +205,7 @@ class _View:
             v = it.inst
             dst = rep[it.index]
             many = len(v.operands) > 1
-            for i, u in enumerate(v.operands):
-                ui = item_of.get(id(u))
+            for i, (u, ui) in enumerate(zip(v.operands, it.operand_items)):
                 if ui is None:
                     continue
                 src = rep[ui.index]
@@ -231,10 +234,9 @@ class _View:
             model.edges.append(Edge(src, dst, "operand", label=label,
                                     operand_index=indices[0] if len(indices) == 1 else None, count=len(vals)))
         for nid, group in self.group_nodes.items():
-            root = group.computation.root
-            ri = item_of.get(id(root))
+            ri = group.home.root_item if group.home is not None else None
             if ri is not None and rep[ri.index] == nid:
-                outs[nid][id(root)] = root
+                outs[nid][id(ri.inst)] = ri.inst
             self.describe(self._node(nid), group,
                           list(ins[nid].values()), list(outs[nid].values()))
         self.call_edges()
@@ -247,11 +249,10 @@ class _View:
     def call_edges(self):
         """A dashed edge from each caller to the root of each open computation it calls."""
         for nid, item in self.inst_nodes.items():
-            for key, callee in item.calls:
-                group = self.hier.computation_group.get(id(callee))
-                if group is None or group.key not in self.opened or group.key not in self.group_cluster:
+            for key, group in item.callees:
+                if group.key not in self.opened or group.key not in self.group_cluster or group.root_item is None:
                     continue
-                root = self.rep[self.hier.item_of[id(callee.root)].index]
+                root = self.rep[group.root_item.index]
                 if root is None:  # left out (``only``)
                     continue
                 cid = self.group_cluster[group.key]
