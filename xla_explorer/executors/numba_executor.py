@@ -433,7 +433,12 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     entry = module.entry
     args = [_device_tree(a, backend) for a in entry_arguments(module, args)]
     ctx = ctx or ExecutionContext(channels=channels)
-    out = evaluate(entry, args, ctx, backend, on_value)
+    if device == "cpu":
+        from .numba_setup import run_threads
+        with run_threads():  # one thread when other processes keep the cores busy
+            out = evaluate(entry, args, ctx, backend, on_value)
+    else:
+        out = evaluate(entry, args, ctx, backend, on_value)
     return conform(_host_tree(out, backend), entry.root.shape, module.name)
 
 
