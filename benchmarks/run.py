@@ -152,7 +152,7 @@ def measure(f, args, optimized=False, ref=True, budget=2.0, ref_limit=20.0):
     # side, but on a shared machine the absolute times are only as good as these
     from xla_explorer.executors import numba_setup
     row = {"load_average": os.getloadavg()[0], "numba_threads": numba.get_num_threads(),
-           # whether the runs took one thread, the machine being busy (numba_setup.run_threads)
+           # whether the runs took one thread, the machine being busy (numba_setup.enter_run)
            "one_thread_busy": bool(numba_setup.LOAD_AWARE and numba_setup.machine_busy())}
     want = jax.block_until_ready(jf(*jargs))
     got = comp.run(*flat, backend="numba")
@@ -368,7 +368,7 @@ def _one_thread_note(rows):
     if not busy:
         return ""
     return (f"; {busy} of {len(rows)} points ran the numba executor in one thread, the machine being busy "
-            f"(`numba_setup.run_threads`: 1-minute load above the core count + 0.5)")
+            f"(`numba_setup.enter_run`: 1-minute load above the core count + 0.5)")
 
 
 def assemble(out):

@@ -20,6 +20,7 @@ from .. import shapes
 from ..shapes import check_size
 from .fusion import fusion_plan
 from .loopgen import broadcast_strides
+from .numba_setup import enter_run, leave_run
 from .reference import ExecutionContext, Region, Token, conform, entry_arguments, name_instruction
 
 #: ops interpreted by the executor itself (no data is computed)
@@ -433,12 +434,12 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     entry = module.entry
     args = [_device_tree(a, backend) for a in entry_arguments(module, args)]
     ctx = ctx or ExecutionContext(channels=channels)
-    if device == "cpu":
-        from .numba_setup import run_threads
-        with run_threads():  # one thread when other processes keep the cores busy
-            out = evaluate(entry, args, ctx, backend, on_value)
-    else:
+    # one thread when other processes keep the cores busy (numba_setup.enter_run)
+    threads = enter_run() if device == "cpu" else 0
+    try:
         out = evaluate(entry, args, ctx, backend, on_value)
+    finally:
+        leave_run(threads)
     return conform(_host_tree(out, backend), entry.root.shape, module.name)
 
 

@@ -12,7 +12,6 @@ spinning workers and the other process fight for the cores.  With
 or loaded (about 20 us more per launch than spinning on an idle machine).  It is set
 here, before Numba loads its OpenMP pool, unless the user set it.
 """
-import contextlib
 import os
 import time
 
@@ -54,6 +53,7 @@ MOVE_PARALLEL_THRESHOLD = 1 << 18
 LOAD_AWARE = os.environ.get("XLA_EXPLORER_LOAD_AWARE", "1") != "0"
 
 _load = [0.0, 0.0]  # [when read, 1-minute load average]
+_CORES = os.cpu_count() or 1  # (os.cpu_count() takes about 6 us: read once)
 
 
 def machine_busy():
@@ -67,12 +67,12 @@ def machine_busy():
         except OSError:
             _load[1] = 0.0
         _load[0] = now
-    return _load[1] > (os.cpu_count() or 1) + 0.5
+    return _load[1] > _CORES + 0.5
 
 
-@contextlib.contextmanager
-def run_threads():
-    """The threads a run's kernels use: Numba's, or one on a busy machine.
+def enter_run():
+    """The threads a run's kernels use: Numba's, or one on a busy machine; returns the
+    count to give back to ``leave_run`` (0: nothing changed).
 
     A parallel kernel waits for its slowest thread, and on a machine whose cores other
     processes keep busy a thread waits for the scheduler for milliseconds: on 2 shared
@@ -80,16 +80,16 @@ def run_threads():
     1.8 ms in one, a 4 MiB pad 0.7 ms and 0.3 ms.  (GNU OpenMP's ``OMP_DYNAMIC`` makes
     the same choice from the 15-minute load.)  Numba's thread count is per thread, so
     this changes nothing outside the run."""
-    nb = numba()
     if not LOAD_AWARE or not machine_busy():
-        yield
-        return
+        return 0
+    nb = numba()
     prev = nb.get_num_threads()
     if prev <= 1:
-        yield
-        return
+        return 0
     nb.set_num_threads(1)
-    try:
-        yield
-    finally:
-        nb.set_num_threads(prev)
+    return prev
+
+
+def leave_run(prev):
+    if prev:
+        numba().set_num_threads(prev)
