@@ -239,26 +239,29 @@ def _size_label(n):
     return f"{n // MiB} MiB" if n >= MiB else f"{n // 1024} KiB"
 
 
-def _ratio(r):
+def _ratio(r, with_ref=False):
     if r is None or "numba_over_jax" not in r:
         return "-"
     text = f"{r['numba_over_jax']:.2f}"
     if not r.get("agrees_with_jax", True):
         text += " (differs)"
-    return f"**{text}**" if r["numba_over_jax"] > 1.0 else text
+    text = f"**{text}**" if r["numba_over_jax"] > 1.0 else text
+    if with_ref and r.get("numpy_s"):
+        ref = r["numpy_s"] / r["numba_s"]
+        text += f" ({ref:.0f}x)" if ref >= 10 else f" ({ref:.1f}x)"
+    return text
 
 
 def sweep_table(rows, sizes, bw):
     head = ("| op | layout | " + " | ".join(_size_label(s) for s in sizes)
-            + " | numba GB/s (% of copy), largest | ref / numba, largest |")
-    lines = [head, "|" + "---|" * (len(sizes) + 4)]
+            + " | numba GB/s (% of copy), largest |")
+    lines = [head, "|" + "---|" * (len(sizes) + 3)]
     for (family, layout), points in rows.items():
-        cells = [_ratio(points.get(s)) for s in sizes]
+        cells = [_ratio(points.get(s), with_ref=True) for s in sizes]
         largest = points[max(points)]
         gbs = f"{largest['numba_gbs']:.1f} ({100 * largest['numba_gbs'] / bw:.0f}%)" \
             if SWEEP[family][2] == "data" else "-"
-        ref = f"{largest['numpy_s'] / largest['numba_s']:.0f}x" if largest.get("numpy_s") else "-"
-        lines.append(f"| {family} | {layout} | " + " | ".join(cells) + f" | {gbs} | {ref} |")
+        lines.append(f"| {family} | {layout} | " + " | ".join(cells) + f" | {gbs} |")
     return "\n".join(lines)
 
 
@@ -272,39 +275,45 @@ def program_table(rows):
 
 
 def plot(rows, path):
-    """Time per element against size, one panel per op family: numba (solid), JAX
+    """Time per element against size, one panel per op family: numba (solid, dots), JAX
     (dashed), the reference (dotted); one colour per layout."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
     except ImportError:
         return False
     families = list(dict.fromkeys(f for f, _ in rows))
     cols = 3
     nrows = -(-len(families) // cols)
     plt.rcParams.update({"font.size": 11})
-    fig, axes = plt.subplots(nrows, cols, figsize=(12, 2.9 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(12, 2.9 * nrows + 0.6), squeeze=False)
     colours = ("tab:blue", "tab:orange")
+    styles = (("numba_s", "-", "numba"), ("jax_s", "--", "JAX (jax.jit)"), ("numpy_s", ":", "NumPy reference"))
     for ax, family in zip(axes.flat, families):
         for k, ((fam, layout), points) in enumerate((key, p) for key, p in rows.items() if key[0] == family):
             sizes = sorted(points)
             x = [s / MiB for s in sizes]
             per = [points[s]["elements"] for s in sizes]
-            for key, style, label in (("numba_s", "-", "numba"), ("jax_s", "--", "JAX"), ("numpy_s", ":", "ref")):
+            for key, style, _ in styles:
                 y = [points[s][key] / e * 1e9 if points[s].get(key) else np.nan for s, e in zip(sizes, per)]
                 ax.plot(x, y, style, color=colours[k % 2], marker="o" if key == "numba_s" else None, ms=3,
-                        label=f"{layout}: {label}")
+                        label=layout if key == "numba_s" else None)
         ax.set_title(family, fontsize=11)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("operand size (MiB)")
         ax.set_ylabel("ns per element")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=9, ncol=2, frameon=False)
+        ax.legend(fontsize=10, frameon=False, loc="best")  # the layouts (colours)
     for ax in list(axes.flat)[len(families):]:
         ax.axis("off")
-    fig.tight_layout()
+    # the line styles once, for every panel
+    fig.legend([Line2D([], [], color="black", ls=st, marker="o" if key == "numba_s" else None, ms=3)
+                for key, st, _ in styles], [label for _, _, label in styles],
+               loc="upper center", ncol=3, frameon=False, fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / (2.9 * nrows + 0.6)))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -337,7 +346,8 @@ def render(data, bw_for_table=None):
         md.append(program_table(programs))
     if sweep:
         sizes_seen = sorted({s for points in sweep.values() for s in points})
-        md.append("numba / JAX by operand size (below 1: numba is faster; bold: slower):\n\n"
+        md.append("numba / JAX by operand size (below 1: numba is faster; bold: slower), and in brackets "
+                  "the NumPy reference's time over numba's (where the reference ran):\n\n"
                   + sweep_table(sweep, sizes_seen, bw))
     loads = [r["load_average"] for r in data["sweep"] + data["programs"] if "load_average" in r]
     threads = sorted({r["numba_threads"] for r in data["sweep"] + data["programs"] if "numba_threads" in r})
