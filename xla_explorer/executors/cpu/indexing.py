@@ -757,7 +757,8 @@ def _carried_copy(x, dtype):
 def _scatter_fallback(values, shape, update_computation, attrs):
     """Run the NumPy reference with the region as a reference Region (it can then be
     applied to whole arrays of updates at once when it is element-wise)."""
-    from ..reference import Region
+    from ..reference import Region, guard_reference
+    guard_reference("scatter", values, shape, attrs)
     region = Region(update_computation.computation, update_computation.ctx)
     return _scatter_reference(*values, shape=shape, update_computation=region, **attrs)
 
