@@ -16,7 +16,7 @@ import ipywidgets as w
 import xla_explorer as xe
 
 from ._text import (animate_function, call_with_accepted, format_access, format_diff, format_value, highlight_svg,
-                    inline_svg, pre, svg_of, value_html)
+                    pre, scrolled_svg, svg_of, value_html)
 
 RED = "#b00020"
 
@@ -572,7 +572,7 @@ class StepperWidget(w.VBox):
                 svg = highlight_svg(svg, graph.node(rec.name).id, _highlight_colour())
         except Exception as e:  # no `dot` program, ...: say so, the rest works
             return pre(f"graph: could not render ({type(e).__name__}: {e})")
-        return inline_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
+        return scrolled_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
 
 
 class IndexMapStepper(_Steps):
