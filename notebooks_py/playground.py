@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: notebooks///ipynb,notebooks_py///py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -86,7 +91,32 @@ print(pad.error)
 print(pad.legal)
 
 # %% [markdown]
-# ## 4. Every op
+# ## 4. Loops: a While with a tuple state
+#
+# A loop's state is often a tuple: a counter and the values it works on. `condition` and
+# `body` are Python expressions of the state `x` (`x[0]` is its first element): pick a
+# preset or type your own and press Enter. Try `body` = `(x[0] + 1, x[1] * 2)`, then
+# `(x[0] + 1, x[1])[0]` (a body must give back the whole state: the error says so), and a
+# body that never ends the loop (`(x[0], x[1])`): the run is stopped after 2 s, and says so.
+
+# %%
+loop_pg = OpPlayground("While", init="(s32[], f32[3])", graph=False)
+loop_pg
+
+# %% [markdown]
+# ## 5. Collectives on simulated devices
+#
+# A collective runs on several devices at once. The playground simulates as many as the
+# replica groups name, with one operand value per device (iota counts on from one device to
+# the next), and shows every device's operand and result side by side; the index map tab
+# shows which device's elements each result element combines. Try `replica_groups`
+# `[[0, 1, 2, 3]]`, or the `computation` `Max`.
+
+# %%
+OpPlayground("AllReduce", replica_groups=[[0, 2], [1, 3]], graph=False)
+
+# %% [markdown]
+# ## 6. Every op
 #
 # Any op with a shape rule opens in the playground, by API name or HLO opcode, starting
 # from a legal call. The dropdown at the top switches op; so does `.op`:
@@ -106,11 +136,13 @@ print(f"{len(built)} of {len(table.rows)} ops open in the playground;",
       "not:", [op for op, _, _, cells in table.rows if cells["widget"] == "-"])
 
 # %% [markdown]
-# ## 5. Stepping through a computation
+# ## 7. Stepping through a computation
 #
-# A small program with a loop: `x` doubles while its sum is below 100, then the result
-# is reversed. The stepper runs it on the reference executor and shows each instruction
-# with its operands' and its result's values.
+# A small program with a loop: the state is a counter and a vector; the vector doubles
+# while its sum is below 100, then it is reversed. The stepper runs it on the reference
+# executor and shows each instruction with its operands' and its result's values. Press
+# **step** until the `while`, then **step into**: you are in the loop's body, at its first
+# iteration (the location line says which); **step out** goes back to the loop.
 
 # %%
 b = xe.XlaBuilder("doubling")
@@ -118,11 +150,15 @@ x = xe.Parameter(b, 0, xe.Shape("f32", (3,)), "x")
 
 
 def below_100(s):
-    return xe.Lt(xe.Reduce(s, np.float32(0), xe.Add, dimensions=[0]), np.float32(100))
+    return xe.Lt(xe.Reduce(xe.GetTupleElement(s, 1), np.float32(0), xe.Add, dimensions=[0]), np.float32(100))
 
 
-loop = xe.While(below_100, lambda s: xe.Mul(s, np.float32(2)), x)
-comp = b.build(xe.Rev(loop, dimensions=[0]))
+def double(s):
+    return xe.Tuple(xe.GetTupleElement(s, 0) + 1, xe.GetTupleElement(s, 1) * 2)
+
+
+loop = xe.While(below_100, double, xe.Tuple(xe.Constant(b, np.int32(0)), x))
+comp = b.build(xe.Rev(xe.GetTupleElement(loop, 1), dimensions=[0]))
 x_val = np.float32([1, 2, 3])
 print(comp.run(x_val))
 
@@ -131,12 +167,24 @@ st = StepperWidget(comp, x_val)
 st
 
 # %% [markdown]
-# ## 6. Long work shows its progress
+# ## 8. Long work shows its progress
 #
 # A first run on the Numba backend compiles its kernels, a long loop takes its time, a
 # big animation renders frame by frame: a bar in the cell says what is going on, and the
-# notebook's interrupt button (■) stops the work between two steps. This loop counts to
-# 10000 on the NumPy reference, one iteration at a time:
+# notebook's interrupt button (■) stops the work between two steps.
+#
+# The first Numba run of a session loads Numba and its kernels (a few seconds), and each
+# kernel not compiled before compiles (seconds each; then it is cached on disk): the bars
+# say which kernel is compiling and, once done, how long compiling took.
+
+# %%
+b = xe.XlaBuilder("softplus")
+x = xe.Parameter(b, 0, xe.Shape("f32", (1000,)), "x")
+softplus = b.build(xe.Log1p(xe.Exp(x)))
+print(softplus.run(np.linspace(-3, 3, 1000, dtype=np.float32), backend="numba")[:3])
+
+# %% [markdown]
+# This loop counts to 10000 on the NumPy reference, one iteration at a time:
 
 # %%
 b = xe.XlaBuilder("count")

@@ -2,7 +2,6 @@
 memory; and a student's feedback, hints and widget never show the right answer."""
 import itertools
 import resource
-import time
 
 import numpy as np
 import pytest
@@ -10,6 +9,8 @@ import pytest
 from xla_explorer import exercises as E
 from xla_explorer.exercises.answers import MAX_DEPTH, AnswerError, bounded, parse_literal
 from xla_explorer.exercises.core import spec_literal
+
+from cputime import best_cpu_seconds
 
 CASES = [(op, kind) for op, kinds in E.available().items() for kind in kinds]
 
@@ -64,9 +65,9 @@ def test_any_answer_gets_feedback_in_bounded_time_and_memory(op, kind):
     ex = E.make(op, seed=1, level=2, kind=kind)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux: the process's peak
     for answer in adversarial_answers():
-        start = time.perf_counter()
-        fb = ex.check(answer)
-        took = time.perf_counter() - start
+        # CPU time, not wall time (a loaded machine stretched the latter past the bound);
+        # an answer over the bound is checked twice more before the test fails
+        took, fb = best_cpu_seconds(lambda: ex.check(answer), below=2.0)
         assert isinstance(fb, E.Feedback) and isinstance(fb.message, str) and fb.message
         assert took < 2.0, (ex, type(answer), took)
         assert len(fb.message) < 20_000

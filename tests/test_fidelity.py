@@ -239,6 +239,66 @@ def test_non_finite_kernel_over_padding_and_holes_as_xla_cpu(case, backend):
     np.testing.assert_array_equal(got.ravel(), np.array(want, dt))
 
 
+
+#: (what it pins, lhs, rhs, ConvGeneralDilated's keywords, XLA:CPU's result): the paths of
+#: xla_explorer.ops.conv_paths, from jax.jit of lax.conv_general_dilated.  f32 lhs dilation with
+#: unit strides is EigenTransposedConv2D (holes never read: no NaN); other strides, rhs dilation
+#: or 3 spatial dimensions take Eigen's image patches (holes are zeros times Inf: NaN); batch
+#: groups become a dilated dimension (group 1's Inf over group 0's holes); f64 feature groups
+#: with one input feature each widen the kernel with zeros (group 1's Inf input times 0).
+_ONES3 = np.ones((1, 1, 3), np.float32)
+_INF11 = np.array([inf, 1, 1], np.float32).reshape(1, 1, 3)
+_BG_KERNEL = np.array([1, 1, inf, 1], np.float32).reshape(4, 1, 1)
+_FG_INPUT = np.array([[1, 1, 1], [1, inf, 1]], np.float64).reshape(1, 2, 3)
+_CONV_PATHS = [
+    ("transposed", _ONES3, _INF11, dict(padding=[(0, 0)], lhs_dilation=[2]), [inf, 1, inf]),
+    ("patches, stride 2", _ONES3, _INF11, dict(window_strides=[2], padding=[(1, 1)], lhs_dilation=[2]),
+     [nan, nan, nan]),
+    ("patches, rhs dilation", np.ones((1, 1, 4), np.float32), _INF11,
+     dict(padding=[(1, 1)], lhs_dilation=[2], rhs_dilation=[2]), [nan, inf, nan, inf, nan]),
+    ("patches, 3-d", np.ones((1, 1, 1, 1, 3), np.float32), _INF11.reshape(1, 1, 1, 1, 3),
+     dict(window_strides=[1, 1, 1], padding=[(0, 0)] * 3, lhs_dilation=[1, 1, 2]), [inf, nan, inf]),
+    ("batch groups, transposed", np.ones((2, 1, 3), np.float32), _BG_KERNEL,
+     dict(padding=[(0, 0)], batch_group_count=2), [1, 1, 1, 1, 1, 1, inf, inf, inf, 1, 1, 1]),
+    ("batch groups, patches", np.ones((2, 1, 3), np.float32), _BG_KERNEL,
+     dict(window_strides=[2], padding=[(0, 0)], batch_group_count=2), [nan, nan, 1, 1, inf, inf, 1, 1]),
+    ("f64 feature groups", _FG_INPUT, np.ones((2, 1, 1)), dict(padding=[(0, 0)], feature_group_count=2),
+     [1, nan, 1, 1, inf, 1]),
+    ("f32 feature groups", _FG_INPUT.astype(np.float32), np.ones((2, 1, 1), np.float32),
+     dict(padding=[(0, 0)], feature_group_count=2), [1, 1, 1, 1, inf, 1]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", [c[0] for c in _CONV_PATHS])
+def test_conv_paths_of_xla_cpu_for_inf_over_holes(case, backend):
+    _backend_ok(backend)
+    _, x, k, kw, want = next(c for c in _CONV_PATHS if c[0] == case)
+    t = xe.Shape.of(x).element_type
+    n = x.ndim - 2
+    kw = dict(kw, window_strides=kw.get("window_strides", [1] * n))
+    comp = _comp("conv", [str(xe.Shape.of(x)), str(xe.Shape.of(k))],
+                 lambda a, b: xe.ConvGeneralDilated(a, b, **kw))
+    got = comp.run(x, k, backend=backend)
+    assert got.dtype == xe.Shape(t, ()).dtype
+    np.testing.assert_array_equal(got.ravel(), np.array(want, got.dtype))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba", "cuda"])
+def test_generated_convs_with_inf_and_nan_agree_with_xla_cpu(backend):
+    """A dozen convolutions from tests/convkit.py (lhs dilation, padding, strides, groups,
+    layouts, f32/f64/f16/bf16; ``scripts/conv_specials_vs_xla.py`` runs hundreds) on XLA:CPU
+    through jax.jit and on the backend: NaN and Inf at the same places."""
+    _backend_ok(backend)
+    pytest.importorskip("jax")
+    from convkit import agree, case, xla_and_hlo
+    for seed in range(12):
+        _, kwargs, lhs, rhs = case(seed, lhs_dilation=seed % 4 != 0)
+        want, hlo = xla_and_hlo(kwargs, lhs, rhs)
+        got = xe.parse_hlo(hlo).run(lhs, rhs, backend=backend)
+        assert agree(got, want), (seed, kwargs, got, want)
+
+
 # -- NaN payloads in HLO text ------------------------------------------------------------------
 
 def test_nan_payload_constants_keep_their_bits_and_print_as_xla_prints_them():

@@ -54,7 +54,7 @@ def test_caller_node_opens_its_called_computation(gw):
     caller = next(k for k, v in gw.nodes.items() if v.get("name") == "c3")
     assert gw.nodes[caller]["toggles"] == ["body3"] and "click to open" in gw.nodes[caller]["tip"]
     click(gw, caller)
-    assert "body3" in gw.opened and any(v.get("name") == "e" for v in gw.nodes.values())
+    assert "body3" in gw.opened and any(v.get("name") == "e3" for v in gw.nodes.values())
 
 
 def test_search_lists_instructions_in_closed_groups_and_reveals_them(gw):
@@ -63,7 +63,7 @@ def test_search_lists_instructions_in_closed_groups_and_reveals_them(gw):
     r = gw.results[7]
     assert r["opcode"] == "exponential" and "body7" in r["where"]
     gw._on_message(gw, {"event": "reveal", "index": r["index"]}, [])
-    marked = [k for k, v in gw.nodes.items() if v.get("name") == "e" and k == gw.focus]
+    marked = [k for k, v in gw.nodes.items() if v.get("name") == "e7" and k == gw.focus]
     assert marked and "body7" in gw.opened
     assert 'COLOR="#ff6d00"' in gw.graph.source
     gw.query = "shape:f32[8]"
@@ -71,10 +71,10 @@ def test_search_lists_instructions_in_closed_groups_and_reveals_them(gw):
 
 
 def test_highlight_follows_a_location(gw):
-    gw.highlight([("main", "c4", 0), ("body4", "n", 0)])
+    gw.highlight([("main", "c4", 0), ("body4", "n4", 0)])
     assert {"layer4", "body4"} <= {k.split(":")[-1].split("/")[0] for k in gw.opened} | set(gw.opened)
     marked = {n.name for n in gw.graph.nodes if n.highlight}
-    assert marked == {"c4", "n"}
+    assert marked == {"c4", "n4"}
     gw.highlight("h9_2", reveal=False)
     assert [n.kind for n in gw.graph.nodes if n.highlight] == ["group"]
 
@@ -124,3 +124,25 @@ def test_follow_the_real_stepper_into_a_loop_body():
     frames = [name for _, name, _ in st.location]
     assert frames[0] == "w" and {n.name for n in gw.graph.nodes if n.highlight} == set(frames)
     assert gw.nodes[gw.focus]["name"] == frames[-1]
+
+
+def test_invocation_shows_another_run_keeping_the_view():
+    import numpy as np
+    from test_graph_hierarchy import WHILE
+    from xla_explorer.widgets import GraphWidget
+    comp = xe.parse_hlo(WHILE)
+    w = GraphWidget(comp, np.float32([1, 2, 3]), invocation=1, max_nodes=4)
+    w.expand("y")
+    assert w.invocation == 1 and w.graph.node("y").stats[0].startswith("min 4  max 12")
+    opened = set(w.opened)
+    w.show_invocation(3)
+    assert w.invocation == 3 and w.graph.node("y").stats[0].startswith("min 16  max 48")
+    assert set(w.opened) == opened and not w.error
+    assert w.max_invocation == 4  # the condition ran 5 times (the body 4): the box offers runs 0..4
+    w._on_message(w, {"event": "invocation", "k": 2}, [])  # the box, as the page sends it
+    assert w.invocation == 2 and w.graph.node("y").stats[0].startswith("min 8  max 24")
+    w.show_invocation(-1)  # a bad run: said beside the picture, the picture kept
+    assert "invocation=" in w.error and w.invocation == 2
+    plain = GraphWidget(comp)
+    plain.show_invocation(2)
+    assert "needs the run" in plain.error and plain.max_invocation == 0

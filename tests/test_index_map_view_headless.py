@@ -21,8 +21,12 @@ def gather_view(**kw):
 
 def cells(html, role):
     """(grid, index) of the SVG cells drawn with ``role``."""
-    found = re.findall(r'<rect [^>]*data-grid="([^"]+)" data-index="([^"]+)" data-role="' + role + '"', html)
-    return {(g, tuple(json.loads(i))) for g, i in found}
+    out = set()
+    for tag in re.findall(r"<rect [^>]*>", html):
+        attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', tag))
+        if attrs.get("data-role") == role and "data-index" in attrs:
+            out.add((attrs["data-grid"], tuple(json.loads(attrs["data-index"]))))
+    return out
 
 
 def test_selecting_a_result_element_lights_what_it_reads():
@@ -45,14 +49,67 @@ def test_selecting_a_result_element_lights_what_it_reads():
         v.select((5, 0, 0))
 
 
+def hover_data(html):
+    """The data the browser draws hovers from, decoded as the browser does: {domain index:
+    ({(grid, element index or cell number): role}, formula)} of every drawn domain element."""
+    data = json.loads(re.search(r'<script type="application/json" class="xe-data">(.*?)</script>', html, re.S)
+                      .group(1).replace("<\\/", "</"))
+    by_k = {}   # (grid, cell number) -> element index (None: padding, a hole)
+    for tag in re.findall(r"<rect [^>]*>", html):
+        attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', tag))
+        if "data-k" in attrs:
+            by_k[(attrs["data-grid"], int(attrs["data-k"]))] = \
+                tuple(json.loads(attrs["data-index"])) if "data-index" in attrs else None
+    out = {}
+    for k, (patterns, lines, _) in data["cells"].items():
+        lit = {}
+        for grid, p in zip(data["grids"], patterns):
+            for a, b, code in re.findall(r"(\d+)(?:-(\d+))?([a-z])", data["patterns"][p]):
+                for j in range(int(a), int(b or a) + 1):
+                    index = by_k[(grid, j)]
+                    lit[(grid, index if index is not None else j)] = data["roles"][ord(code) - 97][0]
+        out[tuple(data["indices"][k])] = (lit, "\n".join(data["lines"][n] for n in lines))
+    return out
+
+
+def test_the_hover_data_lights_what_selecting_each_element_lights():
+    v = gather_view(widget=False)
+    data = hover_data(v.html())
+    assert len(data) == 30   # every element of the result: its window is the whole result
+    for index, (lit, formula) in data.items():
+        v.select(index)
+        expected = {(g, i): r for g, cells in v.highlighted.items() for i, r in cells.items()}
+        assert lit == expected and formula == v.formula
+    # the page carries its own hover script (no kernel): the data is read by xeWire
+    assert "<script>" in v.html() and "xeWire(document.currentScript.previousElementSibling" in v.html()
+
+
+def test_hover_data_is_bounded_by_the_window_and_notes_cells_outside_it():
+    sizes = []
+    for rows, cols in ((200, 300), (2000, 1500)):
+        operand = np.arange(rows * cols, dtype=f32).reshape(rows, cols)
+        v = xe.index_map_view("transpose", operand, permutation=[1, 0], widget=False)   # windows of 16 x 20
+        html = v.html()
+        sizes.append(len(html))
+    data = hover_data(html)
+    assert len(data) == 16 * 20 and max(sizes) < 250_000 and max(sizes) < 1.1 * min(sizes)
+    # result[0, 19] reads operand[19, 0]: outside the operand's window (around operand[0, 0])
+    lit, formula = data[(0, 19)]
+    assert lit == {("result", (0, 19)): "current"} and "outside the drawn windows: 1 in operand" in formula
+
+
 def test_the_widget_follows_hover_and_click_messages():
     pytest.importorskip("anywidget")
     w = gather_view()
     assert w.selected == (0, 0, 0) and "data-domain" in w.html
+    before = w.html
     w._on_msg(w, {"event": "hover", "grid": "result", "index": [3, 1, 2]}, [])
     assert w.selected == (3, 1, 2) and not w.view.pinned
-    # start [-1, 2] is clamped to [0, 2]: result[3, 1, 2] reads operand[1, 4]
-    assert w.highlighted["operand"][(1, 4)] == "read" and cells(w.html, "read") == {("operand", (1, 4))}
+    # start [-1, 2] is clamped to [0, 2]: result[3, 1, 2] reads operand[1, 4]; the browser drew it
+    # from the data (Python does not draw a hover again)
+    assert w.highlighted["operand"][(1, 4)] == "read" and w.html == before
+    assert hover_data(w.html)[(3, 1, 2)][0][("operand", (1, 4))] == "read"
+    assert "<script>" not in w.html and "xe-data" in w.html   # the widget's own code draws hovers
     w._on_msg(w, {"event": "click", "grid": "result", "index": [2, 0, 0]}, [])
     w._on_msg(w, {"event": "hover", "grid": "result", "index": [4, 0, 0]}, [])
     assert w.selected == (2, 0, 0) and w.view.pinned   # pinned: hovering elsewhere does not move it
@@ -103,8 +160,12 @@ def test_big_arrays_show_a_window_around_the_selection():
     # values formatted to fit their cells
     big = xe.index_map_view("reverse", np.linspace(-1e9, 1e9, 40).astype(f32).reshape(4, 10) * np.pi,
                             dimensions=[1], widget=False)
-    texts = re.findall(r'font-family="DejaVu Sans Mono[^"]*"[^>]*>([^<]*)</text>', big.html())
+    texts = re.findall(r'class="xe-c xe-mid xe-m xe-v"[^>]*>([^<]*)</text>', big.html())   # the cells' values
     assert texts and max(len(t) for t in texts if re.fullmatch(r"[-0-9.e]+", t)) <= 6
+    # small magnitudes keep a digit in the notation that fits (not '-0.0…')
+    from xla_explorer.animate.model import fmt_cell
+    assert [fmt_cell(f32(v)) for v in (-0.0058760266, 0.000456, 123456, 0.1234567, -0.0456)] == \
+        ["-6e-3", "5e-4", "1.2e5", "0.123", "-0.05"]
 
 
 def test_a_view_of_an_instruction_in_a_while_body_per_invocation():
@@ -138,3 +199,28 @@ def test_svg_escapes_and_is_well_formed():
     import xml.dom.minidom
     v = gather_view(widget=False)
     xml.dom.minidom.parseString(svg(v._scene(), "result"))
+
+
+def test_the_formula_sits_beside_the_grids_when_there_is_room_else_under_them():
+    for width, beside in ((960, True), (700, False)):
+        v = gather_view(widget=False)
+        v.max_width = width
+        scene, data = v.picture()
+        panels = {p.grid: p for p in scene.panels}
+        fx, fy, line_h, px = scene.formula_at
+        if beside:   # top right, beside the operand and the indices; the result row under it
+            assert fx > panels["start_indices"].x + panels["start_indices"].width and fy < panels["operand"].y + 20
+            assert panels["result"].y > fy + max(len(c[1]) for c in data["cells"].values()) * line_h
+        else:
+            assert fy > max(p.y + p.height for p in panels.values())
+        assert scene.width <= width + 14 and min(scene.fonts()) >= 10 and px >= 10
+
+
+def test_every_frame_of_an_animation_puts_its_formula_in_one_place():
+    from xla_explorer.animate.draw import scenes
+    operand = np.arange(42, dtype=f32).reshape(6, 7)
+    starts = np.array([[0, 0], [5, 6], [2, 3], [-1, 2], [4, 1]], s32)
+    anim = xe.animate("gather", operand, starts, offset_dims=[1, 2], collapsed_slice_dims=[], start_index_map=[0, 1],
+                      index_vector_dim=1, slice_sizes=[2, 3], max_steps=8)
+    anim.width = 900
+    assert len({s.formula_at for s in scenes(anim, width=900)}) == 1

@@ -9,7 +9,7 @@ from xla_explorer.ops import arguments as A
 from xla_explorer.ops import registry
 
 #: ops the playground cannot build, and why (the status table shows "-" for them)
-NOT_BUILDABLE = {"fusion": "no public function", "send-done": "channel_id", "recv-done": "channel_id"}
+NOT_BUILDABLE = {"fusion": "no public function"}
 
 
 # -- the model ------------------------------------------------------------------------------------
@@ -40,8 +40,12 @@ def test_every_op_runs_from_its_starting_values(opcode):
     assert outcome.ok, outcome.error
     assert outcome.shape == outcome.computation.result_shape
     assert outcome.result is not None or outcome.not_run, opcode
+    # a collective: one result per simulated device
+    results = outcome.result if outcome.devices is not None else [outcome.result]
+    if outcome.devices is not None:
+        assert len(results) == outcome.devices >= 1
     if outcome.result is not None and outcome.shape.is_array and outcome.shape.is_static:
-        assert np.shape(outcome.result) == tuple(outcome.shape.dims)
+        assert all(np.shape(r) == tuple(outcome.shape.dims) for r in results)
 
 
 def test_arguments_come_from_signature_schema_and_hints():
@@ -153,14 +157,79 @@ def test_computation_choices_follow_the_operand_count():
 def test_run_results_and_why_not():
     out = P.OpCall("Gather").run()
     np.testing.assert_array_equal(out.result, np.arange(12, dtype=np.float32).reshape(3, 4)[[2, 0]])
-    out = P.OpCall("AllGather").run()
-    assert out.ok and out.result is None and "run_replicated" in out.not_run
+    out = P.OpCall("AllGather", replica_groups=[], shard_count=3).run()  # no group named: 3 devices
+    assert out.ok and out.devices == 3 and [r.tolist() for r in out.result] == [[0, 1, 2, 3, 4, 5]] * 3
+    out = P.OpCall("AllGather", replica_groups=[[0, 9]]).run()
+    assert out.ok and out.result is None and "name 10 devices" in out.not_run
     out = P.OpCall("Infeed").run()
     assert out.ok and out.result is None and "Infeed" in out.not_run
     out = P.OpCall("Iota", shape="s32[400,400]").run()
     assert out.ok and out.result is None and "at most" in out.not_run
     out = P.OpCall("Parameter").run()  # the op makes its own parameter: it gets a value too
     assert out.result.shape == (2, 3)
+
+
+def test_while_with_a_tuple_state():
+    call = P.OpCall("While")
+    assert call.set("init", "(s32[], f32[3])") == {"init", "condition", "body"}  # presets of the new state
+    assert call.values["condition"] == "x[0] < 10" and call.values["body"] == "(x[0] + 1, x[1] + 1)"
+    assert "max(x[1]) < 10" in call.choices("condition") and "(x[0] + 1, x[1] * 2)" in call.choices("body")
+    out = call.run()
+    assert out.result[0] == 10 and out.result[1].tolist() == [10, 11, 12]
+    call.set("body", "(x[0] + 2, x[1] - x[1])")  # typed: kept when the state changes again
+    assert call.run().result[1].tolist() == [0, 0, 0] and call.typed == {"body"}
+    call.set("init", "(s32[], f32[4])")
+    assert call.values["body"] == "(x[0] + 2, x[1] - x[1])" and call.run().result[1].shape == (4,)
+    for text, message in [("(x[0] + 1, x[1] *", "cannot read"), ("(x[0] + 1, y)", "name 'y' is not defined"),
+                          ("x[0] + 1", "the body returns s32[]")]:
+        call.set("body", text)
+        out = call.explain()
+        assert out.argument == "body" and message in out.error, out.error
+        assert "(x[0] + 1, x[1] + 1)" in out.legal  # the presets that would do
+    call.set("init", "f32[3]")  # back to an array: array presets
+    call.set("body", "x * 1")   # never ends: stopped, and said so
+    out = call.run()
+    assert out.ok and out.result is None and "stopped after" in out.not_run and "condition" in out.not_run
+
+
+def test_conditional_with_tuple_operands():
+    call = P.OpCall("Conditional")
+    call.set("branch_operands", ["(s32[], f32[2])", "(s32[], f32[2])"])
+    assert call.values["branch_computations"] == ("Neg (each element)", "Abs (each element)")
+    out = call.run()
+    assert out.ok and out.result[0] == 0 and out.result[1].tolist() == [0, 1]  # branch 1: Abs
+    call.set("branch_index", ("s32[]", 0))
+    assert call.run().result[1].tolist() == [0, -1]
+    call.set("branch_operands", ["f32[2]", "f32[2]"])  # arrays again: the functions themselves
+    assert call.values["branch_computations"] == ("Neg", "Abs") and call.run().ok
+
+
+def test_collectives_run_on_simulated_devices():
+    call = P.OpCall("AllReduce", replica_groups=[[0, 2], [1, 3]])
+    out = call.run()
+    assert out.devices == 4 and out.arguments[0].shape == (4, 2, 3)  # stacked device-first
+    stacked = np.arange(24, dtype=np.float32).reshape(4, 2, 3)   # iota counts on across devices
+    np.testing.assert_array_equal(out.arguments[0], stacked)
+    for d, pair in enumerate([(0, 2), (1, 3), (0, 2), (1, 3)]):
+        np.testing.assert_array_equal(out.result[d], stacked[pair[0]] + stacked[pair[1]])
+    out = P.OpCall("CollectivePermute", operand=P.Source("s32[2]", "typed", typed="[[1, 2], [3, 4]]")).run()
+    assert [r.tolist() for r in out.result] == [[3, 4], [1, 2]]   # typed per device
+    out = P.OpCall("ReplicaId").run()
+    assert [int(r) for r in out.result] == [0, 1]
+
+
+def test_an_op_recorded_by_another_call_opens_as_that_call():
+    # SendDone's operand must be the send it waits for: its playground is Send's, the
+    # send-done the result (RecvDone's too: the whole (value, token), not Recv's value)
+    call = P.OpCall("SendDone", channel_handle=3)
+    assert call.function is xe.Send and [a.name for a in call.args] == ["operand", "channel_handle"]
+    outcome = call.run()
+    assert outcome.ok and outcome.instruction.startswith("send-done") and str(outcome.shape) == "token[]"
+    assert outcome.computation.entry.root.opcode == "send-done"
+    assert outcome.computation.entry.root.attrs["channel_id"] == 3
+    outcome = P.OpCall("recv-done").build()
+    assert outcome.ok and str(outcome.shape) == "(f32[2,3], token[])"
+    assert outcome.computation.entry.root.opcode == "recv-done"
 
 
 def test_set_refuses_unknown_arguments():
@@ -308,11 +377,47 @@ def test_playground_every_op(OpPlayground):
         assert all(c.description == n for n, c in pg.controls.items())
 
 
+def test_playground_of_an_op_another_call_records(OpPlayground):
+    pg = OpPlayground("SendDone")
+    assert pg.error == "" and pg.shape_text == "token[]" and set(pg.controls) == {"operand", "channel_handle"}
+    assert "<code>Send(operand, channel_handle)</code>" in pg._signature.value
+    assert "SendDone is recorded by Send" in pg._signature.value
+
+
+def test_playground_tuple_loop_state(OpPlayground):
+    pg = OpPlayground("While", graph=False, index_map=False)
+    body = pg.controls["body"]
+    assert body.description == "body" and "x * 2" in body.options  # editable, the presets offered
+    pg.inputs["init"].value = "(s32[], f32[3])"
+    assert pg.error == "" and body.value == "(x[0] + 1, x[1] + 1)" and "(x[0] + 1, x[1] * 2)" in body.options
+    assert pg.controls["condition"].value == "x[0] < 10" and pg.shape_text == "(s32[], f32[3])"
+    body.value = "(x[0] + 1, x[1] * 2)"
+    assert pg.result[1].tolist() == [0, 1024, 2048]
+    body.value = "(x[0] + 1,"
+    assert pg.error_control == "body" and "cannot read" in _error_beside(pg, "body")
+    pg = OpPlayground("Conditional", graph=False, index_map=False)
+    pg.inputs["branch_operands"].value = ["(s32[], f32[2])", "(s32[], f32[2])"]
+    assert pg.error == "" and pg.controls["branch_computations"].value == ("Neg (each element)", "Abs (each element)")
+    assert "Exp (each element)" in pg.controls["branch_computations"].options
+
+
+def test_playground_collective_per_device(OpPlayground):
+    pg = OpPlayground("AllGather", graph=False)
+    assert pg.shape_text == "f32[4]" and len(pg.result) == 2 and "device 1" in pg._values.value
+    assert "on each of 2 simulated devices" in pg._shape.value
+    view = pg._index.children[0]
+    if hasattr(view, "select"):
+        view.select((1, 3))  # device 1's element 3 is device 1's operand element 1
+        assert view.highlighted["operand"] == {(1, 1): "read"}
+    pg.controls["replica_groups"]._text.value = "[[0, 1, 2]]"
+    assert pg.shape_text == "f32[6]" and len(pg.result) == 3
+
+
 def test_playground_graph_and_index_map(OpPlayground):
     import shutil
     pg = OpPlayground("Gather")
     if shutil.which("dot"):
-        assert pg._graph.value.startswith("<svg")
+        assert pg._graph.value.startswith("<div class='xe-scroll'") and "<svg" in pg._graph.value
     else:
         assert "graph:" in pg._graph.value
     pg = OpPlayground("Add")

@@ -289,5 +289,5 @@ def test_stepper_graph_of_the_computation_it_is_in(widgets):
         return
     st.run_to("w").step_into().run_to("next")
     svg = st._graph.value
-    assert svg.startswith("<svg") and "drop-shadow" in svg and "body (call 0)" in svg
+    assert "xe-scroll" in svg and "<svg" in svg and "drop-shadow" in svg and "body (call 0)" in svg
     assert "while" not in svg  # the body's graph, not the entry's

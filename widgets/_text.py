@@ -276,6 +276,12 @@ def inline_svg(svg):
     return svg[at:] if at >= 0 else svg
 
 
+def scrolled_svg(svg):
+    """``inline_svg`` in a box that scrolls when the picture is wider than the notebook: a
+    big graph is neither cut at the edge nor shrunk below a legible size."""
+    return f"<div class='xe-scroll' style='overflow:auto; max-width:100%'>{inline_svg(svg)}</div>"
+
+
 def call_with_accepted(fn, *args, **kwargs):
     """Call ``fn`` with the keywords its signature accepts (renderers' options differ)."""
     try:
@@ -302,7 +308,9 @@ def animate_function():
 
 
 def pre(text, colour=None):
-    style = "margin:0; white-space:pre-wrap; font-family:monospace; font-size:12px"
+    # lines break between words (JupyterLab's CSS would break "Transpose" into "Tr" and "anspose")
+    style = ("margin:0; white-space:pre-wrap; word-break:normal; overflow-wrap:break-word; "
+             "font-family:monospace; font-size:12px")
     if colour:
         style += f"; color:{colour}"
     return f"<pre style='{style}'>{html.escape(text)}</pre>"

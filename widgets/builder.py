@@ -24,7 +24,7 @@ from xla_explorer.computation import XlaComputation
 from xla_explorer.ops import registry
 
 from ._text import (attribute_params, buildable_ops, call_with_accepted, doc_html, expression_code, fault_of,
-                    format_value, identifier, inline_svg, join_attrs, literal_code, make_input, parse_value, pre,
+                    format_value, identifier, join_attrs, literal_code, make_input, parse_value, pre, scrolled_svg,
                     split_attrs, svg_of, takes_builder)
 
 RED = "#b00020"
@@ -814,7 +814,7 @@ class BuilderWidget(w.VBox):
             svg = svg_of(graph)
         except Exception as e:  # no `dot` program, or a renderer limitation: say so, keep going
             return pre(f"graph: could not render ({type(e).__name__}: {e})")
-        return inline_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
+        return scrolled_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
 
     # -- running ----------------------------------------------------------------------------
 
@@ -915,8 +915,9 @@ class BuilderWidget(w.VBox):
         @contextlib.contextmanager
         def showing():
             self._progress.children = ()
-            listener = bars.NotebookProgress(delay=0.3, display=lambda bar: setattr(self._progress, "children",
-                                                                                     (bar,)))
+            # every bar of the run under the inputs (a first Numba run: loading, then the run)
+            listener = bars.NotebookProgress(delay=0.3, display=lambda bar: setattr(
+                self._progress, "children", self._progress.children + (bar,)))
             notebook = bars._listener  # the notebook's own listener would print to the log: paused
             if notebook is not None:
                 progress.unsubscribe(notebook)
@@ -927,6 +928,8 @@ class BuilderWidget(w.VBox):
                 progress.unsubscribe(listener)
                 if notebook is not None:
                     progress.subscribe(notebook)
+                # a quick task's bar was closed when it ended: only the ones left stay
+                self._progress.children = tuple(bar for bar in self._progress.children if bar.shown)
         return showing()
 
     # -- the Python that rebuilds it ----------------------------------------------------------

@@ -15,10 +15,10 @@ import traitlets
 import xla_explorer as xe
 from xla_explorer.ops import arguments as op_arguments
 from xla_explorer.ops import registry
-from xla_explorer.playground import OpCall, buildable
+from xla_explorer.playground import DEFAULT, RECORDED_BY, OpCall, buildable
 
-from ._controls import ERROR_RED, LABEL_WIDTH, ParseFailure, css, make_control
-from ._text import format_value, inline_svg, pre, svg_of
+from ._controls import ERROR_RED, ParseFailure, css, label_width, make_control, set_value
+from ._text import format_value, pre, scrolled_svg, svg_of, value_html
 
 
 class OpPlayground(w.VBox):
@@ -31,6 +31,12 @@ class OpPlayground(w.VBox):
     the call: ``.shape_text`` is the result shape, or ``.error`` the rule it breaks, shown
     beside the control ``.error_control`` names with what would be legal there; the values
     (``.result``), the HLO, the graph and the index map follow.
+
+    A While's ``condition`` and ``body`` are Python expressions of the loop state ``x``
+    (``x[0] < 10``, ``(x[0] + 1, x[1] * 2)`` for a tuple state): presets to pick, any
+    expression to type.  A collective runs on as many simulated devices as its replica
+    groups name, one operand value per device: ``.result`` is the list of the devices'
+    results, the values tab has a column per device, the index map shows every device.
 
     ``.call`` is the model (``xla_explorer.playground.OpCall``), ``.computation`` the
     computation built, ``.outcome`` the last build.
@@ -100,12 +106,16 @@ class OpPlayground(w.VBox):
     def _make_controls(self):
         self.controls, self.inputs, self._errors = {}, {}, {}
         operand_rows, attr_rows = [], []
+        # one label column for all the controls, as wide as the longest name ("operands[0]" too)
+        width = label_width([a.name + ("[0]" if a.kind in ("arrays", "scalars") else "") for a in self.call.args])
+        self._op.style.description_width = width
+        self._op.layout.width = f"calc({width} + 14em)"
         for arg in self.call.args:
-            ctl = make_control(arg, self.call.values.get(arg.name), self.call.choices(arg))
+            ctl = make_control(arg, self.call.values.get(arg.name), self.call.choices(arg), width)
             ctl.add_class(f"xe-arg-{arg.name}")
             ctl.observe(lambda ch, name=arg.name: self._on_control(name, ch["new"]), names="value")
             self.controls[arg.name] = ctl
-            err = w.HTML(layout=w.Layout(margin=f"0 0 0 {LABEL_WIDTH}"))
+            err = w.HTML(layout=w.Layout(margin=f"0 0 0 calc({width} + 10px)"))
             err.add_class("xe-error")
             self._errors[arg.name] = err
             row = w.VBox([ctl, err])
@@ -132,6 +142,7 @@ class OpPlayground(w.VBox):
             self._show_failure(name, str(e))
             return
         # the controls the model changed (the one edited too, when the model completed it)
+        self._sync_options()
         self._sync({n for n in changed if n != name or self.call.values[n] != value})
         self._refresh()
 
@@ -140,11 +151,29 @@ class OpPlayground(w.VBox):
         self._syncing = True
         try:
             for name in names:
-                ctl = self.controls[name]
-                arg = self.call.by_name[name]
-                if arg.kind == "computation" and hasattr(ctl, "options"):
-                    ctl.options = [(str(c), None if c == "(default)" else c) for c in self.call.choices(arg)]
-                ctl.value = self.call.values[name]
+                set_value(self.controls[name], self.call.values[name])
+        finally:
+            self._syncing = False
+
+    def _sync_options(self):
+        """Computation choices follow the operands (a tuple loop state: element-wise presets;
+        Reduce of two operands: reducers of pairs); before the values, which are among them."""
+        self._syncing = True
+        try:
+            for arg in self.call.args:
+                if arg.kind not in ("computation", "computations"):
+                    continue
+                ctl, labels = self.controls[arg.name], [c for c in self.call.choices(arg) if c != DEFAULT]
+                if isinstance(ctl, w.Combobox):
+                    if list(ctl.options) != labels:
+                        ctl.options = labels
+                elif arg.kind == "computations":
+                    if ctl.options != labels:
+                        ctl.set_options(labels)
+                        ctl.value = self.call.values[arg.name]
+                elif [o[0] for o in ctl.options if o[1] is not None] != labels:
+                    ctl.options = [(str(c), None if c == DEFAULT else c) for c in self.call.choices(arg)]
+                    set_value(ctl, self.call.values[arg.name])
         finally:
             self._syncing = False
 
@@ -158,9 +187,10 @@ class OpPlayground(w.VBox):
         self.set_trait("result", outcome.result)
         self._show_errors(outcome)
         if outcome.ok:
+            where = f" on each of {outcome.devices} simulated devices" if outcome.devices else ""
             self._shape.value = (f"<div style='font-size:15px; margin:6px 0'>→ <b><code>{html.escape(outcome.shape_text)}"
-                                 f"</code></b></div>")
-            self.set_trait("result_text", format_value(outcome.result, "result") if outcome.result is not None
+                                 f"</code></b>{where}</div>")
+            self.set_trait("result_text", _result_text(outcome) if outcome.result is not None
                            else f"(not run: {outcome.not_run})")
             self.set_trait("hlo", outcome.computation.as_hlo_text())
         else:
@@ -168,7 +198,8 @@ class OpPlayground(w.VBox):
             self._shape.value = f"<div style='font-size:15px; margin:6px 0; color:{ERROR_RED}'>✗ no result{where}</div>"
             self.set_trait("result_text", "")
             self.set_trait("hlo", "")
-        self._values.value = pre(self._values_text(outcome))
+        self._values.value = _devices_html(outcome) if outcome.ok and outcome.devices and \
+            outcome.result is not None else pre(self._values_text(outcome))
         self._hlo.value = pre(self.hlo or "(no computation: the call is not legal)")
         self._graph.value = self._graph_html(outcome) if self._show_graph else pre("(graph=False)")
         self._index.children = [self._index_map_view(outcome)] if self._show_index_map else []
@@ -207,7 +238,7 @@ class OpPlayground(w.VBox):
             svg = svg_of(outcome.computation.graph())
         except Exception as e:  # no `dot` program, no graphviz package: say so, keep going
             return pre(f"graph: could not render ({type(e).__name__}: {e})")
-        return inline_svg(svg) if svg else pre("graph: the renderer returned nothing")
+        return scrolled_svg(svg) if svg else pre("graph: the renderer returned nothing")
 
     def _index_map_view(self, outcome):
         opdef = self.call.opdef
@@ -221,7 +252,9 @@ class OpPlayground(w.VBox):
         try:
             view = getattr(xe, "index_map_view", None)
             if view is not None:
-                shown = view(outcome.computation, outcome.instruction, *args)
+                # a collective: every device at once, the operands stacked device-first
+                shown = view(opdef.opcode, *args, **outcome.attrs) if outcome.devices else \
+                    view(outcome.computation, outcome.instruction, *args)
                 # the anywidget; without anywidget, the static view's HTML
                 return shown if isinstance(shown, w.Widget) else w.HTML(shown._repr_html_())
             from .stepper import IndexMapStepper
@@ -237,6 +270,29 @@ class OpPlayground(w.VBox):
         return self.outcome.computation if self.outcome is not None else None
 
 
+def _result_text(outcome):
+    if outcome.devices:
+        return "\n".join(format_value(r, f"result on device {d}") for d, r in enumerate(outcome.result))
+    return format_value(outcome.result, "result")
+
+
+def _devices_html(outcome):
+    """A collective's values: a column per simulated device, a row per operand and the result."""
+    n = outcome.devices
+    head = "".join(f"<th style='padding:2px 12px; text-align:left'>device {d}</th>" for d in range(n))
+    rows = []
+    for name, stacked in zip(outcome.names, outcome.arguments):
+        cells = "".join(f"<td style='padding:2px 12px; vertical-align:top'>{value_html(stacked[d], name)}</td>"
+                        for d in range(n))
+        rows.append(f"<tr>{cells}</tr>")
+    cells = "".join(f"<td style='padding:2px 12px; vertical-align:top; border-top:1px solid #ccc'>"
+                    f"{value_html(r, 'result')}</td>" for r in outcome.result)
+    rows.append(f"<tr>{cells}</tr>")
+    return (f"<div class='xe-values-devices' style='font-size:13px; overflow-x:auto'>"
+            f"<table style='border-collapse:collapse'><tr>{head}</tr>"
+            + "".join(rows) + "</table></div>")
+
+
 def _signature_html(call):
     params = ", ".join(a.name if a.required else f"{a.name}={a.default!r}" for a in call.args)
     paragraphs = (inspect.getdoc(call.function) or "").strip().split("\n\n")
@@ -244,7 +300,10 @@ def _signature_html(call):
     if doc.rstrip().endswith(":") and len(paragraphs) > 1:  # "in its two forms:" -> the forms too
         doc += " " + paragraphs[1]
     doc = html.escape(doc.replace("\n", " ").replace("::", ":")).replace("``", "")
-    return (f"<div style='font-size:13px'><code>{html.escape(call.name)}({html.escape(params)})</code>"
+    name = call.function.__name__ if call.opdef.opcode in RECORDED_BY else call.name
+    if name != call.name:  # SendDone: made by Send, which records it
+        doc += html.escape(f" ({call.name} is recorded by {name}: its value is the result here.)")
+    return (f"<div style='font-size:13px'><code>{html.escape(name)}({html.escape(params)})</code>"
             f"<br><span style='color:#555'>{doc}</span></div>")
 
 

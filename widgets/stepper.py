@@ -16,7 +16,7 @@ import ipywidgets as w
 import xla_explorer as xe
 
 from ._text import (animate_function, call_with_accepted, format_access, format_diff, format_value, highlight_svg,
-                    inline_svg, pre, svg_of, value_html)
+                    pre, scrolled_svg, svg_of, value_html)
 
 RED = "#b00020"
 
@@ -572,7 +572,7 @@ class StepperWidget(w.VBox):
                 svg = highlight_svg(svg, graph.node(rec.name).id, _highlight_colour())
         except Exception as e:  # no `dot` program, ...: say so, the rest works
             return pre(f"graph: could not render ({type(e).__name__}: {e})")
-        return inline_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
+        return scrolled_svg(svg) if svg else pre("graph: the renderer returned nothing to show")
 
 
 class IndexMapStepper(_Steps):
@@ -655,9 +655,8 @@ def _highlight_colour():
 
 
 def _batched(rec):
-    """An element-wise body run on whole arrays: values shaped unlike the instruction.  (The
-    trace flags every element-wise body called on arrays, a conditional's branch too, whose
-    values do have the declared shapes.)"""
+    """An element-wise body run on whole arrays (its value kept): values shaped unlike the
+    instruction."""
     if not rec.batched:
         return False
     shape = rec.shape

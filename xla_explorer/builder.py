@@ -293,7 +293,7 @@ def _parameter_shape(shape):
 
 
 def _unique_param_name(name, number):
-    # a given name is kept as it is (the printer makes names unique per module)
+    # a given name is kept as it is (XlaComputation makes names unique per module: hlo.names)
     return str(name) if name else _fresh("parameter")
 
 

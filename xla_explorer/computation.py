@@ -17,8 +17,15 @@ class XlaComputation:
     debug_sections = None
 
     def __init__(self, entry, name=None, module_attrs=None, computations=None):
-        self.entry = entry
+        from .hlo import names
         self.name = name or entry.name
+        # names unique across the module, as XLA requires (a parsed module's are checked
+        # by ``verify``); what the trace keys records by is what the text prints
+        if computations is None:
+            entry = names.unique_names(entry)
+        else:
+            names.publish(computations)
+        self.entry = entry
         #: raw module-header attributes (entry_computation_layout, frontend_attributes, ...)
         self.module_attrs = dict(module_attrs or {})
         self._computations = computations
@@ -121,7 +128,8 @@ class XlaComputation:
 
     def fusion_plan(self, fuse=True):
         """How the numba/cuda executors group the entry's instructions into fused loops."""
-        from .executors.fusion import fusion_plan
+        from .executors.fusion import fusion_plan, plan_module
+        plan_module(self, fuse=fuse)   # the module's budget of fused loops is shared
         return fusion_plan(self.entry, fuse=fuse)
 
     def verify(self):

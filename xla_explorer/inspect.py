@@ -80,7 +80,7 @@ def instruction_operands(comp, name, *args, invocation=0, trace=None):
     if args and isinstance(args[0], Trace) and trace is None and len(args) == 1:
         trace, args = args[0], ()
     if trace is None and args:
-        trace = comp.trace(*args, keep=[inst.name])
+        trace = _trace_for(comp, inst, args)
     if trace is None:
         return _shapes_only(comp, computation, inst, op)
     if is_collective(op):
@@ -96,6 +96,23 @@ def instruction_operands(comp, name, *args, invocation=0, trace=None):
     record = trace.get(inst.name, invocation)
     return InstructionValues(inst, computation, op, list(trace.operand_values(inst.name, invocation)),
                              trace.value(inst.name, invocation), True, record, None, invocation)
+
+
+def _trace_for(comp, inst, args):
+    """The trace of ``comp`` on ``args`` keeping ``inst``.  A module that is not partitioned
+    but exchanges data between devices (a collective, pmap-style) runs replicated, the same
+    ``args`` on every device (``replica_count`` of the module, else as many devices as its
+    collectives' replica groups name, at least 2)."""
+    from .executors import spmd
+    if not spmd.is_partitioned(comp):
+        collectives = [i for c in comp.computations for i in c.instructions
+                       if i.opcode in registry.OPS and is_collective(registry.OPS[i.opcode])]
+        if collectives:
+            info = spmd.SpmdInfo(comp)
+            count = info.num_replicas if info.num_replicas > 1 else \
+                max(_device_count(comp, i)[0] for i in collectives)
+            return comp.trace_replicated([list(args)] * count, keep=[inst.name])
+    return comp.trace(*args, keep=[inst.name])
 
 
 #: shapes only: what a computation computes from its constants alone is evaluated when its
@@ -174,6 +191,16 @@ def index_map(target, instruction=None, *args, invocation=0, trace=None, **attrs
     that are not known (Gather's indices) its accesses say ``unknown`` instead of
     pretending they are zeros.  A collective's map covers every device: operands and
     result are stacked along a new leading device axis.
+
+    Collectives and their devices: a partitioned module (shard_map, pjit) takes its global
+    arguments and runs every device.  A module that is not partitioned but has collectives
+    (pmap-style, replicated) takes *one device's* arguments and runs replicated with the
+    same arguments on every device -- the module's ``replica_count``, else as many
+    devices as its replica groups name (at least 2).  For different arguments per device,
+    pass a trace: ``index_map(comp, name, trace=comp.trace_replicated([args_0, args_1, ...]))``.
+    Operands of different shapes (a variadic all-reduce of ``(f32[4], f32[2,3])``): the map's
+    domain is ``(device, k)``, ``k`` the element's place in the device's results flattened
+    one after the other (see ``ops.collective._per_operand``).
     """
     from .computation import XlaComputation
     if isinstance(target, XlaComputation):

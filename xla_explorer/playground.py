@@ -7,7 +7,9 @@ a label of ``region_choices`` for a sub-computation.  ``build()`` calls the op f
 on a fresh ``XlaBuilder`` with one parameter per operand and returns an ``Outcome``: the
 computation and its result shape, or the ``ShapeError`` with the argument it is about and
 what would make the call legal (found by asking the shape rule about nearby values);
-``run()`` adds the result values from the NumPy reference.
+``run()`` adds the result values from the NumPy reference (a collective's from
+``run_replicated`` on as many simulated devices as its replica groups name, one operand
+value per device, stacked device-first).
 
 No widget library here: ``xla_explorer.widgets.OpPlayground`` shows this model.
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, progress
 from .builder import Parameter, XlaBuilder, XlaOp
 from .errors import ShapeError
 from .ops import arguments as _args
@@ -35,6 +37,13 @@ ELEMENT_TYPES = ("f32", "f64", "f16", "bf16", "s32", "s64", "s8", "s16", "u32", 
 _TRIED_TYPES = ("f32", "s32", "pred", "c64", "u32")
 #: "(default)": a computation or dtype argument left to the function's default
 DEFAULT = "(default)"
+#: a collective runs on one more device than the largest id its groups name (this many when
+#: they name none), at most MAX_DEVICES
+DEFAULT_DEVICES = 2
+MAX_DEVICES = 8
+#: seconds a run may take before it is stopped (the playground answers at once; an endless
+#: While loop is stopped and says so)
+RUN_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -61,9 +70,22 @@ class OperandError(ShapeError):
         self.argument = argument
 
 
-def operand_value(src, name="operand"):
-    """The NumPy value of a ``Source`` (a tuple for a tuple shape)."""
+def operand_value(src, name="operand", devices=None):
+    """The NumPy value of a ``Source`` (a tuple for a tuple shape).  ``devices``: one value
+    per simulated device, stacked (dimension 0 is the device): iota counts on from one
+    device to the next, a random draw differs per device, typed values are the same on
+    every device unless they have the leading device dimension."""
     shape = src.parsed_shape(name)
+    if devices is not None:
+        if not shape.is_array:
+            raise OperandError(name, f"{name}: a collective's operand is an array, not {shape}")
+        stacked = Shape(shape.element_type, (devices,) + tuple(shape.dims))
+        if src.source == "typed":
+            try:
+                return _value(stacked, src, name, 0)
+            except OperandError:
+                return np.stack([_value(shape, src, name, 0)] * devices)
+        return _value(stacked, src, name, 0)
     return _value(shape, src, name, 0)
 
 
@@ -147,6 +169,12 @@ class Outcome:
     arguments: tuple = ()
     #: the operands' names, as the arguments call them (``start_indices[1]``)
     names: tuple = ()
+    #: the other arguments as the op function took them (argument name -> value; a
+    #: computation as its callable): for eager calls (``xe.index_map_view(op, *values, **attrs)``)
+    attrs: dict = field(default_factory=dict)
+    #: a collective: how many simulated devices it runs on (its operand values are stacked,
+    #: dimension 0 the device, and ``result`` is the list of the devices' results); else None
+    devices: int = None
     result: object = None
     #: why there are no result values ("" when there are)
     not_run: str = ""
@@ -160,6 +188,12 @@ class Outcome:
         return str(self.shape) if self.shape is not None else ""
 
 
+#: ops that no public function records alone: a send-done waits for the send that Send
+#: records with it (its operand must be that send).  Their playground is that call's, the
+#: op's own instruction its result.
+RECORDED_BY = {"send-done": "send", "recv-done": "recv"}
+
+
 class OpCall:
     """One call of an op (opcode or API name), argument by argument.
 
@@ -170,19 +204,23 @@ class OpCall:
 
     def __init__(self, op, **values):
         self._describe(op)
-        self.values = starting_values(self.opdef.opcode)
+        self.values = starting_values(RECORDED_BY.get(self.opdef.opcode, self.opdef.opcode))
         for name, value in values.items():
             self.set(name, value)
 
     def _describe(self, op):
         self.opdef = _args._opdef(op)
-        self.function = _args.op_function(self.opdef)
-        self.args = _args.arguments(self.opdef.opcode)
+        # the call that records the op: its own public function, or the one it is part of
+        made_by = _args._opdef(RECORDED_BY.get(self.opdef.opcode, self.opdef.opcode))
+        self.function = _args.op_function(made_by)
+        self.args = _args.arguments(made_by.opcode)
         self.by_name = {a.name: a for a in self.args}
-        self.explicit_signature = _args._DESCRIPTIONS.get(self.opdef.opcode, _args._Description()).signature
+        self.explicit_signature = _args._DESCRIPTIONS.get(made_by.opcode, _args._Description()).signature
         #: the argument set last: an error naming it is shown beside it
         self.last_set = None
         self.values = {}
+        #: computation arguments holding an expression typed by hand (kept when the state changes)
+        self.typed = set()
 
     @property
     def name(self):
@@ -192,8 +230,12 @@ class OpCall:
         """Set one argument; returns the names of the arguments that changed with it."""
         if name not in self.by_name:
             raise KeyError(f"{self.name} has no argument {name!r}; its arguments: {', '.join(self.by_name)}")
-        self.values[name] = _normalise(self.by_name[name], value)
+        arg = self.by_name[name]
+        self.values[name] = _normalise(arg, value)
         self.last_set = name
+        if arg.kind == "computation" and arg.region in _args.EXPRESSION_REGIONS:
+            typed = self.values[name] not in (None, DEFAULT) and self.values[name] not in self.choices(arg)
+            (self.typed.add if typed else self.typed.discard)(name)
         # the others follow it; a per-dimension list set by hand stays as given (a wrong
         # length is the shape rule's to report, beside it); an empty one gets the defaults
         fixed = {name} if self.values[name] else set()
@@ -203,25 +245,53 @@ class OpCall:
         """Computation labels that no longer fit (Reduce of 2 operands: other choices) reset."""
         changed = set()
         for a in self.args:
-            if a.kind == "computation" and self.values.get(a.name) not in (None, DEFAULT):
+            if a.kind == "computation" and self.values.get(a.name) not in (None, DEFAULT) and a.name not in self.typed:
                 choices = self.choices(a)
                 if self.values[a.name] not in choices:
                     self.values[a.name] = next(iter(choices))
+                    changed.add(a.name)
+            elif a.kind == "computations" and self.values.get(a.name):
+                choices = self.choices(a)
+                labels = tuple(_closest(label, choices) for label in self.values[a.name])
+                if labels != self.values[a.name]:
+                    self.values[a.name] = labels
                     changed.add(a.name)
         return changed
 
     # -- building ------------------------------------------------------------------------
 
+    @property
+    def is_collective(self):
+        return self.opdef.opcode in registry.CATEGORIES.get("collective", ())
+
+    def devices(self, values=None):
+        """How many simulated devices a collective runs on: one more than the largest device
+        id its replica groups (or source-target pairs) name; with none named, its shard or
+        split count, else ``DEFAULT_DEVICES``.  None for an op that is no collective."""
+        if not self.is_collective:
+            return None
+        values = self.values if values is None else values
+        ids = [i for a in self.args if a.kind == "groups" for g in values.get(a.name) or () for i in g
+               if isinstance(i, (int, np.integer))]
+        if ids:
+            return max(max(ids) + 1, 1)
+        counts = [values.get(n) for n in ("shard_count", "split_count") if isinstance(values.get(n), int)]
+        return max(counts + [DEFAULT_DEVICES])
+
     def build(self, values=None):
         """Call the op on a fresh builder: an ``Outcome`` with the shape or the error."""
         values = self.values if values is None else values
         b = XlaBuilder(f"playground_{self.opdef.opcode.replace('-', '_')}")
+        devices = self.devices(values)
         try:
-            call_args, call_kwargs, params, arrays = self._call_arguments(b, values)
+            call_args, call_kwargs, params, arrays = self._call_arguments(
+                b, values, devices if devices is not None and devices <= MAX_DEVICES else None)
             result = self.function(*call_args, **call_kwargs)
             root = result if isinstance(result, XlaOp) else list(result)
-            _readable_names(b)
+            if self.opdef.opcode in RECORDED_BY:  # the op's own value is the result (Recv's is a part of it)
+                root = XlaOp(b, next(i for i in reversed(b.instructions) if i.opcode == self.opdef.opcode))
             comp = b.build(root)
+            _readable_names(comp)
         except ShapeError as e:
             argument = getattr(e, "argument", None) or blame(str(e), self.args, self.last_set)
             return Outcome(error=str(e), argument=argument)
@@ -234,7 +304,7 @@ class OpCall:
             arrays.append(operand_value(Source(str(p.shape)), p.name))
             names.append(p.name)
         return Outcome(computation=comp, instruction=inst, shape=comp.result_shape, arguments=tuple(arrays),
-                       names=tuple(names))
+                       names=tuple(names), attrs=dict(self._attrs), devices=devices)
 
     def explain(self, outcome=None):
         """``outcome`` (built when not given), with ``legal`` filled in when it failed."""
@@ -248,28 +318,41 @@ class OpCall:
         outcome = outcome or self.build()
         if not outcome.ok:
             return outcome
-        if registry.CATEGORIES.get("collective") and self.opdef.opcode in registry.CATEGORIES["collective"]:
-            outcome.not_run = ("a collective runs on several devices: comp.run_replicated([[args of replica 0], "
-                               "[args of replica 1], ...])")
+        n = outcome.devices
+        if n is not None and n > MAX_DEVICES:
+            named = next((a.name for a in self.args if a.kind == "groups"), "the arguments")
+            outcome.not_run = (f"{named} name {n} devices; the playground simulates at most {MAX_DEVICES} "
+                               f"(comp.run_replicated runs any number)")
             return outcome
-        size = _elements(outcome.shape)
+        size = _elements(outcome.shape) * (n or 1)
         if size > MAX_ELEMENTS:
             outcome.not_run = f"the result has {size} elements; the playground runs results of at most {MAX_ELEMENTS}"
             return outcome
         try:
-            outcome.result = outcome.computation.run(*outcome.arguments, backend="numpy")
+            with progress.time_limit(RUN_SECONDS):
+                if n is not None:  # one run per simulated device, the collective exchanging data
+                    per_device = [[a[d] for a in outcome.arguments] for d in range(n)]
+                    outcome.result = outcome.computation.run_replicated(per_device, backend="numpy")
+                else:
+                    outcome.result = outcome.computation.run(*outcome.arguments, backend="numpy")
         except Exception as e:  # a run-time error is shown, never raised into the UI
-            outcome.not_run = f"{type(e).__name__}: {e}"
+            late = _out_of_time(e)
+            if late is not None:  # the executor names the op it stopped in: the time limit is the news
+                hint = ": does the condition ever become false?" if self.opdef.opcode == "while" else ""
+                outcome.not_run = f"{self.name}: the run was {late}{hint}"
+            else:
+                outcome.not_run = f"{type(e).__name__}: {e}"
         return outcome
 
-    def _call_arguments(self, b, values):
-        """(positional args, keyword args, parameter XlaOps, operand values) of the call."""
+    def _call_arguments(self, b, values, devices=None):
+        """(positional args, keyword args, parameter XlaOps, operand values) of the call;
+        ``devices``: the values stacked for that many simulated devices."""
         number, params, arrays = 0, {}, []
-        self._names = []
+        self._names, self._attrs = [], {}
 
         def parameter(name, src):
             nonlocal number
-            value = operand_value(src, name)
+            value = operand_value(src, name, devices)
             # an HLO name for start_indices[1]: start_indices.1
             op = Parameter(b, number, src.parsed_shape(name), name.replace("[", ".").replace("]", ""))
             number += 1
@@ -292,6 +375,8 @@ class OpCall:
                 continue  # left to the function's default
             else:
                 given[arg.name] = _python_value(arg, v)
+            if arg.name in given and arg.kind not in _args.OPERAND_KINDS:
+                self._attrs[arg.name] = given[arg.name]
         if self.explicit_signature is not None:
             return [given[a.name] for a in self.args if a.name in given], {}, params, arrays
         sig = inspect.signature(self.function)
@@ -313,6 +398,12 @@ class OpCall:
                 raise ShapeError(f"{self.name}: {arg.name} is required; pick one")
             return None
         choices = self.choices(arg, values)
+        if v not in choices and arg.region in _args.EXPRESSION_REGIONS and isinstance(v, str):
+            try:  # an expression typed by hand
+                return _args.expression(v)
+            except SyntaxError as e:
+                raise ShapeError(f"{self.name}: {arg.name}: cannot read {v!r} as a Python expression of the "
+                                 f"state x ({e.msg})") from None
         if v not in choices:
             raise ShapeError(f"{self.name}: {arg.name}={v!r} is not one of {', '.join(choices)}")
         return choices[v]
@@ -324,7 +415,8 @@ class OpCall:
         values = self.values if values is None else values
         if arg.kind in ("computation", "computations"):
             out = {DEFAULT: None} if arg.kind == "computation" and not arg.required else {}
-            out.update(_args.region_choices(arg.region, self._region_arity(arg, values)))
+            out.update(_args.region_choices(arg.region, self._region_arity(arg, values),
+                                            self._region_shape(arg, values)))
             return out
         if arg.kind == "dtype":
             return ((DEFAULT,) if not arg.required else ()) + tuple(arg.choices or ELEMENT_TYPES)
@@ -340,6 +432,22 @@ class OpCall:
         if arg.region in ("reducer", "function") and arrays:
             return max(1, len(values.get(arrays[0].name) or ()))
         return 1
+
+    def _region_shape(self, arg, values):
+        """The shape of a computation's one parameter where its choices depend on it (a
+        While's loop state, a Conditional branch's operand): the first operand's; else None."""
+        if arg.region not in _args.EXPRESSION_REGIONS + ("function",):
+            return None
+        ref = self.by_name.get(arg.of) if arg.of in self.by_name else \
+            next((a for a in self.args if a.kind in ("array", "arrays")), None)
+        v = values.get(ref.name) if ref is not None else None
+        src = v[0] if isinstance(v, (list, tuple)) and v else v
+        if not isinstance(src, Source):
+            return None
+        try:
+            return src.parsed_shape()
+        except ShapeError:
+            return None
 
     # -- what would be legal ---------------------------------------------------------------
 
@@ -359,6 +467,27 @@ class OpCall:
             if self.build(trial).ok:
                 good.append(label)
         return _summarise(good, top=max(tried) if tried else None)
+
+
+def _out_of_time(e):
+    """The ``progress.OutOfTime`` that ``e`` is or was raised from (None if none)."""
+    while e is not None:
+        if isinstance(e, progress.OutOfTime):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _closest(label, choices):
+    """``label`` where it is a choice, else the same function in the new choices ("Neg" and
+    "Neg (each element)" for an array and a tuple operand), else the first choice."""
+    if label in choices:
+        return label
+    base = label[:-len(_args.EACH)] if label.endswith(_args.EACH) else label
+    for c in (base, base + _args.EACH):
+        if c in choices:
+            return c
+    return next(iter(choices))
 
 
 def _summarise(good, most=6, top=None):
@@ -693,13 +822,25 @@ def _elements(shape):
     return int(np.prod([d or 0 for d in shape.dims], dtype=np.int64))
 
 
-def _readable_names(builder):
-    """``gather`` rather than ``gather.351`` (the builder numbers names across all builders)."""
-    seen = {}
-    for inst in builder.instructions:
-        if inst.opcode != "parameter":
-            k = seen[inst.opcode] = seen.get(inst.opcode, 0) + 1
-            inst.name = inst.opcode if k == 1 else f"{inst.opcode}.{k}"
+def _readable_names(comp):
+    """``gather``, ``add.2``, ``while_body`` rather than ``gather.351``, ``while_body.874``
+    (builders number names across all builders); unique in the module, the entry's first.
+    The entry's parameters keep the arguments' names."""
+    taken = {}
+
+    def fresh(base):
+        k = taken[base] = taken.get(base, 0) + 1
+        return base if k == 1 else f"{base}.{k}"
+    entry = comp.entry
+    for inst in entry.parameters:
+        taken[inst.name] = 1
+    for c in [entry] + [c for c in comp.computations if c is not entry]:
+        if c is not entry:
+            c.name = fresh(re.sub(r"\.\d+$", "", c.name))
+        for inst in c.instructions:
+            if c is entry and inst.opcode == "parameter":
+                continue
+            inst.name = fresh(inst.opcode if inst.opcode != "parameter" else re.sub(r"[._]\d+$", "", inst.name))
 
 
 def _own_instruction(comp, opcode):
@@ -720,5 +861,5 @@ def buildable(op):
     return True if outcome.ok else outcome.error
 
 
-__all__ = ["OpCall", "Outcome", "Source", "as_source", "operand_value", "blame", "conform", "starting_values", "buildable",
+__all__ = ["OpCall", "Outcome", "RECORDED_BY", "Source", "as_source", "operand_value", "blame", "conform", "starting_values", "buildable",
            "MAX_ELEMENTS", "SOURCES", "ELEMENT_TYPES"]

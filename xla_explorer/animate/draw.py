@@ -32,10 +32,13 @@ def scenes(anim, *, max_rows=10, max_cols=12, width=None):
     visited = set()
     domain = anim.grid(anim.domain)
     out = []
+    # every frame's formula in one place (beside the grids or under them): the frames do not jump
+    lines = [line for f in anim.frames for line in f.text.split("\n")]
+    reserve = (max([len(line) for line in lines] + [0]), max([len(f.text.split("\n")) for f in anim.frames] + [0]))
     for f in anim.frames:
         out.append(layout(anim, f, max_rows=max_rows, max_cols=max_cols, max_width=width,
                           counter=f"{anim.counter(f)}   "
-                          f"({anim.summary})", visited=set(visited)))
+                          f"({anim.summary})", visited=set(visited), reserve=reserve))
         visited.add(domain.position(f.index))
     if out:
         w, h = max(s.width for s in out), max(s.height for s in out)

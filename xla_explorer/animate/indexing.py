@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ops import registry
 from ..ops.index_map import Unknown
-from .model import Animator, TEXT_CELLS, combiner_name, element, fmt_index, fmt_list, fmt_value, val
+from .model import Animator, RunningWrites, TEXT_CELLS, combiner_name, element, fmt_index, fmt_list, fmt_value, val
 
 
 def sliced(name, indices):
@@ -63,7 +63,9 @@ class GatherAnimator(Animator):
         lines += [f"offset_index     = result_index[offset_dims={_dims(d['offset_dims'])}] = "
                   f"{fmt_index(d['offset_index'])}",
                   f"full_offset_index = {fmt_list(d['full_offset_index'])}",
-                  "operand_index    = full_start_index + full_batching_index + full_offset_index",
+                  "operand_index    = full_start_index + " + ("full_batching_index + " if
+                                                          ctx.attrs.get("operand_batching_dims") else "")
+                  + "full_offset_index",
                   f"                 = {fmt_list(d['operand_index'])}"]
         if d["empty_slice"]:
             lines.append(f"{element('result', a.index)} = 0   (the slice is empty)")
@@ -109,54 +111,50 @@ class ScatterAnimator(Animator):
         rank = len(ctx.index_map.domain_shape)
         return tuple([d for d in range(rank) if d not in window] + window)
 
-    def start(self, ctx):
-        state = super().start(ctx)
-        inputs = ctx.operands[:self._n(ctx)]
-        # running values need the inputs and the indices (shapes only: none)
-        state["running"] = None if any(isinstance(x, Unknown) for x in ctx.operands) else \
-            [np.array(x, copy=True) for x in inputs]
-        state["step"] = None
-        return state
-
-    def _combine(self, ctx, a, state):
-        """(old values, update values, new values) of this step's element, or None."""
-        running = state["running"]
-        if running is None or not a.writes:
-            return None
+    def schedule(self, ctx):
+        """Every update's target in XLA's order of application (the steps' order), from
+        the reference's own plan (``ops.indexing._scatter_plan``)."""
+        from ..ops.indexing import _scatter_plan, _schedule
         n = self._n(ctx)
-        target = tuple(a.writes[0][1])
-        old = [r[target] for r in running]
-        upd = [val(ctx.operands[n + 1 + j])[tuple(a.index)] for j in range(n)]
-        try:
-            new = ctx.attrs["update_computation"](*[np.asarray(v) for v in old + upd])
-            new = list(new) if isinstance(new, (tuple, list)) else [new]
-            new = [np.asarray(v).astype(r.dtype) for v, r in zip(new, running)]
-        except Exception:  # a computation that cannot run on scalars here: no running values
-            state["running"] = None
+        inputs, indices, updates = ctx.operands[:n], ctx.operands[n], ctx.operands[n + 1:]
+        if isinstance(indices, Unknown):
             return None
-        return old, upd, new
+        a = ctx.attrs
+        shape = tuple(np.shape(inputs[0]))
+        plan = _scatter_plan(shape, np.asarray(indices), tuple(np.shape(updates[0])),
+                             update_window_dims=a["update_window_dims"],
+                             inserted_window_dims=a["inserted_window_dims"],
+                             scatter_dims_to_operand_dims=a["scatter_dims_to_operand_dims"],
+                             index_vector_dim=a["index_vector_dim"],
+                             input_batching_dims=a.get("input_batching_dims") or (),
+                             scatter_indices_batching_dims=a.get("scatter_indices_batching_dims") or ())
+        order = (plan["update_scatter_dims"], a["update_window_dims"])
+        in_bounds = _schedule(plan["in_bounds"], *order)
+        where = _schedule(plan["result_index"], *order)
+        targets = np.where(in_bounds, np.ravel_multi_index(tuple(where), shape, mode="clip") if shape else 0, -1)
+        if any(isinstance(x, Unknown) for x in ctx.operands):
+            return RunningWrites(shape, targets, label="scatter")
+        fn = a["update_computation"]
+        return RunningWrites(shape, targets, [_schedule(np.asarray(u), *order) for u in updates],
+                             [np.asarray(x) for x in inputs], fn, bool(getattr(fn, "is_elementwise", False)),
+                             label="scatter")
 
     def mark(self, ctx, marks, a, state):
         super().mark(ctx, marks, a, state)
         d = a.detail
         for ix in d["scatter_indices_index"]:
             marks.elem("scatter_indices", ix, "index")
-        for name in self.result_names(ctx):
-            marks.box(name, d["window_start"], d["window_size"], "skipped" if a.skipped else "window")
-        state["step"] = self._combine(ctx, a, state)
-
-    def advance(self, ctx, a, state, step):
-        super().advance(ctx, a, state, step)
-        if state.get("step") and state["running"] is not None:
-            target = tuple(a.writes[0][1])
-            for r, v in zip(state["running"], state["step"][2]):
-                r[target] = v
-        state["step"] = None
+        if not a.unknown:   # shapes only: where the window goes is unknown, its candidates are marked
+            for name in self.result_names(ctx):
+                marks.box(name, d["window_start"], d["window_size"], "skipped" if a.skipped else "window")
+        # (old, update, new values) of this step, from the running values (none: shapes only)
+        state["step"] = state["rw"].step(state["at"]) if "rw" in state else None
 
     def values(self, ctx, state):
-        if state["running"] is None:
+        if "rw" not in state or np.prod(state["rw"].shape, dtype=np.int64) > TEXT_CELLS:
             return {}
-        return {name: r.copy() for name, r in zip(self.result_names(ctx), state["running"]) if r.size <= TEXT_CELLS}
+        after = state["rw"].values_after(state["at"])
+        return {} if after is None else dict(zip(self.result_names(ctx), after))
 
     def explain(self, ctx, a, state):
         d = a.detail
@@ -174,7 +172,9 @@ class ScatterAnimator(Animator):
         lines += [f"update_window_index  = update_index[update_window_dims={_dims(d['update_window_dims'])}]"
                   f" = {fmt_index(d['update_window_index'])}",
                   f"full_window_index    = {fmt_list(d['full_window_index'])}",
-                  "result_index = full_start_index + full_batching_index + full_window_index",
+                  "result_index = full_start_index + " + ("full_batching_index + " if
+                                                        ctx.attrs.get("input_batching_dims") else "")
+                  + "full_window_index",
                   f"             = {fmt_list(d['result_index'])}"]
         if a.skipped:
             upper = [s - w for s, w in zip(inputs.shape, d["window_size"])]

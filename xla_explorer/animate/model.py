@@ -31,7 +31,7 @@ from ..ops.index_map import UNKNOWN, Candidates, Unknown, is_unknown
 #: shows the later one.  One colour per meaning, the same in every picture of the tool.
 ROLES = {
     "done": ("#d8d0e6", "earlier steps"),
-    "candidate": ("#9fe0d0", "may be read (index unknown)"),
+    "candidate": ("#9fe0d0", "may be read or written (index unknown)"),
     "window": ("#bcd7ee", "slice / window"),
     "clamped": ("#f7b8a8", "window at its clamped start"),
     "index": ("#a6dba0", "indices used"),
@@ -87,14 +87,16 @@ def _num(v):
     return str(int(v)) if isinstance(v, (int, np.integer)) else str(v)
 
 
-def fmt_value(v):
-    """A value as a short string: ints as ints, floats with 4 significant digits; ``?``
-    for an unknown value (shapes only)."""
+def fmt_value(v, digits=6):
+    """A value as a short string: ints as ints, floats with ``digits`` significant digits
+    (a whole float as an int: ``1716``, not ``1.716e+03``; six digits so that a formula's
+    ``1715.5 + 0.5 = 1716`` does not read ``1716 + 0.5 = 1716``); ``?`` for an unknown
+    value (shapes only)."""
     if is_unknown(v):
         return "?"
     a = np.asarray(v)
     if a.ndim:
-        return "(" + ", ".join(fmt_value(x) for x in a.reshape(-1)[:4]) + (", ...)" if a.size > 4 else ")")
+        return "(" + ", ".join(fmt_value(x, digits) for x in a.reshape(-1)[:4]) + (", ...)" if a.size > 4 else ")")
     kind = a.dtype.kind
     if kind == "b":
         return "true" if bool(a) else "false"
@@ -108,12 +110,14 @@ def fmt_value(v):
         return "nan"
     if np.isinf(x):
         return "inf" if x > 0 else "-inf"
-    return f"{x:.4g}"
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x)) if x or not np.signbit(x) else "-0"
+    return f"{x:.{digits}g}"
 
 
 def fmt_cell(v, width=5):
     """A value formatted to fit a cell of ``width`` characters."""
-    s = fmt_value(v)
+    s = fmt_value(v, 4)
     if len(s) <= width:
         return s
     a = np.asarray(v)
@@ -124,9 +128,11 @@ def fmt_cell(v, width=5):
     else:
         return s[:width - 1] + "…"
     for digits in (3, 2, 1, 0):
-        t = f"{x:.{digits}g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
-        if len(t) <= width:
-            return t
+        # the shorter of the two notations at this precision: -0.00588 fits as -6e-3, not -0.0…
+        for t in (f"{x:.{digits}g}", f"{x:.{digits}e}"):
+            t = t.replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+            if len(t) <= width:
+                return t
     return s[:width - 1] + "…"
 
 
@@ -528,13 +534,16 @@ class Animator:
         """The formula of an access whose deciding values are unknown (shapes only)."""
         lines = [f"{self.domain(ctx)}_index = {fmt_index(access.index)}",
                  "the index values are unknown (shapes only): pass the module's",
-                 "arguments to see which elements are read"]
+                 "arguments to see which elements are read" + (" or written" if access.writes else "")]
         for label, items in (("reads", access.reads), ("writes", access.writes)):
             if isinstance(items, Candidates):
                 names = self.result_names(ctx) if label == "writes" else self.names(ctx)
                 box = ", ".join(f"{a}" if b == a + 1 else f"{a}:{b}" for a, b in items.ranges)
-                where = " or ".join(f"{names[k]}[{box}]" for k in items.numbers if k < len(names))
-                lines.append(f"it {label} one of {len(items)} elements: {where}")
+                # single elements first (DynamicUpdateSlice's operand element), then the boxes
+                where = " or ".join([element(names[k], index) for k, index in items.extra if k < len(names)]
+                                    + [f"{names[k]}[{box}]" for k in items.numbers if k < len(names)])
+                lines.append(f"it {label} one of {len(items)} elements: {where}" if len(items) > 1 else
+                             f"it {label} {where} (whatever the index values)")
         return "\n".join(lines)
 
     def values(self, ctx, state):
@@ -544,6 +553,21 @@ class Animator:
     def sequential(self, ctx):
         """True when a step's picture depends on the steps before it (Scatter)."""
         return ctx.index_map.kind == "scatter"
+
+    def schedule(self, ctx):
+        """A sequential map's ``RunningWrites`` (every step's target and value), so that the
+        state before any step is found without replaying the steps before it; None: the
+        values are not known (shapes only), the state is the start state."""
+        return None
+
+    def state_at(self, ctx, order, step):
+        """The state as steps ``0 .. step - 1`` leave it (``order``: the animation's
+        ``_Order``).  A sequential map reads it off its ``schedule`` (computed once per
+        picture, vectorised), whatever the step: no replay."""
+        rw = running_writes(self, ctx) if self.sequential(ctx) else None
+        if rw is None:
+            return self.start(ctx)
+        return {"written": EarlierWrites(rw, step, order.index), "running": None, "step": None, "rw": rw, "at": step}
 
     # the driver ------------------------------------------------------------------------------
 
@@ -615,6 +639,147 @@ def _for_grid(arg, grid):
     if isinstance(arg, dict) and arg and all(isinstance(k, str) for k in arg):
         return arg.get(grid.name)
     return arg if grid.rank > 3 else None
+
+
+def running_writes(animator, ctx):
+    """``animator.schedule(ctx)``, made once per op instance (kept on the context)."""
+    cache = ctx.__dict__.setdefault("_running_writes", {})
+    if "rw" not in cache:
+        cache["rw"] = animator.schedule(ctx)
+    return cache["rw"]
+
+
+class RunningWrites:
+    """A scatter-like map's writes, every step at once: ``targets[s]`` is the flat result
+    element step ``s`` combines into (-1: none, a skipped window), ``values[j][s]`` the
+    value it combines into result ``j`` (starting from ``inits[j]``) with ``combine(*old,
+    *new) -> new value(s)``.
+
+    The running values are found without replaying: ``after[j][s]``, the element's value
+    right after step ``s``, is computed for every step in rounds (round ``r`` applies
+    every element's ``r``-th write, as the reference does, so an element-wise ``combine``
+    runs on whole arrays and gives exactly the reference's values; any other runs one
+    step at a time, as far as asked, with progress).  The value of an element before
+    step ``s`` is then the ``after`` of its last write before ``s``: a look-up."""
+
+    def __init__(self, shape, targets, values=None, inits=None, combine=None, elementwise=False, label="scatter"):
+        self.shape = tuple(shape)
+        self.targets = np.asarray(targets, np.int64).reshape(-1)
+        self.count = len(self.targets)
+        self.label = label
+        valid = np.flatnonzero(self.targets >= 0)
+        # the writes grouped by element, in step order within each element
+        self.by_element = valid[np.argsort(self.targets[valid], kind="stable")]
+        t = self.targets[self.by_element]
+        first = np.ones(len(t), bool)
+        first[1:] = t[1:] != t[:-1]
+        self.group_start = np.flatnonzero(first)
+        self.group_target = t[first]
+        position = np.arange(len(t))
+        rank = position - np.maximum.accumulate(np.where(first, position, 0))
+        self.prev = np.full(self.count, -1, np.int64)
+        self.prev[self.by_element[~first]] = self.by_element[np.flatnonzero(~first) - 1]
+        self.rank = np.zeros(self.count, np.int64)
+        self.rank[self.by_element] = rank
+        self.values = None if values is None else [np.asarray(v).reshape(-1) for v in values]
+        self.inits = None if inits is None else [np.asarray(x).reshape(-1) for x in inits]
+        self.combine, self.elementwise = combine, elementwise
+        self.after = None if self.values is None else [np.empty(self.count, x.dtype) for x in self.inits]
+        self.ready = 0         # after[...][s] is known for s < ready (one-at-a-time combine)
+        self.failed = None     # why the running values are not known (combine raised)
+
+    @property
+    def known(self):
+        return self.after is not None and self.failed is None
+
+    def first_write(self, flat):
+        """The first step writing flat element ``flat`` (None: none)."""
+        g = np.searchsorted(self.group_target, flat)
+        if g < len(self.group_target) and self.group_target[g] == flat:
+            return int(self.by_element[self.group_start[g]])
+        return None
+
+    def _ensure(self, upto):
+        """``after`` for every step below ``upto``."""
+        if not self.known or self.ready >= upto:
+            return
+        try:
+            if self.elementwise:
+                self._rounds()
+            else:
+                self._one_by_one(upto)
+        except Exception as e:  # noqa: BLE001 - a combine that fails here: no running values
+            self.failed = f"{type(e).__name__}: {e}"
+
+    def _apply(self, steps):
+        old = []
+        for init, after in zip(self.inits, self.after):
+            p = self.prev[steps]
+            old.append(np.where(p >= 0, after[np.maximum(p, 0)], init[np.maximum(self.targets[steps], 0)]))
+        new = self.combine(*old, *[v[steps] for v in self.values])
+        new = list(new) if isinstance(new, (tuple, list)) else [new]
+        for after, v in zip(self.after, new):
+            after[steps] = np.asarray(v).astype(after.dtype, copy=False)
+
+    def _rounds(self):
+        valid = self.targets >= 0
+        for r in range(int(self.rank[valid].max()) + 1 if valid.any() else 0):
+            self._apply(np.flatnonzero(valid & (self.rank == r)))
+        self.ready = self.count
+
+    def _one_by_one(self, upto):
+        from .. import progress
+        steps = [s for s in range(self.ready, upto) if self.targets[s] >= 0]
+        with progress.task(f"{self.label}: running values up to step {upto}", total=len(steps)) as task:
+            for s in steps:
+                self._apply(np.array([s]))
+                task.advance()
+        self.ready = upto
+
+    def step(self, s):
+        """(old values, update values, new values) of step ``s`` (lists, one per result), or None."""
+        if self.targets[s] < 0:
+            return None
+        self._ensure(s + 1)
+        if not self.known:
+            return None
+        p, t = self.prev[s], self.targets[s]
+        old = [after[p] if p >= 0 else init[t] for init, after in zip(self.inits, self.after)]
+        return old, [v[s] for v in self.values], [after[s] for after in self.after]
+
+    def values_after(self, s):
+        """Every result's values once steps ``0 .. s`` are applied (None: not known)."""
+        self._ensure(s + 1)
+        if not self.known:
+            return None
+        out = [init.copy() for init in self.inits]
+        for g, t in enumerate(self.group_target):
+            lo = self.group_start[g]
+            hi = self.group_start[g + 1] if g + 1 < len(self.group_start) else len(self.by_element)
+            k = lo + int(np.searchsorted(self.by_element[lo:hi], s, side="right")) - 1
+            if k >= lo:
+                for o, after in zip(out, self.after):
+                    o[t] = after[self.by_element[k]]
+        return [o.reshape(self.shape) for o in out]
+
+
+class EarlierWrites(dict):
+    """``state["written"]`` before step ``at``: ``get((j, index))`` is ``(step, domain index)``
+    of the first earlier step that wrote ``index`` (what the collision marks need), found
+    in a ``RunningWrites``; entries set later (``setdefault``) are kept as in a dict."""
+
+    def __init__(self, rw, at, index_of):
+        super().__init__()
+        self.rw, self.at, self.index_of = rw, at, index_of
+
+    def get(self, key, default=None):
+        if key in self:
+            return self[key]
+        j, index = key
+        shape = self.rw.shape
+        flat = int(np.ravel_multi_index(tuple(int(i) for i in index), shape)) if len(shape) else 0
+        s = self.rw.first_write(flat)
+        return (s, tuple(self.index_of(s))) if s is not None and s < self.at else default
 
 
 class _Order:
@@ -713,32 +878,23 @@ class Animation:
 
     def _frames(self, shown):
         ctx, animator = self.context, self.animator
-        frames, state = [], animator.start(ctx)
-        wanted = set(shown)
-        todo = range(shown[-1] + 1 if shown else 0) if animator.sequential(ctx) else shown
-        for step in todo:
+        frames = []
+        state = animator.start(ctx)
+        for step in shown:
+            if animator.sequential(ctx):   # the state the steps before leave (no replay: state_at)
+                state = animator.state_at(ctx, self.order, step)
             access = ctx.index_map[self.order.index(step)]
-            if step in wanted:
-                frames.append(animator.frame(ctx, self._by_name, access, state, len(frames), step))
-            else:
-                animator.advance(ctx, access, state, step)
+            frames.append(animator.frame(ctx, self._by_name, access, state, len(frames), step))
         return frames
 
     def frame_at(self, index):
         """The Frame of domain element ``index`` (any element, not only the sampled ones):
         what the interactive view shows for its selection.  A sequential map (Scatter)
-        replays the steps before it, up to 20000 of them."""
+        shows the running values the steps before it leave, however many (``state_at``)."""
         ctx, animator = self.context, self.animator
         index = tuple(int(i) for i in index)
         step = self.order.step_of(index)
-        state = animator.start(ctx)
-        if animator.sequential(ctx):
-            if step > 20000:
-                state = animator.start(ctx)
-                state["running"] = None
-            else:
-                for s in range(step):
-                    animator.advance(ctx, ctx.index_map[self.order.index(s)], state, s)
+        state = animator.state_at(ctx, self.order, step)
         return animator.frame(ctx, self._by_name, ctx.index_map[index], state, 0, step)
 
     @property

@@ -13,7 +13,8 @@ import numpy as np
 from ..ops import registry
 from ..ops.reduction import _window_attrs
 from ..ops.index_map import Unknown
-from .model import Animator, Grid, TEXT_CELLS, _type, combiner_name, element, fmt_index, fmt_list, fmt_value, val
+from .model import (Animator, Grid, RunningWrites, TEXT_CELLS, _type, combiner_name, element, fmt_index, fmt_list,
+                    fmt_value, val)
 
 CROPPED, PADDING, HOLE, ELEMENT = 3, 2, 1, 0
 
@@ -155,12 +156,21 @@ class SelectAndScatterAnimator(Animator):
     def domain(self, ctx):
         return "source"
 
-    def start(self, ctx):
-        state = super().start(ctx)
-        state["running"] = None if any(isinstance(v, Unknown) for v in ctx.operands + ctx.results) else \
-            np.full(np.shape(ctx.operands[0]), ctx.operands[2], dtype=np.asarray(ctx.results[0]).dtype)
-        state["step"] = None
-        return state
+    def schedule(self, ctx):
+        """Each source element's target (the element ``select`` picks), in source order,
+        from the reference's own selection (``ops.reduction._selected_cells``)."""
+        from ..ops.reduction import _selected_cells
+        operand, source, init = ctx.operands
+        if isinstance(operand, Unknown):
+            return None
+        shape = tuple(np.shape(operand))
+        targets = _selected_cells(np.asarray(operand), ctx.attrs["select"], np.shape(source), self.window(ctx))
+        if isinstance(source, Unknown) or isinstance(init, Unknown) or isinstance(ctx.results[0], Unknown):
+            return RunningWrites(shape, targets, label="select-and-scatter")
+        fn = ctx.attrs["scatter"]
+        dtype = np.asarray(ctx.results[0]).dtype
+        return RunningWrites(shape, targets, [np.asarray(source)], [np.full(shape, init, dtype=dtype)], fn,
+                             bool(getattr(fn, "is_elementwise", False)), label="select-and-scatter")
 
     def mark(self, ctx, marks, a, state):
         super().mark(ctx, marks, a, state)
@@ -172,24 +182,15 @@ class SelectAndScatterAnimator(Animator):
         state["step"] = None
         if selected is not None:
             marks.elem("operand", selected, "selected")
-            if state["running"] is not None:
-                old = state["running"][selected]
-                src = val(ctx.operands[1])[tuple(a.index)]
-                try:
-                    new = np.asarray(ctx.attrs["scatter"](np.asarray(old), np.asarray(src))).astype(old.dtype)
-                    state["step"] = (old, src, new)
-                except Exception:
-                    state["running"] = None
-
-    def advance(self, ctx, a, state, step):
-        super().advance(ctx, a, state, step)
-        if state["step"] is not None:
-            state["running"][a.detail["selected"]] = state["step"][2]
-        state["step"] = None
+            if "rw" in state:   # (old, source, new values) from the running values (none: shapes only)
+                step = state["rw"].step(state["at"])
+                state["step"] = None if step is None else tuple(v[0] for v in step)
 
     def values(self, ctx, state):
-        r = state["running"]
-        return {"result": r.copy()} if r is not None and r.size <= TEXT_CELLS else {}
+        if "rw" not in state or np.prod(state["rw"].shape, dtype=np.int64) > TEXT_CELLS:
+            return {}
+        after = state["rw"].values_after(state["at"])
+        return {} if after is None else {"result": after[0]}
 
     def explain(self, ctx, a, state):
         wd, ws, pad, bd, wdl = self.window(ctx)

@@ -47,6 +47,10 @@ class Text:
     baseline: str = "middle"   # middle | top
     mono: bool = False
     bold: bool = False
+    #: what the interactive view rewrites: "counter" (the selection line), "formula", or a
+    #: cell's value ({"grid", "k"} in ``meta``)
+    kind: str = ""
+    meta: dict = None
 
 
 @dataclass
@@ -72,6 +76,8 @@ class Scene:
     texts: list = field(default_factory=list)
     panels: list = field(default_factory=list)
     legend: list = field(default_factory=list)   # (colour, label) per entry
+    #: where the formula's lines go: (x, y, line height, px) -- the view redraws them on hover
+    formula_at: tuple = None
 
     def fonts(self):
         """Every text size used, in pixels."""
@@ -156,11 +162,17 @@ def window_for(grid, frame, max_rows, max_cols, origin=None):
 # -- the layout --------------------------------------------------------------------------------
 
 def layout(anim, frame, *, max_rows=10, max_cols=12, max_width=1600, windows=None, counter=None, visited=None,
-           title=None, interactive=False, follow=True):
+           title=None, interactive=False, follow=True, reserve=None, roles=()):
     """The Scene of ``frame`` of ``anim``.  ``windows``: {grid: (row0, col0)} to place a
     grid's window (the view's panning); ``visited``: domain positions drawn as "done";
     ``counter``: the line under the title; ``follow``: a grid with fixed dimensions
-    shows the slice holding the frame's most important mark."""
+    shows the slice holding the frame's most important mark; ``reserve``: (characters,
+    lines) the formula's place must hold (the view shows other elements' formulas there);
+    ``roles``: roles the legend lists besides the frame's (what the view's hovers show).
+
+    The formula goes at the top right, beside the first rows of grids, when the first grid
+    and the formula fit in ``max_width`` (the rows beside it flow in the width it leaves,
+    a grid too wide for that goes under it); else under the grids."""
     windows = windows or {}
     scene = Scene(0, 0)
     pad = 14
@@ -168,52 +180,64 @@ def layout(anim, frame, *, max_rows=10, max_cols=12, max_width=1600, windows=Non
     scene.texts.append(Text(pad, y, title or f"{anim.title}", TITLE_PX, bold=True, baseline="top"))
     y += TITLE_PX + 8
     if counter:
-        scene.texts.append(Text(pad, y, counter, HEAD_PX, fill=MUTED, baseline="top"))
+        scene.texts.append(Text(pad, y, counter, HEAD_PX, fill=MUTED, baseline="top", kind="counter"))
         y += HEAD_PX + 6
     if not anim.known:
-        scene.texts.append(Text(pad, y, "Index values unknown (shapes only): the cells that may be read are "
-                                "shaded; pass the module's arguments to see the real ones.", HEAD_PX, fill=WARN,
+        scene.texts.append(Text(pad, y, "Index values unknown (shapes only): the cells that may be read or written "
+                                "are shaded; pass the module's arguments to see the real ones.", HEAD_PX, fill=WARN,
                                 baseline="top", bold=True))
         y += HEAD_PX + 6
     y += 6
-    used_roles, used_static = set(), set()
-    # panels, flowing left to right
-    x, row_top, row_height = pad, y, 0
-    placed = []
+    used_roles, used_static = set(roles), set()
+    built = []
     for g in anim.grids:
         saved = dict(g.fixed)
         if follow and frame is not None:
             g.fixed = follow_fixed(g, frame)
         try:
-            panel, rects, texts, roles, statics = _panel(anim, g, frame, max_rows, max_cols, windows.get(g.name),
-                                                         visited if g.name == anim.domain else None, interactive)
+            built.append(_panel(anim, g, frame, max_rows, max_cols, windows.get(g.name),
+                                visited if g.name == anim.domain else None, interactive))
         finally:
             g.fixed = saved
-        used_roles |= roles
+    # the formula: at the top right, beside the rows of panels it leaves room for (the rows
+    # below it take the whole width), when the first panel and the formula fit side by side;
+    # else under the panels
+    lines = (frame.text if frame is not None else "").split("\n")
+    chars, n_lines = reserve or (0, 0)
+    text_w = max([text_width(line, TEXT_PX, mono=True) for line in lines] + [text_width("0" * chars, TEXT_PX, True)])
+    n_lines = max(len(lines), n_lines)
+    line_h = TEXT_PX + 5
+    beside = bool(built) and pad + built[0][0].width + 36 + text_w <= max_width
+    narrow = max_width - 36 - text_w            # the width of the rows beside the formula
+    text_bottom_at = y + n_lines * line_h + 12  # rows starting lower take the whole width
+    # panels, flowing left to right
+    x, row_top, row_height = pad, y, 0
+    placed, beside_right = [], pad
+    for panel, rects, texts, panel_roles, statics in built:
+        used_roles |= panel_roles
         used_static |= statics
-        if x > pad and x + panel.width > max_width:
+        limit = narrow if beside and row_top < text_bottom_at else max_width
+        if x > pad and x + panel.width > limit:
             x, row_top = pad, row_top + row_height + 18
             row_height = 0
+            if beside and row_top < text_bottom_at and pad + panel.width > narrow:
+                row_top = max(row_top, text_bottom_at)   # too wide to sit beside it: under it
         _shift(panel, rects, texts, x, row_top)
         placed.append(panel)
         scene.rects += rects
         scene.texts += texts
+        if row_top < text_bottom_at:
+            beside_right = max(beside_right, x + panel.width)
         x += panel.width + 28
         row_height = max(row_height, panel.height)
     scene.panels = placed
     panels_right = max([p.x + p.width for p in placed] + [pad])
     bottom = row_top + row_height + 16
-    # the formula: right of the panels when it fits, else under them
-    lines = (frame.text if frame is not None else "").split("\n")
-    text_w = max([text_width(line, TEXT_PX, mono=True) for line in lines] + [0])
-    line_h = TEXT_PX + 5
-    if panels_right + 36 + text_w <= max_width + 200 and row_top == y:
-        tx, ty = panels_right + 36, y
-    else:
-        tx, ty = pad, bottom
+    tx, ty = (beside_right + 36, y) if beside else (pad, bottom)
     for k, line in enumerate(lines):
-        scene.texts.append(Text(tx, ty + k * line_h, line, TEXT_PX, mono=True, baseline="top"))
-    text_bottom = ty + len(lines) * line_h
+        scene.texts.append(Text(tx, ty + k * line_h, line, TEXT_PX, mono=True, baseline="top", kind="formula"))
+    scene.formula_at = (tx, ty, line_h, TEXT_PX)
+    text_bottom = ty + n_lines * line_h
     y = max(bottom, text_bottom + 12)
     # the legend: one entry per meaning
     entries = [(ROLES[r][0], ROLES[r][1]) for r in ROLES if r in used_roles]
@@ -322,28 +346,30 @@ def _panel(anim, g, frame, max_rows, max_cols, origin, visited, interactive):
             texts.append(Text(left - 6, top + r * ch + ch / 2, g.axis_label(d, p[d]), LABEL_PX, fill=MUTED,
                               anchor="end", mono=True))
     # cells
+    number = 0   # the cell's number in this panel (the view addresses cells by it)
     for k, item in enumerate(info):
         if item is None:
             continue
         r, c = divmod(k, cols)
         p, index, role, static, text = item
+        if static:
+            base = STATIC[_STATIC_NAMES[static]][0]
+            static_used.add(_STATIC_NAMES[static])
+        else:
+            base = EMPTY if index is None else "#ffffff"
+        fill = base
         if role is not None:
             fill = ROLES[role][0]
             roles.add(role)
-        elif static:
-            fill = STATIC[_STATIC_NAMES[static]][0]
-            static_used.add(_STATIC_NAMES[static])
-        elif index is None:
-            fill = EMPTY
-        else:
-            fill = "#ffffff"
-        meta = {"grid": g.name, "index": list(index) if index is not None else None, "position": list(p)} \
-            if interactive else None
+        meta = {"grid": g.name, "index": list(index) if index is not None else None, "position": list(p),
+                "k": number, "base": base} if interactive else None
         x0, y0 = left + c * cw, top + r * ch
         rects.append(Rect(x0, y0, cw, ch, fill, stroke=GRIDLINE, meta=meta))
         if text:
             colour = "#ffffff" if role in DARK else (MUTED if text == "?" else TEXT)
-            texts.append(Text(x0 + cw / 2, y0 + ch / 2, text, CELL_PX, fill=colour, anchor="middle", mono=True))
+            texts.append(Text(x0 + cw / 2, y0 + ch / 2, text, CELL_PX, fill=colour, anchor="middle", mono=True,
+                              kind="value" if interactive else "", meta={"grid": g.name, "k": number}))
+        number += 1
     # 3-D views: one label per slice
     if len(g.dims) == 3:
         n2 = g.shape[g.dims[2]]

@@ -35,7 +35,44 @@ def numba():
                 nb.config.THREADING_LAYER = "omp"
             except ImportError:
                 pass
+        _report_compiles()
     return nb
+
+
+def _report_compiles():
+    """Numba's compile events (``numba.core.event``, "numba:compile": a kernel compiling
+    for the first time, not one loaded from the disk cache) -> ``progress.compiling``, so
+    that a first run's bar says which kernel it is compiling rather than sitting still."""
+    from numba.core import event
+
+    from .. import progress
+
+    class Compiles(event.Listener):
+        def __init__(self):
+            self.open = []  # the progress.compiling blocks entered, a start event each
+
+        def on_start(self, ev):
+            block = progress.compiling(kernel_name(ev.data["dispatcher"].py_func))
+            block.__enter__()
+            self.open.append(block)
+
+        def on_end(self, ev):
+            if self.open:
+                self.open.pop().__exit__(None, None, None)
+
+    event.register("numba:compile", Compiles())
+
+
+def kernel_name(fn):
+    """What a student reads for a Numba kernel: ``cpu.reduction._arb_chunk``, ``generated
+    fused loop loop_ser`` (generated source), the module and name of any other."""
+    module, name = fn.__module__ or "", fn.__qualname__.replace(".<locals>", "")
+    if module.startswith("xla_explorer_generated."):
+        return f"generated {module.rsplit('.', 1)[1].rsplit('_', 1)[0]} loop {name}"
+    for prefix in ("xla_explorer.executors.", "xla_explorer."):
+        if module.startswith(prefix):
+            return f"{module[len(prefix):]}.{name}"
+    return f"{module}.{name}"
 
 
 #: below this many elements a kernel runs its serial version (no thread launch)

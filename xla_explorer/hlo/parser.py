@@ -11,6 +11,9 @@ time is linear in the text's size (no rescanning of joined lines); nothing recur
 the text's nesting (computations are made as empty shells first and filled in place, so
 a chain of calls of any length needs no recursion; tuple shapes and literals nest at most
 ``MAX_NESTING`` deep); operands may come in any order but a cycle is refused.
+
+Instruction names are unique across the module, as XLA makes them when it parses: a name
+that a computation earlier in the text used already gets a ``.N`` suffix (``lhs.1``).
 """
 import re
 
@@ -20,6 +23,7 @@ from ..shapes import _ShapeText
 from .attrs import parse_attribute_list, split_top
 from .ir import HloComputation, Instruction
 from .literal import parse_literal
+from .names import rename_repeats
 
 _COMMENT = re.compile(r"/\*.*?\*/")
 _NAME = r"%?([A-Za-z_][\w.\-]*)"
@@ -184,6 +188,7 @@ def parse_hlo(text):
         header, body = blocks[name]
         _computation(shells[name], header, body, resolve)
     _check_no_recursion(shells, blocks, order)
+    rename_repeats([shells[n] for n in order])
     entry = shells[entry_name]
     module = XlaComputation(entry, name=module_name, module_attrs=module_attrs,
                             computations=[shells[n] for n in order if n != entry_name] + [entry])

@@ -1,37 +1,30 @@
 """Print a module in XLA's HLO text syntax (the form JAX's ``as_text(dialect="hlo")`` gives)."""
-import re
-
 from ..ops import registry
-from .ir import computation_closure
+from .ir import HloComputation, computation_closure
 from .literal import format_literal
+from .names import identifier
 
 
 class _Names:
-    """Module-wide unique names (builders may reuse a name; HLO text may not)."""
+    """Module-wide unique names, computations and instructions each in their own namespace
+    (as in XLA).  A module made by ``XlaComputation`` has unique names already
+    (``hlo.names``), so they print as they are; this only guards modules edited since."""
 
     def __init__(self):
-        self.taken, self.of = set(), {}
+        self.taken, self.of = {True: set(), False: set()}, {}
 
     def name(self, obj, wanted):
         if id(obj) in self.of:
             return self.of[id(obj)]
+        taken = self.taken[isinstance(obj, HloComputation)]
         wanted = identifier(wanted)
         name, k = wanted, 1
-        while name in self.taken:
+        while name in taken:
             k += 1
             name = f"{wanted}_{k}"
-        self.taken.add(name)
+        taken.add(name)
         self.of[id(obj)] = name
         return name
-
-
-def identifier(name):
-    """``name`` as an HLO identifier (``[A-Za-z_][A-Za-z0-9_.-]*``): a builder may use any
-    text as a display name, the printed module must still parse."""
-    text = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(name))
-    if not text or not (text[0].isalpha() or text[0] == "_"):
-        text = "_" + text
-    return text
 
 
 def print_module(module):

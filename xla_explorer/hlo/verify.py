@@ -7,6 +7,8 @@ buffers do not back.  So ``verify(module)`` runs first, on every backend, and re
 such a module with the same error everywhere:
 
 - each computation's parameters are numbered 0..n-1, once each;
+- instruction names are unique across the module (an ``HloParseError`` naming both
+  places otherwise, as XLA's verifier refuses it; a run's trace keys records by name);
 - every operand is an instruction of the same computation defined before its user (the
   parser has already ordered the text and refused cycles and undefined names);
 - every instruction's declared shape is what its op's shape rule infers from its
@@ -50,8 +52,24 @@ def verify_module(module):
         if depth[id(comp)] > MAX_CALL_DEPTH:
             raise ShapeError(f"computation {comp.name}: computations call each other {depth[id(comp)]} deep; at most "
                              f"{MAX_CALL_DEPTH} levels are supported")
+    _check_unique_names(module, computations)
     for comp in computations:
         verify_computation(comp)
+
+
+def _check_unique_names(module, computations):
+    """Instruction names are unique across a module (XLA's verifier refuses a repeat too):
+    a run's trace keys its records by name."""
+    from ..errors import HloParseError
+    from .names import duplicate_names
+    twice = duplicate_names(computations)
+    if twice:
+        name, first, c1, second, c2 = twice[0]
+        raise HloParseError(f"instruction name {name!r} is used twice in module {module.name}: {where(first)} in "
+                            f"computation {c1.name} and {where(second)} in computation {c2.name}; instruction "
+                            f"names must be unique across a module (XLA's verifier refuses it too); rename one"
+                            + (f" ({len(twice) - 1} more repeated: "
+                               f"{', '.join(sorted({t[0] for t in twice[1:]})[:5])})" if len(twice) > 1 else ""))
 
 
 def where(inst):

@@ -228,51 +228,174 @@ def _unary_functions():
     return {n: getattr(api, n) for n in first + [n for n in names if n not in first]}
 
 
-def _typed(p, v):
-    """``v`` as a scalar of ``p``'s element type (for constants inside a traced region)."""
-    from .. import dtypes
-    return np.asarray(v, dtype=dtypes.to_numpy(p.shape.element_type))
-
-
-def region_choices(region, n=1):
+def region_choices(region, n=1, shape=None):
     """{label: Python callable} for a computation argument of family ``region`` on ``n``
     operands; each callable is made of the library's op functions and traced by the op.
+    ``shape``: the shape of the one parameter, where it matters (a tuple loop state, a
+    tuple branch operand); None: an array.
 
     - ``reducer`` (Reduce, ReduceWindow, Scatter, AllReduce; SelectAndScatter's scatter):
       a binary op, applied to each of the n (accumulator, value) pairs;
     - ``comparator`` (Sort): ``Compare(lhs_0, rhs_0, direction)``;
     - ``select`` (SelectAndScatter): ``Compare(a, b, direction)``;
-    - ``predicate`` (While's condition) and ``body`` (its body), on an array state;
-    - ``function`` (Map, Call, Conditional's branches): a unary op (n = 1), or a binary op
-      folded over the n arguments;
+    - ``predicate`` (While's condition) and ``body`` (its body): Python expressions of the
+      loop state ``x`` (``EXPRESSION_REGIONS``: the label is the code, see ``expression``),
+      element by element for a tuple state (``x[0] < 10``, ``(x[0] + 1, x[1] * 2)``);
+    - ``function`` (Map, Call, Conditional's branches): a unary op (n = 1; on a tuple
+      operand, applied to each element), or a binary op folded over the n arguments;
     - ``scanner`` (Scan): a binary op of the slice and the carry, returned as the output slice
       and the new carry (a running sum, product, maximum...).
     """
-    from .. import ops as api
     if region == "reducer":
         return {name: _pairwise(fn, n) for name, fn in _binary_functions().items()}
     if region in ("comparator", "select"):
+        from .. import ops as api
         directions = _DIRECTIONS if region == "comparator" else ("GE", "GT", "LE", "LT", "EQ", "NE")
         return {f"Compare(a, b, {d!r})": (lambda d: lambda *p: api.Compare(p[0], p[1], d))(d) for d in directions}
-    if region == "predicate":
-        def reduce_all(x, fn, init):
-            return api.Reduce(x, _typed(x, init), fn, dimensions=list(range(len(x.shape.dims))))
-        return {
-            "max(x) < 10": lambda x: api.Lt(reduce_all(x, api.Max, np.iinfo(np.int32).min if x.shape.element_type[0]
-                                                       in "su" else -np.inf), _typed(x, 10)),
-            "sum(x) < 100": lambda x: api.Lt(reduce_all(x, api.Add, 0), _typed(x, 100)),
-            "false (no iteration)": lambda x: api.Ne(_typed(x, 0), _typed(x, 0)),
-        }
+    if region in EXPRESSION_REGIONS:
+        return {text: expression(text) for text in _expressions(region, shape)}
     if region == "scanner":   # Scan: (slice, carry) -> (output slice, new carry), a running fold
         return {f"running {name}": _running(fn) for name, fn in _binary_functions().items()}
-    if region == "body":
-        return {"x + 1": lambda x: api.Add(x, _typed(x, 1)), "x * 2": lambda x: api.Mul(x, _typed(x, 2)),
-                "x + x": lambda x: api.Add(x, x)}
     if region == "function":
+        if n == 1 and shape is not None and shape.is_tuple:
+            return {name + EACH: _each(fn) for name, fn in _unary_functions().items()}
         if n == 1:
             return dict(_unary_functions())
         return {name: _folded(fn) for name, fn in _binary_functions().items()}
     raise ValueError(f"unknown computation family {region!r}")
+
+
+# -- computations as expressions of the parameter ``x`` --------------------------------------------
+
+#: a unary function applied to each element of a tuple operand is labelled "Neg" + EACH
+EACH = " (each element)"
+#: computation families whose choices are Python expressions of ``x``, which a student may edit
+EXPRESSION_REGIONS = ("predicate", "body")
+_NO_ITERATION = "False  # no iteration"
+
+
+def _numeric(s):
+    """An element a preset computes with: a real (non-pred, non-complex) array."""
+    return s.is_array and s.element_type != "pred" and not s.element_type.startswith("c")
+
+
+def _expressions(region, shape):
+    """The preset expressions of a loop state of ``shape`` (None: an array)."""
+    if shape is None or not shape.is_tuple:
+        if region == "predicate":
+            return ["max(x) < 10", "sum(x) < 100", _NO_ITERATION]
+        return ["x + 1", "x * 2", "x + x"]
+    elements = list(shape.tuple_shapes)
+    numeric = [k for k, s in enumerate(elements) if _numeric(s)]
+    if region == "predicate":
+        out = []
+        for k in numeric:
+            out += [f"x[{k}] < 10"] if elements[k].rank == 0 else [f"max(x[{k}]) < 10", f"sum(x[{k}]) < 100"]
+        return out + [_NO_ITERATION]
+    changes = [k for k, s in enumerate(elements) if s.is_array and s.element_type != "pred"]
+
+    def state(fn):
+        parts = [fn(k) if k in changes else f"x[{k}]" for k in range(len(elements))]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    if not changes:
+        return ["x"]
+    out = [state(lambda k: f"x[{k}] + 1")]
+    if len(changes) > 1:
+        out.append(state(lambda k: f"x[{k}] + 1" if k == changes[0] else f"x[{k}] * 2"))
+    out.append(state(lambda k: f"x[{k}] * 2"))
+    return out
+
+
+class _TupleState:
+    """A tuple-shaped parameter as an expression sees it: ``x[k]`` is its element k (a
+    GetTupleElement, recorded when used), ``len(x)``; returned whole, the parameter itself."""
+
+    def __init__(self, op):
+        self.op = op
+
+    def __getitem__(self, k):
+        from .. import ops as api
+        n = len(self.op.shape.tuple_shapes)
+        if not isinstance(k, int) or not -n <= k < n:
+            raise IndexError(f"x[{k!r}]: the state {self.op.shape} has elements 0..{n - 1}")
+        return api.GetTupleElement(self.op, k % n)
+
+    def __len__(self):
+        return len(self.op.shape.tuple_shapes)
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+
+def _reduce_all(fn, identity):
+    def reduce(x):
+        from .. import dtypes
+        from .. import ops as api
+        if isinstance(x, _TupleState):
+            raise TypeError(f"{fn.__name__.lower()}(x) of a tuple state: reduce one element, as in "
+                            f"{fn.__name__.lower()}(x[1])")
+        if not hasattr(x, "shape") or x.shape.rank == 0:
+            return x
+        t = x.shape.element_type
+        init = identity(dtypes.to_numpy(t)) if t != "pred" else np.bool_(identity is _lowest)
+        return api.Reduce(x, np.asarray(init, dtype=dtypes.to_numpy(t)), fn, dimensions=list(range(x.shape.rank)))
+    return reduce
+
+
+def _lowest(dt):
+    return np.iinfo(dt).min if np.issubdtype(dt, np.integer) else -np.inf
+
+
+def _highest(dt):
+    return np.iinfo(dt).max if np.issubdtype(dt, np.integer) else np.inf
+
+
+_NAMESPACE = {}
+
+
+def _namespace():
+    """What an expression may use: ``x``, every public op function, ``np``, and ``max``,
+    ``min``, ``sum`` of a whole array (a Reduce to a scalar)."""
+    if not _NAMESPACE:
+        import xla_explorer as xe
+        from .. import ops as api
+        _NAMESPACE.update({n: getattr(api, n) for n in dir(api) if n[:1].isupper() and callable(getattr(api, n))})
+        _NAMESPACE.update(np=np, xe=xe, max=_reduce_all(api.Max, _lowest), min=_reduce_all(api.Min, _highest),
+                          sum=_reduce_all(api.Add, lambda dt: 0), len=len)
+    return _NAMESPACE
+
+
+def expression(text, param="x"):
+    """A Python callable of one parameter computing ``text``, an expression of ``param``
+    (``"x[0] < 10"``, ``"(x[0] + 1, x[1] * 2)"``), for an op to trace; a tuple-shaped
+    parameter is indexed element by element.  A text that is not an expression raises
+    ``SyntaxError``; a name it does not know fails when traced, naming it."""
+    code = compile(text.strip(), f"<{text.strip()}>", "eval")
+    namespace = _namespace()
+
+    def computation(p):
+        arg = _TupleState(p) if p.shape.is_tuple else p
+        try:
+            out = eval(code, {"__builtins__": {}, **namespace}, {param: arg})  # noqa: S307 - the student's own code
+        except NameError as e:
+            raise NameError(f"{e}: the expression may use {param} (the parameter), np, the op functions "
+                            "(Add, Select, ...), max, min and sum") from None
+        if isinstance(out, _TupleState):
+            return out.op
+        if isinstance(out, tuple):
+            return tuple(o.op if isinstance(o, _TupleState) else o for o in out)
+        return out
+    computation.__name__ = "expression"
+    computation.text = text
+    return computation
+
+
+def _each(fn):
+    def each(x):
+        from .. import ops as api
+        return api.Tuple(*[fn(api.GetTupleElement(x, k)) for k in range(len(x.shape.tuple_shapes))])
+    each.__name__ = f"{fn.__name__}_each"
+    return each
 
 
 def _running(fn):

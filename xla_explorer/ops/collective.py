@@ -789,10 +789,6 @@ class _DeviceView:
 def _views(op, operands, ctx):
     """One _DeviceView per device of the stacked operands (device count = leading size)."""
     n = int(np.shape(operands[0])[0]) if operands else 0
-    shapes = {tuple(np.shape(o))[1:] for o in operands}
-    if len(shapes) > 1:
-        raise NotImplementedError(f"{op} index map: operands of different shapes {sorted(shapes)}; the map "
-                                  "covers operands of one shape (map each operand's collective on its own)")
     R, P = (ctx.num_replicas, ctx.num_partitions) if ctx is not None else (n, 1)
     if R * P != n:
         R, P = n, 1
@@ -937,12 +933,53 @@ def _collective_broadcast_index_map(operand, *, shape, ctx=None, replica_groups=
     return _collective_map("collective-broadcast", [operand], shape, access)
 
 
+def _per_operand(map_fn):
+    """``map_fn`` for operands of any shapes.  Operands of one shape share one domain (a
+    copy map's ``reads[j]`` is what result ``j`` copies).  Operands of different shapes
+    (``all-reduce((f32[4], s32[2,3]))``): the collective treats each operand on its own,
+    so the map is each operand's map over one domain, ``(device, k)`` with ``k`` the
+    element's position in the device's results flattened one after the other (result 0's
+    elements row-major, then result 1's ...); an access reads operand ``j``'s elements and
+    ``writes`` ``(j, (device, *index))``, the result element it is; ``detail`` has
+    ``result``, ``result_index`` and ``result_offsets`` (where each result starts in ``k``)."""
+    import functools
+
+    @functools.wraps(map_fn)
+    def index_map(*operands, shape, ctx=None, **attrs):
+        if len({tuple(np.shape(o))[1:] for o in operands}) <= 1:
+            return map_fn(*operands, shape=shape, ctx=ctx, **attrs)
+        from .index_map import Access, IndexMap
+        shapes = _shapes(shape)
+        maps = [map_fn(o, shape=r, ctx=ctx, **attrs) for o, r in zip(operands, shapes)]
+        offsets = [0]
+        for r in shapes:
+            offsets.append(offsets[-1] + int(np.prod(r.dims, dtype=np.int64)))
+
+        def access(index):
+            d, k = index
+            j = int(np.searchsorted(offsets, k, side="right")) - 1
+            dims = shapes[j].dims
+            i = tuple(int(x) for x in np.unravel_index(k - offsets[j], dims)) if dims else ()
+            a = maps[j][(d,) + i]
+            return Access(index, reads=tuple((j, where) for _, where in a.reads), writes=((j, (d,) + i),),
+                          source=a.source, skipped=a.skipped, clamped=a.clamped, unknown=a.unknown,
+                          detail={**a.detail, "result": j, "result_index": i, "result_offsets": tuple(offsets)})
+
+        imap = IndexMap(maps[0].opcode, (int(np.shape(operands[0])[0]), offsets[-1]), access,
+                        operand_shapes=tuple(m.operand_shapes[0] for m in maps), result_shape=shape,
+                        kind=maps[0].kind)
+        #: (result number, its per-device dims, where it starts in the flattened domain)
+        imap.result_layout = tuple((j, tuple(r.dims), offsets[j]) for j, r in enumerate(shapes))
+        return imap
+    return index_map
+
+
 # the maps join the ops registered above (they share the group rules defined with them)
 for _opcode, _map in (("all-reduce", _all_reduce_index_map), ("all-gather", _all_gather_index_map),
                       ("all-to-all", _all_to_all_index_map), ("collective-permute", _collective_permute_index_map),
                       ("reduce-scatter", _reduce_scatter_index_map),
                       ("collective-broadcast", _collective_broadcast_index_map)):
-    registry.OPS[_opcode].index_map = _map
+    registry.OPS[_opcode].index_map = _per_operand(_map)
 
 
 # -- channels: Infeed, Outfeed, Send, Recv ---------------------------------------------------

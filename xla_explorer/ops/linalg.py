@@ -24,7 +24,7 @@ from ..errors import HloParseError, ShapeError
 from ..hlo.attrs import Attr, Window, int_tuples
 from ..shapes import Shape
 from .arguments import describe
-from . import custom_call, registry
+from . import conv_paths, custom_call, registry
 from .index_map import Access, IndexMap
 
 # ---------------------------------------------------------------------------------------
@@ -503,8 +503,8 @@ def ConvGeneralDilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs
     feature and spatial dimensions are (``"b01f_01io->b01f"``, ``("NHWC", "HWIO", "NHWC")``).
 
     An Inf or NaN kernel value over a padding cell or an lhs-dilation hole: XLA:CPU gives
-    NaN (0 * Inf) when its Eigen path runs the convolution and skips the cell otherwise; the
-    reference follows its choice (``conv_zero_cells``).
+    NaN (0 * Inf) when Eigen's patch extraction runs the convolution and skips the cell
+    otherwise; the reference follows its choice, rewrites included (``ops.conv_paths``).
 
     >>> ConvGeneralDilated(np.ones((1, 1, 4), np.float32), np.ones((1, 1, 2), np.float32), [1], "VALID")
     array([[[2., 2., 2.]]], dtype=float32)
@@ -703,27 +703,13 @@ def _dilate_and_pad(x, axes, dilations, pads):
     return x
 
 
-def conv_zero_cells(lhs_type, lhs_dims, rhs_dims, out_dims, result_type, lhs_dilation, window_reversal):
-    """Whether a convolution multiplies its padding cells (as zeros) by the kernel, so that an
-    Inf or NaN kernel value over padding gives NaN, as XLA:CPU does when it hands the
-    convolution to Eigen -- or skips them (they contribute nothing), as XLA's loop emitter
-    and evaluator do.  XLA:CPU's rule (xla/service/cpu/ir_emission_utils.cc,
-    PotentiallyImplementedAsEigenConvolution): f16 or f32 operands (bf16 convolutions are
-    computed in f32), no window reversal, 1 to 3 spatial dimensions, and operand and result
-    buffers whose allocations are aligned for Eigen (more than 8 bytes each); measured through
-    jax 0.10.2 it holds for 94% of the f32 convolutions of a grid of shapes (XLA's algebraic
-    simplifier sometimes swaps the operands of small convolutions, which then skip).  With lhs
-    dilation XLA:CPU mostly skips (the holes too): the reference always does (simplification:
-    measured 60% agreement, the rest are rewrites of XLA's)."""
-    if lhs_type not in ("f16", "f32", "bf16") or any(int(d) != 1 for d in lhs_dilation) or any(window_reversal):
-        return False
-    if not 1 <= len(lhs_dims) - 2 <= 3:
-        return False
-    item = 2 if lhs_type == "f16" else 4
-    out_item = 2 if result_type == "f16" else 4
-    sizes = [int(np.prod(lhs_dims, dtype=np.int64)) * item, int(np.prod(rhs_dims, dtype=np.int64)) * item,
-             int(np.prod(out_dims, dtype=np.int64)) * out_item]
-    return all(b > 8 for b in sizes)
+def conv_path_of(lhs_type, x_shape, w_shape, out_shape, result_type, strides, pads, ld, rd, rev, fgc, bgc):
+    """:func:`conv_paths.conv_path` for canonical shapes ``x[B, F, spatial...]``, ``w[O, I,
+    kernel...]`` and ``out[B', O, spatial...]``: which XLA:CPU algorithm (and rewrite) the
+    reference copies for Inf and NaN over padding and lhs-dilation holes."""
+    return conv_paths.conv_path(lhs_type, result_type, x_shape[0], x_shape[1], tuple(x_shape[2:]), w_shape[0],
+                                w_shape[1], tuple(w_shape[2:]), out_shape[0], tuple(out_shape[2:]), strides, pads,
+                                ld, rd, rev, fgc, bgc)
 
 
 def has_nonfinite(*values):
@@ -741,6 +727,41 @@ def has_nonfinite(*values):
     return False
 
 
+def _canonical_conv(x, w, out_sizes, strides, pads, ld, rd, groups, batch_groups, zero_cells):
+    """``x[B, F, spatial...]`` (*) ``w[O, I, kernel...]`` into ``[B', O, out...]`` (window
+    already reversed); padding and holes multiplied as zeros when ``zero_cells``, else skipped."""
+    n = len(strides)
+    result = np.zeros(out_sizes, x.dtype)
+    if not (result.size and x.size and w.size):
+        return result
+    padded = _dilate_and_pad(x, range(2, 2 + n), ld, pads)
+    # the cells of the padded, dilated base that are real elements (the others are zeros
+    # multiplied by the kernel, or skipped: conv_paths)
+    real = _dilate_and_pad(np.ones(x.shape[2:], np.int8), range(n), ld, pads).astype(bool)
+    B, F = x.shape[:2]
+    O = w.shape[0]
+    # group g pairs input features (feature groups) or input batches (batch groups) of
+    # group g with the kernel's output features of group g; both split major-first
+    w_groups = w.reshape(groups, O // groups, *w.shape[1:])
+    for kernel_index in product(*(range(k) for k in w.shape[2:])):
+        window = tuple(slice(k * r, k * r + (o - 1) * s + 1, s)
+                       for k, r, o, s in zip(kernel_index, rd, out_sizes[2:], strides))
+        patch = padded[(slice(None), slice(None)) + window]  # [B, F, out spatial...]
+        w_k = w_groups[(Ellipsis,) + tuple(kernel_index)]   # [groups, O/groups, I]
+        with np.errstate(all="ignore"):
+            if batch_groups:
+                patch = patch.reshape(groups, B // groups, F, *patch.shape[2:])
+                part = np.einsum("gbi...,goi->bgo...", patch, w_k)
+            else:
+                patch = patch.reshape(B, groups, F // groups, *patch.shape[2:])
+                part = np.einsum("bgi...,goi->bgo...", patch, w_k)
+            part = part.reshape(result.shape)
+            if not zero_cells:   # padding and holes contribute nothing (not 0 * w: no NaN from Inf)
+                part = np.where(real[window], part, part.dtype.type(0))
+            result += part
+    return result
+
+
 def _conv_reference(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
                     window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1, **_):
     dn = _dimension_numbers("Convolution", dimension_numbers, lhs.ndim)
@@ -750,42 +771,33 @@ def _conv_reference(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilat
         dimension_numbers=dn)
     n = len(strides)
     acc = _compute_dtype(shape.element_type)
+    fgc, bgc = int(feature_group_count), int(batch_group_count)
     # canonical layouts: x[batch, feature, spatial...], w[out_feature, in_feature, spatial...]
     x = np.transpose(lhs, dn.lhs_order).astype(acc)
     w = np.transpose(rhs, dn.rhs_order).astype(acc)
     w = np.flip(w, axis=tuple(2 + i for i in range(n) if rev[i]))
     out_perm = dn.output_order
     out_sizes = tuple(shape.dims[d] for d in out_perm)  # [batch, out_feature, spatial...]
-    result = np.zeros(out_sizes, acc)
-    zero_cells = conv_zero_cells(dtypes.from_numpy(np.asarray(lhs).dtype), np.shape(lhs), np.shape(rhs), shape.dims,
-                                 shape.element_type, ld, rev)
-    if result.size and x.size and w.size:
-        padded = _dilate_and_pad(x, range(2, 2 + n), ld, pads)
-        # the cells of the padded, dilated base that are real elements (the others are zeros
-        # multiplied by the kernel, or skipped: conv_zero_cells)
-        real = _dilate_and_pad(np.ones(x.shape[2:], np.int8), range(n), ld, pads).astype(bool)
-        groups = max(feature_group_count, batch_group_count)
-        B, F = x.shape[:2]
-        O = w.shape[0]
-        # group g pairs input features (feature groups) or input batches (batch groups) of
-        # group g with the kernel's output features of group g; both split major-first
-        w_groups = w.reshape(groups, O // groups, *w.shape[1:])
-        for kernel_index in product(*(range(k) for k in w.shape[2:])):
-            window = tuple(slice(k * r, k * r + (o - 1) * s + 1, s)
-                           for k, r, o, s in zip(kernel_index, rd, out_sizes[2:], strides))
-            patch = padded[(slice(None), slice(None)) + window]  # [B, F, out spatial...]
-            w_k = w_groups[(Ellipsis,) + tuple(kernel_index)]   # [groups, O/groups, I]
-            with np.errstate(all="ignore"):
-                if batch_group_count > 1:
-                    patch = patch.reshape(groups, B // groups, F, *patch.shape[2:])
-                    part = np.einsum("gbi...,goi->bgo...", patch, w_k)
-                else:
-                    patch = patch.reshape(B, groups, F // groups, *patch.shape[2:])
-                    part = np.einsum("bgi...,goi->bgo...", patch, w_k)
-                part = part.reshape(result.shape)
-                if not zero_cells:   # padding and holes contribute nothing (not 0 * w: no NaN from Inf)
-                    part = np.where(real[window], part, part.dtype.type(0))
-                result += part
+    path = conv_path_of(dtypes.from_numpy(np.asarray(lhs).dtype), x.shape, w.shape, out_sizes, shape.element_type,
+                        strides, pads, ld, rd, rev, fgc, bgc)
+    if path.rewrite == "batch-group-dimension":
+        # XLA's ConvolutionGroupConverter: the batch group as a spatial dimension of size G,
+        # dilated by G (window G, stride G - 1): other groups' kernel values meet holes
+        G, (B, F), (O, I) = bgc, x.shape[:2], w.shape[:2]
+        xg = np.moveaxis(x.reshape(G, B // G, F, *x.shape[2:]), 0, -1)
+        wg = np.moveaxis(w.reshape(G, O // G, I, *w.shape[2:]), 0, -1)
+        r = _canonical_conv(xg, wg, (out_sizes[0], O // G) + out_sizes[2:] + (G,), strides + (G - 1,),
+                            pads + ((0, 0),), ld + (G,), rd + (1,), 1, False, path.zero_cells)
+        result = np.moveaxis(r, -1, 1).reshape(out_sizes)
+    elif path.rewrite == "feature-group-mask":
+        # ConvolutionGroupConverter for one input feature per group: the kernel widened to
+        # every input feature, zeros outside the group (an Inf input times that zero is NaN)
+        O, F = w.shape[0], x.shape[1]
+        wide = np.zeros((O, F) + w.shape[2:], w.dtype)
+        wide[np.arange(O), np.arange(O) // (O // fgc)] = w[:, 0]
+        result = _canonical_conv(x, wide, out_sizes, strides, pads, ld, rd, 1, False, path.zero_cells)
+    else:
+        result = _canonical_conv(x, w, out_sizes, strides, pads, ld, rd, max(fgc, bgc), bgc > 1, path.zero_cells)
     return _as_result(np.transpose(result, np.argsort(out_perm)), shape)
 
 

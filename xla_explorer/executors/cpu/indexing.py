@@ -578,6 +578,10 @@ def _region_statements(comp, arg_names):
     """Statements computing the region ``comp`` on scalars named ``arg_names`` (its
     parameters in order), with the fused loops' emitters; and the names of its N results.
     None when some instruction cannot be emitted."""
+    from .reduction import MAX_REGION_INSTRUCTIONS
+    marked = getattr(comp, "_cpu_scalar", None)
+    if (marked is not None and not marked[0]) or len(comp.instructions) > MAX_REGION_INSTRUCTIONS:
+        return None   # over the module's compile budget, or too big to compile in bounded time
     names = dict(zip(comp.parameters, arg_names))
     lines = []
     root = comp.root
@@ -753,7 +757,8 @@ def _carried_copy(x, dtype):
 def _scatter_fallback(values, shape, update_computation, attrs):
     """Run the NumPy reference with the region as a reference Region (it can then be
     applied to whole arrays of updates at once when it is element-wise)."""
-    from ..reference import Region
+    from ..reference import Region, guard_reference
+    guard_reference("scatter", values, shape, attrs)
     region = Region(update_computation.computation, update_computation.ctx)
     return _scatter_reference(*values, shape=shape, update_computation=region, **attrs)
 

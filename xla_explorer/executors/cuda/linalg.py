@@ -14,7 +14,7 @@ NumPy reference and copy the result back; the status table says "host (numpy)".
 import numpy as np
 
 from ... import dtypes
-from ...ops.linalg import _conv_geometry, _dimension_numbers, conv_zero_cells
+from ...ops.linalg import _conv_geometry, _dimension_numbers, conv_path_of
 from ...shapes import Shape
 from . import kernel
 from .shape import (host_api, host_kernel, ints, launch, new_value, params, prod, row_major_strides, static_dims,
@@ -111,7 +111,9 @@ _CONV = """
 def convolution(n, out, lhs, rhs, out_dims, out_inner, g, spatial, kernel_count):
     # g: out batch dim, out feature dim, lhs batch stride, lhs feature stride, rhs output-feature
     #    stride, rhs input-feature stride, B, I, O, groups, feature groups > 1, batch groups > 1,
-    #    padding cells are zeros multiplied (ops.linalg.conv_zero_cells) rather than skipped
+    #    padding and holes are zeros multiplied rather than skipped (ops.conv_paths), XLA's
+    #    rewrites: feature groups widened with zero kernel values, batch groups as a dilated
+    #    dimension (other groups' kernel values times its holes)
     # spatial[s]: out dim, lhs stride, lhs size, kernel size, rhs stride, window stride,
     #    rhs dilation, lhs dilation, low padding, reversed
     i = cuda.grid(1)
@@ -149,9 +151,18 @@ def convolution(n, out, lhs, rhs, out_dims, out_inner, g, spatial, kernel_count)
                     if g[10] != 0:
                         feature = group * g[7] + iz
                     acc += ACC(lhs[lo + feature * g[3]]) * ACC(rhs[ro + iz * g[5]])
+                if g[13] != 0:   # the other groups' input features times the widened kernel's zeros
+                    for f in range(g[9]):
+                        if f != group:
+                            acc += ACC(lhs[lo + f * g[3]]) * ACC(0)
             elif g[12] != 0:   # padding as zeros times the kernel (XLA:CPU's Eigen path: Inf -> NaN)
                 for iz in range(g[7]):
                     acc += ACC(0) * ACC(rhs[ro + iz * g[5]])
+            if g[14] != 0:   # the other batch groups' kernel values over the group dimension's holes
+                for m in range(g[9]):
+                    if m != group:
+                        for iz in range(g[7]):
+                            acc += ACC(0) * ACC(rhs[ro + (m - group) * (g[8] // g[9]) * g[4] + iz * g[5]])
         out[i] = FINISH(acc)
 """
 
@@ -165,12 +176,15 @@ def _conv_params(lhs_dims, rhs_dims, out_dims, attrs, lhs_type="f32", result_typ
         window_reversal=attrs.get("window_reversal", ()), dimension_numbers=dn)
     fgc, bgc = int(attrs.get("feature_group_count", 1)), int(attrs.get("batch_group_count", 1))
     ls, rs = row_major_strides(lhs_dims), row_major_strides(rhs_dims)
+    canonical = [[dims[d] for d in order] for dims, order in
+                 ((lhs_dims, dn.lhs_order), (rhs_dims, dn.rhs_order), (out_dims, dn.output_order))]
+    path = conv_path_of(lhs_type, *canonical, result_type, strides, pads, ld, rd, rev, fgc, bgc)
     g = [dn.output_batch_dimension, dn.output_feature_dimension, ls[dn.input_batch_dimension],
          ls[dn.input_feature_dimension], rs[dn.kernel_output_feature_dimension],
          rs[dn.kernel_input_feature_dimension], lhs_dims[dn.input_batch_dimension],
          rhs_dims[dn.kernel_input_feature_dimension], rhs_dims[dn.kernel_output_feature_dimension],
-         max(fgc, bgc), int(fgc > 1), int(bgc > 1),
-         int(conv_zero_cells(lhs_type, lhs_dims, rhs_dims, out_dims, result_type, ld, rev))]
+         max(fgc, bgc), int(fgc > 1), int(bgc > 1), int(path.zero_cells), int(path.rewrite == "feature-group-mask"),
+         int(path.rewrite == "batch-group-dimension")]
     spatial = np.array([[od, ls[d_in], lhs_dims[d_in], rhs_dims[d_k], rs[d_k], strides[s], rd[s], ld[s], pads[s][0],
                          int(rev[s])]
                         for s, (d_in, d_k, od) in enumerate(zip(dn.input_spatial_dimensions,
