@@ -24,7 +24,7 @@ from ..builder import _trace_computations, apply_op, infer_shape
 from ..errors import ShapeError
 from ..ops import registry
 from ..shapes import Shape
-from .answers import AnswerError, bounded, parse_literal, short_repr
+from .answers import AnswerError, bounded, parse_literal, short_repr, short_text
 
 LEVELS = (1, 2, 3)
 
@@ -62,7 +62,10 @@ def spec_literal(value, column=0):
     """An array (or tuple of arrays) in the spec's brace notation, rows aligned below each
     other when the literal starts at ``column``."""
     if isinstance(value, tuple):
-        return "(" + ", ".join(spec_literal(v) for v in value) + ")"
+        if all(np.ndim(v) <= 1 for v in value):
+            return "(" + ", ".join(spec_literal(v) for v in value) + ")"
+        # elements of several rows: one under the other, each aligned after the "("
+        return "(" + (",\n" + " " * (column + 1)).join(spec_literal(v, column + 1) for v in value) + ")"
     a = np.asarray(value)
     if a.ndim == 0:
         return scalar_text(a)
@@ -538,14 +541,14 @@ class Exercise:
             return Feedback(False, f"I could not read the answer {short_repr(answer)}: {e}.\n{self.answer_format()}"
                             + self._looks_like(value))
         except (ValueError, TypeError, ShapeError, IndexError, KeyError, ArithmeticError) as e:
-            return Feedback(False, f"I could not read the answer {short_repr(answer)}: {short_repr(str(e))[1:-1]}."
+            return Feedback(False, f"I could not read the answer {short_repr(answer)}: {short_text(e)}."
                             f"\n{self.answer_format()}" + self._looks_like(value))
         except (RecursionError, MemoryError):
             return Feedback(False, f"The answer {short_repr(answer)} is too big or too deep to judge.\n"
                             + self.answer_format())
         except Exception as e:  # noqa: BLE001 - check never raises: a student sees feedback, not a traceback
             return Feedback(False, f"I could not judge the answer {short_repr(answer)} ({type(e).__name__}: "
-                            f"{short_repr(str(e))[1:-1]}).\n{self.answer_format()}")
+                            f"{short_text(e)}).\n{self.answer_format()}")
 
     def _shows_answers(self, teacher=None, reveal=None):
         if reveal is not None:

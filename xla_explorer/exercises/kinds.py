@@ -401,7 +401,7 @@ class ImplementExercise(Exercise):
         except _TooSlow:
             return f"Your function ran for more than {CALL_SECONDS:g} s on:\n{where}"
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the student's function failing is feedback
-            return f"Your function raised {type(e).__name__}: {core.short_repr(str(e))[1:-1]} on:\n{where}"
+            return f"Your function raised {type(e).__name__}: {core.short_text(e)} on:\n{where}"
         if isinstance(want, tuple):
             if not isinstance(got, (tuple, list)) or len(got) != len(want):
                 return (f"The op returns a tuple of {len(want)} arrays here ({Shape.of(want)}); your function "
@@ -518,8 +518,10 @@ class ReplicasExercise(Exercise):
             prefix=f"run on {len(self.call.replicas)} replicas: ")]
 
     def question(self):
+        rank = np.ndim(self.expected[0])
+        example = {0: "[1, 2, ...]", 1: "[[1, 2], [3, 4], ...]"}.get(rank, "[[[1, 2], ...], [[3, 4], ...], ...]")
         return ("What does each replica get? Answer a list with one result per replica, in replica order, "
-                "e.g. [[1, 2], [3, 4], ...].")
+                f"e.g. {example}.")
 
     def kind_hint(self):
         return "Work out who meets whom first (the replica groups or pairs), then what each one sends."
