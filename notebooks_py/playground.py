@@ -171,8 +171,20 @@ st
 #
 # A first run on the Numba backend compiles its kernels, a long loop takes its time, a
 # big animation renders frame by frame: a bar in the cell says what is going on, and the
-# notebook's interrupt button (■) stops the work between two steps. This loop counts to
-# 10000 on the NumPy reference, one iteration at a time:
+# notebook's interrupt button (■) stops the work between two steps.
+#
+# The first Numba run of a session loads Numba and its kernels (a few seconds), and each
+# kernel not compiled before compiles (seconds each; then it is cached on disk): the bars
+# say which kernel is compiling and, once done, how long compiling took.
+
+# %%
+b = xe.XlaBuilder("softplus")
+x = xe.Parameter(b, 0, xe.Shape("f32", (1000,)), "x")
+softplus = b.build(xe.Log1p(xe.Exp(x)))
+print(softplus.run(np.linspace(-3, 3, 1000, dtype=np.float32), backend="numba")[:3])
+
+# %% [markdown]
+# This loop counts to 10000 on the NumPy reference, one iteration at a time:
 
 # %%
 b = xe.XlaBuilder("count")

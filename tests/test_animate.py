@@ -111,6 +111,55 @@ def test_gather_of_a_parsed_program_and_without_args():
         xe.animate(comp, "nope.1")
 
 
+def _shapes_only_module(opcode):
+    b = xe.XlaBuilder(opcode)
+    x = xe.Parameter(b, 0, xe.Shape("f32", (6, 8)), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", ()), "i")
+    if opcode == "scatter":
+        idx = xe.Parameter(b, 2, xe.Shape("s32", (3, 1)), "idx")
+        u = xe.Parameter(b, 3, xe.Shape("f32", (3, 8)), "u")
+        return b.build(xe.Scatter(x, idx, u, add, update_window_dims=[1], inserted_window_dims=[0],
+                                  scatter_dims_to_operand_dims=[0], index_vector_dim=1))
+    if opcode == "dynamic-slice":
+        return b.build(xe.DynamicSlice(x, [i, s32(2)], [2, 3]))
+    return b.build(xe.DynamicUpdateSlice(x, xe.Broadcast(f32(1), [2, 3]), [i, s32(2)]))
+
+
+@pytest.mark.parametrize("opcode, domain, grid", [("scatter", "updates", "result"),
+                                                  ("dynamic-slice", "result", "operand"),
+                                                  ("dynamic-update-slice", "result", "update")])
+def test_shapes_only_animations_of_value_dependent_windows(opcode, domain, grid):
+    """No arguments: where the window goes depends on unknown index values; the frames mark
+    the candidates (no window drawn at a made-up start) and say the values are unknown."""
+    comp = _shapes_only_module(opcode)
+    anim = xe.animate(comp, comp.entry.root.name, max_steps=4)
+    assert not anim.known and anim.domain == domain
+    for f in anim.frames:
+        assert f.access.unknown and "unknown" in f.text
+        assert not {"window", "clamped"} & set(f.roles(grid))
+        scene = A.draw.scene_of(anim, f.number)
+        assert min(scene.fonts()) >= 10 and any("Index values unknown" in t.text for t in scene.texts)
+    assert "candidate" in {role for _, role in anim.frames[2].regions.get(grid, ())}
+    # the start that a constant fixes (column 2) narrows the candidates to what it allows
+    assert {"scatter": "it writes one of 6 elements: result[0:6, 2]",
+            "dynamic-slice": "it reads one of 5 elements: operand[0:5, 4]",
+            "dynamic-update-slice": "it reads one of 2 elements: operand[0, 2] or update[0, 0]"}[opcode] \
+        in anim.frames[2].text
+    if opcode == "dynamic-update-slice":   # column 0 is left of the update, wherever its rows go
+        f = anim.frames[0]
+        assert f.index == (0, 0) and "it reads operand[0, 0] (whatever the index values)" in f.text
+        assert f.indices("operand", "candidate") == {(0, 0)} and not f.regions.get("update")
+    view = xe.index_map_view(comp, comp.entry.root.name, widget=False)
+    view.select(tuple(n - 1 for n in view.animation.index_map.domain_shape))
+    assert "Index values unknown" in view.html() and "unknown" in view.formula
+    if opcode != "scatter":   # whatever the unknown start, what is read is among the candidates
+        shapes_only = xe.index_map(comp, comp.entry.root.name)
+        x = np.arange(48, dtype=f32).reshape(6, 8)
+        for start in (-3, 0, 1, 4, 9):
+            known = xe.index_map(comp, comp.entry.root.name, x, s32(start))
+            assert all(set(a.reads) <= set(shapes_only[a.index].reads) for a in known)
+
+
 def test_gather_rows_with_batching_dims():
     operand = np.arange(24, dtype=f32).reshape(2, 3, 4)
     indices = np.array([[2], [7]], s32)  # one start per batch; 7 clamps to 3
@@ -538,10 +587,20 @@ def test_stepper_is_a_slider_over_png_frames(monkeypatch):
                                                                   replica_groups=[[0, 1], [2, 3]])),
     ("all-reduce", (np.arange(8, dtype=f32).reshape(4, 2),), dict(computation=add, replica_groups=[[0, 3], [1, 2]])),
     ("collective-permute", (np.arange(12, dtype=f32).reshape(4, 3),), dict(source_target_pairs=[(0, 1), (1, 0)])),
+    ("all-to-all", (np.arange(16, dtype=f32).reshape(4, 4),), dict(split_dimension=0, concat_dimension=0,
+                                                                   split_count=2, replica_groups=[[0, 1], [2, 3]])),
+    ("reduce-scatter", (np.arange(16, dtype=f32).reshape(4, 4),), dict(computation=add, scatter_dimension=0,
+                                                                       replica_groups=[[0, 1], [2, 3]])),
 ])
 def test_newer_maps_animate(opcode, args, kw):
     anim = animate(opcode, *args, **kw)
     assert anim.frames and all(f.text for f in anim.frames)
+    for k in range(len(anim.frames)):   # legible, one legend entry per colour, every colour explained
+        scene = A.draw.scene_of(anim, k)
+        assert min(scene.fonts()) >= 10
+        labels = [label for _, label in scene.legend]
+        assert len(labels) == len(set(labels)) and len(scene.legend) == len({c for c, _ in scene.legend})
+        assert {r.fill for r in scene.rects} - {c for c, _ in scene.legend} <= {"#ffffff", A.scene.EMPTY}
     if opcode == "sort":
         f = anim.frames[1]   # result[0, 1] = 2 came from position 2 of row 0
         assert f.indices("operand", "read") == {(0, 2)} and "holds position 2" in f.text

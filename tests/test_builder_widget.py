@@ -374,10 +374,35 @@ def test_builder_run_shows_progress_of_long_work(widgets, monkeypatch):
     def slow_run(self, *args, **kw):  # what a first Numba run reports while it compiles
         with progress.task("numba: compiling", total=2, announce=True) as t:
             t.advance(detail="negate")
+            t.started -= 1.0  # it took a second: its bar stays
             t.advance(detail="done")
+        with progress.task("numba: quick", announce=True):
+            pass  # quicker than the bar's delay: its bar goes when it ends
         return run(self, *args, **kw)
     monkeypatch.setattr(xe.XlaComputation, "run", slow_run)
     bw._run_button.click()
     assert bw.run_error == "" and "result: f32[3]" in bw.run_text
     (bar,) = bw._progress.children
-    assert "numba: compiling" in bar.label.value and bar.bar.value == 1.0
+    assert "numba: compiling" in bar.label.value and bar.bar.value == 1.0 and "done in 1.0 s" in bar.text.value
+
+
+def test_builder_run_names_the_kernel_a_first_numba_run_compiles(widgets, monkeypatch, tmp_path):
+    pytest.importorskip("numba")
+    from xla_explorer.executors import jit_cache
+    # an empty kernel cache: the fused loop compiles, as in a fresh install
+    monkeypatch.setattr(jit_cache, "_dir", tmp_path)
+    monkeypatch.setattr(jit_cache, "_modules", {})
+    bw = widgets.BuilderWidget()
+    bw.add_parameter("f32[5]", "x")
+    e = op(bw, "Exp", ["x"])
+    op(bw, "Neg", [e.name])
+    bw.backend = "numba"
+    texts = []
+    bw._progress.observe(lambda ch: [b.text.observe(lambda c: texts.append(c["new"]), names="value")
+                                     for b in ch["new"]], names="children")
+    bw._run_button.click()
+    assert bw.run_error == "" and "result: f32[5]" in bw.run_text
+    assert any("compiling generated fused loop" in t for t in texts), texts
+    bar = bw._progress.children[-1]  # after "cpu: loading Numba and its kernels" in a fresh process
+    assert "kernel compiled in" in bar.text.value and bar.bar.bar_style == "success"
+

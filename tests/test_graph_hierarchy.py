@@ -10,7 +10,7 @@ import pytest
 
 import xla_explorer as xe
 from xla_explorer import render
-from xla_explorer.render.graph import FULL_VIEW, MAX_NODES
+from xla_explorer.render.graph import ALWAYS_WHOLE, FULL_VIEW, MAX_NODES, MAX_WIDTH_PT
 from xla_explorer.render.hierarchy import MAX_CHILDREN, Group, Hierarchy, scope_of_op_name
 
 needs_dot = pytest.mark.skipif(not render.dot_available(),
@@ -167,8 +167,10 @@ def test_edges_are_exactly_those_between_groups(big, opened):
     ids = {n.id for n in g.nodes}
     expected = set()
     for it in hier.items:
-        for u in it.inst.operands:
-            src, dst = representative(g, hier.item_of[id(u)]), representative(g, it)
+        for u in it.operand_items:  # this call site's operands (a shared computation has a copy per site)
+            if u is None:
+                continue
+            src, dst = representative(g, u), representative(g, it)
             if src != dst and src in ids:  # a constant is drawn only beside a user drawn
                 expected.add((src, dst))
     got = {(e.src, e.dst) for e in g.edges if e.kind == "operand"}
@@ -332,6 +334,24 @@ def test_values_inside_called_computations_from_the_trace():
     assert same.node("y").stats == y.stats
 
 
+def test_invocation_picks_the_run_shown():
+    comp = xe.parse_hlo(WHILE)
+    x = np.float32([1, 2, 3])
+    g = comp.graph(args=(x,), invocation=2)  # the body's third iteration: y = x * 2**3
+    assert g.node("y").stats[0].startswith("min 8  max 24") and "ran 4 times: run 2 shown" in g.node("y").stats
+    assert g.node("out").stats[0].startswith("min 16  max 48")  # the entry ran once: its run
+    last = comp.graph(args=(x,), invocation=9)  # fewer runs than that: the last one
+    assert last.node("y").stats[0].startswith("min 16  max 48") and "ran 4 times: the last shown" in last.node("y").stats
+    by_comp = comp.graph(values=comp.trace(x), invocation={"body": 1})
+    assert by_comp.node("y").stats[0].startswith("min 4  max 12")
+    assert by_comp.node("lt").stats == comp.graph(args=(x,)).node("lt").stats  # cond: its first run
+    for bad in (-1, 1.5, True, {"body": -2}):
+        with pytest.raises(ValueError, match="invocation="):
+            comp.graph(args=(x,), invocation=bad)
+    with pytest.raises(ValueError, match="invocation= picks a run from a trace"):
+        comp.graph(values={"y": x}, invocation=1)
+
+
 def test_a_word_names_forward_and_backward_scopes():
     text = synthetic(layers=12).replace('op_name="jit(f)/layer1/', 'op_name="jit(f)/transpose(jvp(layer1))/')
     comp = xe.parse_hlo(text.replace('op_name="jit(f)/layer11/', 'op_name="jit(f)/jvp(layer1)/'))
@@ -366,3 +386,107 @@ def test_group_numbers_are_unique(big):
     g = big.graph(expand="all")
     ids = [n.id for n in g.nodes] + [c.id for c in g.clusters]
     assert len(ids) == len(set(ids))
+
+
+@needs_dot
+def test_first_picture_of_a_deep_gradient_fits_a_notebook():
+    """jax.grad of a 6-layer MLP (69 instructions, drawn whole 1,400 pt wide before): the
+    first picture fits JupyterLab's default output width with no text under 8 pt (10.7 px)."""
+    import re
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def loss(ws, x):
+        for w in ws:
+            x = jnp.tanh(x @ w)
+        return jnp.mean(x ** 2)
+
+    ws = [np.eye(16, dtype=np.float32) for _ in range(6)]
+    comp = xe.from_jax(jax.grad(loss), ws, np.ones((4, 16), np.float32))
+    g = comp.graph()
+    assert len(g.hierarchy) > ALWAYS_WHOLE and g.width_pt() <= MAX_WIDTH_PT
+    assert 10 <= len(g.nodes) and any(n.kind == "group" for n in g.nodes)
+    sizes = [float(s) for s in re.findall(r'font-size="([\d.]+)"', g.svg())]
+    assert sizes and min(sizes) >= 8
+    # the literals are written on their users, not drawn: no scalar constant node is left open
+    assert not any(n.inst is not None and n.inst.opcode == "constant" and n.inst.shape.rank == 0 for n in g.nodes)
+    assert comp.graph().width_pt() == g.width_pt()  # the choice is remembered, the same picture
+
+
+def test_group_labels_are_short_with_the_full_path_on_hover():
+    from xla_explorer.render.hierarchy import short_scope
+    assert short_scope("transpose(jvp(layer3))") == "layer3 · backward"
+    assert short_scope("jvp(mlp)") == "mlp" and short_scope("jit(loss)") == "loss"
+    assert short_scope("transpose(jvp())") == "backward" and short_scope("jvp()") == "forward"
+    assert short_scope("cond[branch=1]") == "cond[branch=1]" and short_scope("layer0") == "layer0"
+    text = synthetic(layers=12).replace('op_name="jit(f)/layer1/', 'op_name="jit(f)/transpose(jvp(layer1))/')
+    comp = xe.parse_hlo(text)
+    g = comp.graph(max_nodes=20)
+    back = next(n for n in g.nodes if n.kind == "group" and n.group == "main:transpose(jvp(layer1))")
+    assert back.title == "▸ layer1 · backward"
+    # compact: count and source on one line, in and out shapes, opcodes; every line short
+    assert back.name.startswith(f"{g.hierarchy.group(back.group).size} instructions · model.py:")
+    assert [a.split(":")[0] for a in back.attributes[:2]] == ["in", "out"]
+    assert all(len(a) <= 48 for a in back.attributes)
+    assert "transpose(jvp(layer1))" in back.tooltip  # the full path on hover
+    flat = Hierarchy(xe.parse_hlo(synthetic(layers=6, metadata=False)).entry)  # no scopes: parts
+    parts = [grp for grp in flat.groups.values() if grp.kind == "part" and grp.label != "parameters"]
+    assert len(parts) > 2 and all(p.label == "operations" or p.label.startswith("part ") for p in parts)
+
+
+SHARED = """HloModule shared
+
+f {
+  p = f32[4] parameter(0)
+  e = f32[4] exponential(p)
+  ROOT n = f32[4] negate(e)
+}
+
+clip {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  lim = f32[] constant(10)
+  ROOT m = f32[] minimum(s, lim)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  c1 = f32[4] call(x), to_apply=f
+  c2 = f32[4] call(c1), to_apply=f
+  zero = f32[] constant(0)
+  r1 = f32[] reduce(c1, zero), dimensions={0}, to_apply=clip
+  r2 = f32[] reduce(c2, zero), dimensions={0}, to_apply=clip
+  ROOT out = (f32[], f32[]) tuple(r1, r2)
+}
+"""
+
+
+def test_a_computation_called_from_several_places_is_drawn_at_each():
+    comp = xe.parse_hlo(SHARED)
+    g = comp.graph()  # small: everything open
+    hier = g.hierarchy
+    f, clip = (comp.computation(n) if hasattr(comp, "computation") else next(c for c in comp.computations if c.name == n)
+               for n in ("f", "clip"))
+    assert [s.key for s in hier.sites[id(f)]] == ["f", "f@c2"] and [s.caller.name for s in hier.sites[id(f)]] == ["c1", "c2"]
+    assert [s.caller.name for s in hier.sites[id(clip)]] == ["r1", "r2"] and hier.group("clip@r2").shared == 2
+    labels = {c.label for c in g.clusters}
+    assert {"f (at c1)", "f (at c2)", "clip (at r1)", "clip (at r2)"} <= labels
+    assert sum(n.name == "e" for n in g.nodes) == 2 and len(g.find("op:exponential")) == 2
+    # each caller's dashed call edge goes to its own copy's root, and each copy's edges stay inside it
+    roots = {g.model.by_id(e.src).name: e.dst for e in g.edges if e.kind == "call" and e.attribute == "to_apply"}
+    assert roots["c1"] != roots["c2"] and {g.model.by_id(roots[c]).name for c in ("c1", "c2")} == {"n"}
+    for site in hier.sites[id(f)]:
+        e, n = (it for it in site.items() if it.inst.name in ("e", "n"))
+        assert any(edge.src == f"n{e.index}" and edge.dst == f"n{n.index}" for edge in g.edges)
+    # expand and collapse per call site
+    closed = comp.graph(collapse=["f", "f@c2", "clip", "clip@r2"])
+    c1 = closed.node("c1")
+    assert any("shared by 2 call sites" in line for line in c1.calls)
+    one = closed.expand("f@c2")
+    assert "f@c2" in one.opened and "f" not in one.opened
+    assert [c.label for c in one.clusters if c.computation is f] == ["f (at c2)"]
+    assert one.node("c1").calls and not one.node("c2").calls
+    assert sum(n.name == "e" for n in one.nodes) == 1
+    # every instruction of every copy is reachable
+    assert {f"n{it.index}" for it in hier.items} == {n.id for n in comp.graph(expand="all").nodes}

@@ -124,3 +124,25 @@ def test_follow_the_real_stepper_into_a_loop_body():
     frames = [name for _, name, _ in st.location]
     assert frames[0] == "w" and {n.name for n in gw.graph.nodes if n.highlight} == set(frames)
     assert gw.nodes[gw.focus]["name"] == frames[-1]
+
+
+def test_invocation_shows_another_run_keeping_the_view():
+    import numpy as np
+    from test_graph_hierarchy import WHILE
+    from xla_explorer.widgets import GraphWidget
+    comp = xe.parse_hlo(WHILE)
+    w = GraphWidget(comp, np.float32([1, 2, 3]), invocation=1, max_nodes=4)
+    w.expand("y")
+    assert w.invocation == 1 and w.graph.node("y").stats[0].startswith("min 4  max 12")
+    opened = set(w.opened)
+    w.show_invocation(3)
+    assert w.invocation == 3 and w.graph.node("y").stats[0].startswith("min 16  max 48")
+    assert set(w.opened) == opened and not w.error
+    assert w.max_invocation == 4  # the condition ran 5 times (the body 4): the box offers runs 0..4
+    w._on_message(w, {"event": "invocation", "k": 2}, [])  # the box, as the page sends it
+    assert w.invocation == 2 and w.graph.node("y").stats[0].startswith("min 8  max 24")
+    w.show_invocation(-1)  # a bad run: said beside the picture, the picture kept
+    assert "invocation=" in w.error and w.invocation == 2
+    plain = GraphWidget(comp)
+    plain.show_invocation(2)
+    assert "needs the run" in plain.error and plain.max_invocation == 0

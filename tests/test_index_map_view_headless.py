@@ -88,11 +88,11 @@ def test_hover_data_is_bounded_by_the_window_and_notes_cells_outside_it():
     sizes = []
     for rows, cols in ((200, 300), (2000, 1500)):
         operand = np.arange(rows * cols, dtype=f32).reshape(rows, cols)
-        v = xe.index_map_view("transpose", operand, permutation=[1, 0], widget=False)   # windows of 14 x 20
+        v = xe.index_map_view("transpose", operand, permutation=[1, 0], widget=False)   # windows of 16 x 20
         html = v.html()
         sizes.append(len(html))
     data = hover_data(html)
-    assert len(data) == 14 * 20 and max(sizes) < 250_000 and max(sizes) < 1.1 * min(sizes)
+    assert len(data) == 16 * 20 and max(sizes) < 250_000 and max(sizes) < 1.1 * min(sizes)
     # result[0, 19] reads operand[19, 0]: outside the operand's window (around operand[0, 0])
     lit, formula = data[(0, 19)]
     assert lit == {("result", (0, 19)): "current"} and "outside the drawn windows: 1 in operand" in formula
@@ -162,6 +162,10 @@ def test_big_arrays_show_a_window_around_the_selection():
                             dimensions=[1], widget=False)
     texts = re.findall(r'class="xe-c xe-mid xe-m xe-v"[^>]*>([^<]*)</text>', big.html())   # the cells' values
     assert texts and max(len(t) for t in texts if re.fullmatch(r"[-0-9.e]+", t)) <= 6
+    # small magnitudes keep a digit in the notation that fits (not '-0.0…')
+    from xla_explorer.animate.model import fmt_cell
+    assert [fmt_cell(f32(v)) for v in (-0.0058760266, 0.000456, 123456, 0.1234567, -0.0456)] == \
+        ["-6e-3", "5e-4", "1.2e5", "0.123", "-0.05"]
 
 
 def test_a_view_of_an_instruction_in_a_while_body_per_invocation():

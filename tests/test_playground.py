@@ -9,7 +9,7 @@ from xla_explorer.ops import arguments as A
 from xla_explorer.ops import registry
 
 #: ops the playground cannot build, and why (the status table shows "-" for them)
-NOT_BUILDABLE = {"fusion": "no public function", "send-done": "channel_id", "recv-done": "channel_id"}
+NOT_BUILDABLE = {"fusion": "no public function"}
 
 
 # -- the model ------------------------------------------------------------------------------------
@@ -218,6 +218,20 @@ def test_collectives_run_on_simulated_devices():
     assert [int(r) for r in out.result] == [0, 1]
 
 
+def test_an_op_recorded_by_another_call_opens_as_that_call():
+    # SendDone's operand must be the send it waits for: its playground is Send's, the
+    # send-done the result (RecvDone's too: the whole (value, token), not Recv's value)
+    call = P.OpCall("SendDone", channel_handle=3)
+    assert call.function is xe.Send and [a.name for a in call.args] == ["operand", "channel_handle"]
+    outcome = call.run()
+    assert outcome.ok and outcome.instruction.startswith("send-done") and str(outcome.shape) == "token[]"
+    assert outcome.computation.entry.root.opcode == "send-done"
+    assert outcome.computation.entry.root.attrs["channel_id"] == 3
+    outcome = P.OpCall("recv-done").build()
+    assert outcome.ok and str(outcome.shape) == "(f32[2,3], token[])"
+    assert outcome.computation.entry.root.opcode == "recv-done"
+
+
 def test_set_refuses_unknown_arguments():
     with pytest.raises(KeyError, match="no argument 'nope'"):
         P.OpCall("Pad").set("nope", 1)
@@ -361,6 +375,13 @@ def test_playground_every_op(OpPlayground):
         pg = OpPlayground(opcode, graph=False, index_map=False)
         assert pg.error == "" and pg.shape_text, (opcode, pg.error)
         assert all(c.description == n for n, c in pg.controls.items())
+
+
+def test_playground_of_an_op_another_call_records(OpPlayground):
+    pg = OpPlayground("SendDone")
+    assert pg.error == "" and pg.shape_text == "token[]" and set(pg.controls) == {"operand", "channel_handle"}
+    assert "<code>Send(operand, channel_handle)</code>" in pg._signature.value
+    assert "SendDone is recorded by Send" in pg._signature.value
 
 
 def test_playground_tuple_loop_state(OpPlayground):

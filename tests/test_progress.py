@@ -1,5 +1,7 @@
 """Progress of long work: the core hook (``xla_explorer.progress``), the executors and the
 animations reporting to it, an interrupt stopping a run, and the notebook's progress bar."""
+import time
+
 import numpy as np
 import pytest
 
@@ -93,6 +95,55 @@ def test_nobody_listening_costs_nothing_and_a_broken_listener_breaks_nothing(cap
         with progress.task("watched") as t:
             t.advance()
     assert capsys.readouterr().err == ""
+
+
+def test_a_compiling_kernel_is_named_at_once_and_its_time_goes_on(events, monkeypatch):
+    monkeypatch.setattr(progress, "MIN_INTERVAL", 1e9)  # no ordinary update gets through
+    monkeypatch.setattr(progress, "TICK", 0.01)
+    with progress.task("cpu: f", total=2) as t:
+        t.advance(detail="step 1 of 2: exp")
+        with progress.compiling("cpu.elementwise.exp_loop"):
+            with progress.compiling("scalar_lib.exp_f32"):  # one it calls: part of the outer one
+                assert t.detail == "step 1 of 2: exp · compiling cpu.elementwise.exp_loop"
+            deadline = time.monotonic() + 5
+            while sum(e[0] == "update" for e in events) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)  # the compiler holds the thread; the ticker sends the task meanwhile
+        assert t.detail == "step 1 of 2: exp" and t.compiled == 1 and t.compile_seconds > 0
+    updates = [e for e in events if e[0] == "update"]
+    assert len(updates) >= 3 and {e[4] for e in updates} == {"step 1 of 2: exp · compiling cpu.elementwise.exp_loop"}
+    with progress.compiling("nothing running"):  # no task: nothing to say, nothing breaks
+        pass
+    assert progress._compiling == []
+
+
+def test_numba_compiles_reach_the_running_task(events):
+    pytest.importorskip("numba")
+    from xla_explorer.executors import numba_setup
+    nb = numba_setup.numba()  # registers the listener of Numba's compile events
+
+    @nb.njit  # a new function: it compiles on its first call
+    def triple_plus_one(a):
+        return a * 3 + 1
+    with progress.task("cpu: f") as t:
+        assert triple_plus_one(2) == 7
+        triple_plus_one(3)  # compiled already
+    assert t.compiled == 1
+    detail = [e[4] for e in events if e[0] == "update"]
+    assert any(d.startswith("compiling ") and d.endswith(".triple_plus_one") for d in detail), detail
+    assert numba_setup.kernel_name(type("K", (), {"__module__": "xla_explorer_generated.fused_0123abcd",
+                                                   "__qualname__": "loop_ser"})) == "generated fused loop loop_ser"
+
+
+def test_the_first_numba_run_loading_its_kernels_is_announced(events, monkeypatch):
+    pytest.importorskip("numba")
+    from xla_explorer.executors import cpu
+    cpu.load()
+    events.clear()
+    monkeypatch.setattr(cpu, "_loaded", False)  # as in a fresh kernel (the imports are done: quick)
+    cpu.load()
+    start, end = events[0], events[-1]
+    assert start[:2] == ("start", "cpu: loading Numba and its kernels") and end[0] == "end"
+    assert end[2] == end[3] == len(cpu.FAMILIES) and end[5] == "done"
 
 
 def test_text_when_nobody_listens_in_an_interactive_session(monkeypatch, capsys):
@@ -199,6 +250,14 @@ def test_quick_work_leaves_no_bar_and_slow_work_gets_one(bars, clock, monkeypatc
             t.advance()
         assert bars[0].sub == ""
     assert bars[0].bar.value == 1.0
+
+
+def test_a_bar_says_how_many_kernels_compiled(bars, clock):
+    with progress.task("cpu: f", total=1, announce=True) as t:
+        with progress.compiling("cpu.shape.rows_ser"):
+            clock.sleep(1.5)
+        t.advance()
+    assert "done in 1.5 s (1 kernel compiled in 1.5 s)" in bars[0].text.value
 
 
 def test_an_interrupted_run_says_so(bars):

@@ -76,12 +76,52 @@ def test_size_limit_is_one_configurable_number():
         assert xe.size_limit() == 1000
         with pytest.raises(xe.SizeLimitError, match="limit of 1,000 bytes"):
             xe.Iota(None, xe.Shape("f32", (1000,)), 0)
-        # the reference computes f32 in f64 with temporaries: its work counts, not just the result
-        with pytest.raises(xe.SizeLimitError, match="NumPy reference would need"):
-            xe.Add(np.ones(20, F32), np.ones(20, F32))
+        # the reference computes exp of f32 in f64 with temporaries: its work counts, not
+        # just the result (400 bytes)
+        with pytest.raises(xe.SizeLimitError, match=r"Exp .*NumPy reference would need"):
+            xe.Exp(np.ones(100, F32))
     finally:
         xe.set_size_limit(old)
-    assert xe.Add(np.ones(20, F32), np.ones(20, F32)).sum() == 40
+    assert xe.Exp(np.zeros(100, F32)).sum() == 100
+
+
+def _estimate(opcode, values, shape, attrs=None):
+    from xla_explorer.executors.reference import reference_bytes
+    from xla_explorer.ops import registry
+    return reference_bytes(registry.get(opcode), values, shape, attrs)[0]
+
+
+def test_memory_estimates_are_per_op_not_one_flat_bound():
+    # shapes only: nothing this size is allocated.  An f32 add is computed in f32 (correctly
+    # rounded, as f64 rounded once): 100M elements fit the 2 GiB default, 200M do not
+    a = np.ones(3, F32)
+    assert _estimate("add", [a, a], xe.Shape("f32", (100_000_000,))) < xe.size_limit()
+    assert _estimate("add", [a, a], xe.Shape("f32", (200_000_000,))) > xe.size_limit()
+    # exp widens to f64; gather and scatter build index rows, one per dimension
+    assert _estimate("exponential", [a], xe.Shape("f32", (10 ** 6,))) > 1.5 * _estimate("add", [a, a], xe.Shape(
+        "f32", (10 ** 6,)))
+    # the flat bound of before refused anything over about 30M elements
+    assert _estimate("exponential", [a], xe.Shape("f32", (60_000_000,))) < xe.size_limit()
+    assert _estimate("gather", [np.ones((2, 2, 2), F32)], xe.Shape("f32", (10 ** 6, 2, 2))) > _estimate(
+        "gather", [np.ones((2, 2), F32)], xe.Shape("f32", (10 ** 6, 2)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "complex64", "int32", "uint8"])
+def test_memory_estimate_bounds_what_the_reference_allocates(dtype):
+    """Every op family, run eagerly under tracemalloc: the size guard's estimate is at least
+    the real peak, and (for the ops whose arrays dominate) not more than a few times it --
+    the ops with a region more: their figure covers a region that widens (max), and an f32
+    add region does not (and an f64 RFFT)."""
+    import memkit
+    loose = []
+    exs = memkit.examples(1 << 15, dtype)
+    assert len(exs) > (60 if dtype in ("float32", "float16") else 15)
+    for ex in exs:
+        peak, estimate = memkit.measure(ex)
+        assert peak <= estimate, f"{ex}: {peak:,} bytes allocated, estimated {estimate:,}"
+        if peak > 1 << 17 and estimate > (8 if ex.opcode in ("reduce", "map", "scan", "sort", "fft") else 4) * peak:
+            loose.append((ex, peak, estimate))
+    assert not loose, loose
 
 
 def test_dimensions_of_2_to_the_63_refused_at_build_and_parse_time():
@@ -317,10 +357,81 @@ def test_fused_loops_are_capped_so_compile_work_is_bounded():
     assert len(kinds) <= fusion.MAX_FUSED_LOOPS
 
 
-def test_a_long_chain_runs_on_numba_and_agrees_with_the_reference():
+def test_a_long_chain_runs_on_numba_and_agrees_with_the_reference(monkeypatch):
+    from xla_explorer.executors import fusion
+    monkeypatch.setattr(fusion, "MAX_FUSED_LOOPS", 4)   # what runs beyond the budget is checked too, cheaply
     comp = _random_chain(1500, seed=1)
     x = np.linspace(-2, 2, 64).astype(F32)
     np.testing.assert_allclose(comp.run(x, backend="numba"), comp.run(x), rtol=1e-5, atol=1e-6)
+
+
+def _many_computations(n):
+    """A module calling ``n`` computations, each a different short element-wise chain, and
+    reducing with ``n`` different combiners."""
+    import random
+    rng = random.Random(0)
+    b = xe.XlaBuilder("many")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (8,)), "x")
+    unary = [xe.Neg, xe.Abs, xe.Tanh, xe.Exp, xe.Sin, xe.Cos, xe.Floor, xe.Ceil]
+    y = x
+    for k in range(n):
+        chain = [rng.choice(unary) for _ in range(3)]
+
+        def body(v, chain=chain):
+            for f in chain:
+                v = f(v)
+            return xe.Add(v, v)
+        y = xe.Add(y, xe.Call(body, x))
+    for k in range(n):
+        c = F32(1 + k / 8)
+        y = xe.Add(y, xe.Reduce(x, F32(0), lambda a, v, c=c: xe.Add(a, xe.Mul(v, xe.Constant(a.builder, c))),
+                                [0]))
+    return b.build(y)
+
+
+def _budgeted(comp):
+    """(distinct fused loops, distinct compiled regions) of the module's plan."""
+    from xla_explorer.executors import fusion
+    from xla_explorer.executors.cpu import reduction
+    fusion.plan_module(comp)
+    reduction.budget_regions(comp)
+    kinds = {fusion._loop_kind(g) for c in comp.computations for g in fusion.fusion_plan(c).groups
+             if len(g.members) > 1}
+    regions = {reduction.region_source(r, "f") for c in comp.computations for i in c.instructions
+               if i.opcode == "reduce" for r in i.called_computations() if getattr(r, "_cpu_scalar", (True,))[0]}
+    return len(kinds), len(regions)
+
+
+def test_the_compile_budget_is_module_wide(monkeypatch):
+    from xla_explorer.executors import fusion
+    from xla_explorer.executors.cpu import reduction
+    comp = _many_computations(24)
+    assert len(comp.computations) == 49
+    assert _budgeted(comp) == (fusion.MAX_FUSED_LOOPS, reduction.MAX_REGION_KERNELS)
+    # what runs beyond the budget (op by op, regions through the reference) agrees; small
+    # budgets keep the test's compile work small
+    monkeypatch.setattr(fusion, "MAX_FUSED_LOOPS", 3)
+    monkeypatch.setattr(reduction, "MAX_REGION_KERNELS", 2)
+    comp = _many_computations(6)
+    assert _budgeted(comp) == (3, 2)
+    x = np.linspace(-1, 1, 8).astype(F32)
+    np.testing.assert_allclose(comp.run(x, backend="numba"), comp.run(x), rtol=1e-5)
+
+
+def test_a_huge_region_runs_through_the_reference():
+    from xla_explorer.executors.cpu import reduction
+
+    def combiner(a, v):
+        for _ in range(reduction.MAX_REGION_INSTRUCTIONS):
+            v = xe.Mul(v, xe.Constant(a.builder, F32(1)))
+        return xe.Add(a, v)
+    b = xe.XlaBuilder("big_region")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (5,)), "x")
+    comp = b.build(xe.Reduce(x, F32(0), combiner, [0]))
+    region = comp.entry.root.called_computations()[0]
+    with pytest.raises(reduction.NotCompilable, match="instructions"):
+        reduction.region_source(region, "f")
+    assert comp.run(np.arange(5, dtype=F32), backend="numba") == 10
 
 
 # -- what held, kept: SIGINT stops an endless While; inputs are never modified ---------------------

@@ -78,6 +78,12 @@ def test_parsed_while_conditional_and_reduce_bodies():
     # total 6 < 10: doubled; 12: halved; 6: doubled
     assert [float(t.value("total", k)) for k in range(3)] == [6, 12, 6]
     assert t.count("twice") == 2 and t.count("m") == 1
+    # `double` is element-wise, but a branch runs once per invocation on its declared f32[3]:
+    # not batched (a reduce body folded on whole arrays is)
+    taken = t.invocations("d") + t.invocations("twice") + t.invocations("m")
+    assert len(taken) == 5 and not any(r.batched for r in taken)
+    assert all(np.shape(r.value) == (3,) for r in taken)
+    assert any(r.batched for r in t.invocations("ab"))
     assert t.get("m").stack == (("main", "w", 0), ("body", "y", 1))
     # the reduce body sits under the reduce: three levels deep
     ab = t.invocations("ab")[0]

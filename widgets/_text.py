@@ -308,7 +308,9 @@ def animate_function():
 
 
 def pre(text, colour=None):
-    style = "margin:0; white-space:pre-wrap; font-family:monospace; font-size:12px"
+    # lines break between words (JupyterLab's CSS would break "Transpose" into "Tr" and "anspose")
+    style = ("margin:0; white-space:pre-wrap; word-break:normal; overflow-wrap:break-word; "
+             "font-family:monospace; font-size:12px")
     if colour:
         style += f"; color:{colour}"
     return f"<pre style='{style}'>{html.escape(text)}</pre>"

@@ -14,6 +14,8 @@ const STYLE = `
   background: #fff; cursor: pointer; color: #263238; }
 .xe-graph-widget button:hover { background: #eceff1; }
 .xe-graph-widget .xe-status { font-size: 12px; color: #546e7a; margin-left: 4px; }
+.xe-graph-widget .xe-run { font-size: 13px; color: #37474f; }
+.xe-graph-widget input.xe-invocation { width: 4.5em; font-size: 13px; padding: 3px 4px; border: 1px solid #b0bec5; border-radius: 4px; }
 .xe-graph-widget .xe-error { color: #c62828; font-size: 13px; padding: 4px 8px; white-space: pre-wrap; }
 .xe-graph-widget .xe-body { position: relative; }
 .xe-graph-widget .xe-results { position: absolute; z-index: 5; left: 8px; top: 4px; max-height: 60%; overflow: auto;
@@ -70,7 +72,14 @@ function render({ model, el: root }) {
     buttons[key] = b;
   }
   const status = el("span", "xe-status");
-  bar.append(search, buttons.fit, buttons.in, buttons.out, buttons.collapse, buttons.svg, buttons.png, status);
+  // which run the values show, when some instruction ran more than once (a loop body)
+  const runBox = el("label", "xe-run", "run ");
+  const run = el("input", "xe-invocation");
+  run.type = "number"; run.min = "0"; run.step = "1";
+  run.setAttribute("aria-label", "invocation shown");
+  run.title = "which run of a loop body the values show (0 = the first)";
+  runBox.append(run);
+  bar.append(search, runBox, buttons.fit, buttons.in, buttons.out, buttons.collapse, buttons.svg, buttons.png, status);
   const error = el("div", "xe-error");
   const body = el("div", "xe-body");
   const results = el("div", "xe-results");
@@ -269,6 +278,22 @@ function render({ model, el: root }) {
     img.src = url;
   });
 
+  const showRun = () => {
+    const most = model.get("max_invocation") || 0;
+    runBox.style.display = most > 0 ? "" : "none";
+    run.max = String(most);
+    run.value = String(model.get("invocation") || 0);
+    runBox.title = `values of run ${run.value} of 0..${most} (a loop body's iteration)`;
+  };
+  run.addEventListener("change", () => {
+    const k = parseInt(run.value, 10);
+    if (Number.isNaN(k)) { showRun(); return; }
+    status.textContent = "drawing…";
+    model.send({ event: "invocation", k });
+  });
+  showRun();
+  model.on("change:invocation", showRun);
+  model.on("change:max_invocation", showRun);
   model.on("change:svg", draw);
   model.on("change:focus", draw);
   model.on("change:error", () => { error.textContent = model.get("error") || ""; status.textContent = model.get("status") || ""; });

@@ -9,6 +9,8 @@
     gw.highlight("dot.12")                 # "where am I": its groups open, the node marked
     gw.follow(stepper)                     # ... following a StepperWidget's location
     gw.save("view.svg")                    # the current view (svg, png, pdf, dot)
+    GraphWidget(comp, x, invocation=3)     # values of a loop body's 4th iteration (0-based);
+    gw.show_invocation(5)                  # ... another one, the open groups kept
 
 The picture is ``comp.graph(...)`` (``xla_explorer.render``): the widget keeps the open
 groups (``opened``), the marked instructions (``highlighted``) and the search
@@ -51,15 +53,21 @@ class GraphWidget(anywidget.AnyWidget):
     error = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(560).tag(sync=True)
     filename = traitlets.Unicode("graph").tag(sync=True)
+    #: which run of an instruction that ran several times the values show (see graph_of)
+    invocation = traitlets.Int(0).tag(sync=True)
+    #: the last run there is to show (the most any instruction ran, less one; 0: no choice)
+    max_invocation = traitlets.Int(0).tag(sync=True)
 
-    def __init__(self, comp, *args, values=None, height=560, **options):
+    def __init__(self, comp, *args, values=None, height=560, invocation=0, **options):
         if args and values is not None:
             raise ValueError("give the run's arguments or values=, not both")
         self.comp = comp
+        self._args, self._values, self._options = args, values, options
         # the args are traced: values show inside called computations too
-        self._first = graph_of(comp, values=values, args=args or None, **options)
+        self._first = graph_of(comp, values=values, args=args or None, invocation=invocation, **options)
         self.graph = self._first
-        super().__init__(height=height, filename=_safe(getattr(comp, "name", "graph")))
+        super().__init__(height=height, filename=_safe(getattr(comp, "name", "graph")), invocation=invocation,
+                         max_invocation=_most_runs(self._first) - 1)
         self._drawing = False
         self.on_msg(self._on_message)
         self._show(self._first)
@@ -118,6 +126,25 @@ class GraphWidget(anywidget.AnyWidget):
     def reveal(self, name):
         """Open the groups around instruction ``name`` and mark it (a search result's click)."""
         return self.highlight(name, reveal=True)
+
+    def show_invocation(self, invocation):
+        """Show the values of another run (a while body's k-th iteration: ``k``; or a dict
+        ``{computation name: k}``), the open groups and marks kept.  Needs the run's
+        arguments or a trace as values (not a dict of values)."""
+        if not self._args and not (hasattr(self._values, "records") and hasattr(self._values, "count")):
+            self.error = "show_invocation needs the run: GraphWidget(comp, *args) or values=comp.trace(...)"
+            return self
+        opened, marks = set(self.graph.opened), self.graph.view.highlighted
+
+        def change(_):
+            first = graph_of(self.comp, values=self._values, args=self._args or None, invocation=invocation,
+                             **self._options)
+            self._first = first
+            return first.view.redraw(opened=opened, highlight=marks)
+        self._redraw(change)
+        if not self.error and isinstance(invocation, int):
+            self.set_trait("invocation", invocation)
+        return self
 
     def save(self, path, format=None, dpi=None):
         """Write the current view (svg, png, pdf, dot)."""
@@ -187,6 +214,19 @@ class GraphWidget(anywidget.AnyWidget):
             self.highlight((item.computation.name, item.inst.name))
         elif event == "reset":
             self.reset()
+        elif event == "invocation":
+            try:
+                k = int(content.get("k"))
+            except (TypeError, ValueError):
+                self.error = f"invocation: a run number 0..{self.max_invocation}, not {content.get('k')!r}"
+                return
+            self.show_invocation(k)
+
+
+def _most_runs(graph):
+    """How many times the instruction that ran most ran (1 without a run's values)."""
+    runs = graph.view.options.get("runs") if graph.view is not None else None
+    return max((count for count, _ in (runs or {}).values()), default=1)
 
 
 def _node_info(graph):
@@ -212,7 +252,7 @@ def _node_info(graph):
         else:
             anchor = f"g{group.index}"
         out[c.id] = {"kind": "cluster", "group": c.group, "toggles": [c.group], "anchor": anchor,
-                     "tip": f"{c.label}\n{c.signature}\nclick the title to close"}
+                     "tip": f"{c.tooltip or c.label}\n{c.signature}\nclick the title to close"}
     return out
 
 

@@ -15,7 +15,7 @@ import traitlets
 import xla_explorer as xe
 from xla_explorer.ops import arguments as op_arguments
 from xla_explorer.ops import registry
-from xla_explorer.playground import DEFAULT, OpCall, buildable
+from xla_explorer.playground import DEFAULT, RECORDED_BY, OpCall, buildable
 
 from ._controls import ERROR_RED, ParseFailure, css, label_width, make_control, set_value
 from ._text import format_value, pre, scrolled_svg, svg_of, value_html
@@ -300,7 +300,10 @@ def _signature_html(call):
     if doc.rstrip().endswith(":") and len(paragraphs) > 1:  # "in its two forms:" -> the forms too
         doc += " " + paragraphs[1]
     doc = html.escape(doc.replace("\n", " ").replace("::", ":")).replace("``", "")
-    return (f"<div style='font-size:13px'><code>{html.escape(call.name)}({html.escape(params)})</code>"
+    name = call.function.__name__ if call.opdef.opcode in RECORDED_BY else call.name
+    if name != call.name:  # SendDone: made by Send, which records it
+        doc += html.escape(f" ({call.name} is recorded by {name}: its value is the result here.)")
+    return (f"<div style='font-size:13px'><code>{html.escape(name)}({html.escape(params)})</code>"
             f"<br><span style='color:#555'>{doc}</span></div>")
 
 

@@ -44,6 +44,9 @@ class ProgressBar(w.HBox):
         self.bar.bar_style = {"done": "success", "interrupted": "warning"}.get(task.status, "danger")
         self.sub = f"{task.status} after {task.elapsed:.1f} s" if task.status != "done" else \
             f"done in {task.elapsed:.1f} s"
+        compiled = getattr(task, "compiled", 0)
+        if compiled:  # where a first run's time went
+            self.sub += f" ({compiled} kernel{'s' if compiled > 1 else ''} compiled in {task.compile_seconds:.1f} s)"
         self.show(task)
         if task.status == "done":
             self.bar.value = 1.0

@@ -128,7 +128,8 @@ class XlaComputation:
 
     def fusion_plan(self, fuse=True):
         """How the numba/cuda executors group the entry's instructions into fused loops."""
-        from .executors.fusion import fusion_plan
+        from .executors.fusion import fusion_plan, plan_module
+        plan_module(self, fuse=fuse)   # the module's budget of fused loops is shared
         return fusion_plan(self.entry, fuse=fuse)
 
     def verify(self):

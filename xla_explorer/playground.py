@@ -188,6 +188,12 @@ class Outcome:
         return str(self.shape) if self.shape is not None else ""
 
 
+#: ops that no public function records alone: a send-done waits for the send that Send
+#: records with it (its operand must be that send).  Their playground is that call's, the
+#: op's own instruction its result.
+RECORDED_BY = {"send-done": "send", "recv-done": "recv"}
+
+
 class OpCall:
     """One call of an op (opcode or API name), argument by argument.
 
@@ -198,16 +204,18 @@ class OpCall:
 
     def __init__(self, op, **values):
         self._describe(op)
-        self.values = starting_values(self.opdef.opcode)
+        self.values = starting_values(RECORDED_BY.get(self.opdef.opcode, self.opdef.opcode))
         for name, value in values.items():
             self.set(name, value)
 
     def _describe(self, op):
         self.opdef = _args._opdef(op)
-        self.function = _args.op_function(self.opdef)
-        self.args = _args.arguments(self.opdef.opcode)
+        # the call that records the op: its own public function, or the one it is part of
+        made_by = _args._opdef(RECORDED_BY.get(self.opdef.opcode, self.opdef.opcode))
+        self.function = _args.op_function(made_by)
+        self.args = _args.arguments(made_by.opcode)
         self.by_name = {a.name: a for a in self.args}
-        self.explicit_signature = _args._DESCRIPTIONS.get(self.opdef.opcode, _args._Description()).signature
+        self.explicit_signature = _args._DESCRIPTIONS.get(made_by.opcode, _args._Description()).signature
         #: the argument set last: an error naming it is shown beside it
         self.last_set = None
         self.values = {}
@@ -280,6 +288,8 @@ class OpCall:
                 b, values, devices if devices is not None and devices <= MAX_DEVICES else None)
             result = self.function(*call_args, **call_kwargs)
             root = result if isinstance(result, XlaOp) else list(result)
+            if self.opdef.opcode in RECORDED_BY:  # the op's own value is the result (Recv's is a part of it)
+                root = XlaOp(b, next(i for i in reversed(b.instructions) if i.opcode == self.opdef.opcode))
             comp = b.build(root)
             _readable_names(comp)
         except ShapeError as e:
@@ -851,5 +861,5 @@ def buildable(op):
     return True if outcome.ok else outcome.error
 
 
-__all__ = ["OpCall", "Outcome", "Source", "as_source", "operand_value", "blame", "conform", "starting_values", "buildable",
+__all__ = ["OpCall", "Outcome", "RECORDED_BY", "Source", "as_source", "operand_value", "blame", "conform", "starting_values", "buildable",
            "MAX_ELEMENTS", "SOURCES", "ELEMENT_TYPES"]

@@ -22,20 +22,30 @@ two steps; the task ends with ``status == "interrupted"`` and the exception goes
 button cannot do it: a busy kernel reads no widget message until the cell is done.)
 With no listener, an announced task in an interactive session prints a line on stderr.
 
+A kernel compiling (Numba, on a first run) holds the thread for seconds and reports
+nothing itself: ``with progress.compiling(name):`` (entered from Numba's compile events)
+makes the running task's detail "compiling <name>" at once, keeps its time going on
+screen (a thread sends an update every ``TICK`` seconds) and counts the kernels compiled.
+
 A caller that must answer quickly (the op playground reruns a call on every click) bounds
 the work: ``with progress.time_limit(2.0):`` makes the next ``beat`` after 2 s raise
 ``OutOfTime`` (an endless ``while`` loop beats once per iteration).
 """
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
 #: seconds between two "update" events of one task
 MIN_INTERVAL = 0.1
 
+#: seconds between two "update" events while a kernel compiles (nothing else reports then)
+TICK = 0.5
+
 _listeners = []
 _running = []  # the tasks in progress, innermost last
 _limits = []   # (deadline, seconds) of the time_limit blocks, innermost last
+_compiling = []  # the kernels compiling now, outermost first (a kernel compiles those it calls)
 
 
 @dataclass
@@ -47,11 +57,13 @@ class Event:
 class Task:
     """One piece of long work: ``label``, ``done`` of ``total`` steps (``total`` None:
     unknown), the current ``detail``, ``depth`` (0: not inside another task), ``status``
-    ("running", "done", "interrupted" or "failed") and ``elapsed`` seconds."""
+    ("running", "done", "interrupted" or "failed"), ``elapsed`` seconds, and the kernels
+    ``compiled`` while it ran, in ``compile_seconds``."""
 
     def __init__(self, label, total=None, announce=False, depth=0):
         self.label, self.total, self.announce, self.depth = label, total, announce, depth
         self.done, self.detail, self.status = 0, "", "running"
+        self.compiled, self.compile_seconds = 0, 0.0
         self.started = time.perf_counter()
         self.ended = None
         self._sent = 0.0
@@ -145,6 +157,49 @@ def beat(detail):
         raise OutOfTime(_limits[-1][1], detail)
     if _running:
         _running[-1].note(detail)
+
+
+class compiling:
+    """``with compiling(name):`` -- the kernel ``name`` compiles (see the module's text).
+    The innermost running task's detail says so while it does; a kernel compiled while
+    another compiles (one it calls) is part of that one."""
+
+    def __init__(self, name):
+        self.name, self.task, self._stop = name, None, None
+
+    def __enter__(self):
+        _compiling.append(self.name)
+        t = current()
+        if t is None or len(_compiling) > 1:
+            return self
+        self.task, self._before, self._started = t, t.detail, time.perf_counter()
+        t.detail = (f"{t.detail} · " if t.detail else "") + f"compiling {self.name}"
+        if _listeners:
+            # sent now, whatever MIN_INTERVAL says: the compiler sends nothing for seconds,
+            # and a ticker thread sends the task again meanwhile, so that its time goes on
+            t._sent = time.perf_counter()
+            _emit("update", t)
+            self._stop = threading.Event()
+            threading.Thread(target=_tick, args=(t, self._stop), name="xla_explorer progress", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        _compiling.pop()
+        t = self.task
+        if t is not None:
+            if self._stop is not None:
+                self._stop.set()
+            t.compiled += 1
+            t.compile_seconds += time.perf_counter() - self._started
+            t.detail = self._before
+        return False
+
+
+def _tick(t, stop):
+    # Event.wait, not time.sleep: the thread ends as soon as the compile does
+    while not stop.wait(TICK):
+        if t.status == "running":
+            _emit("update", t)
 
 
 class OutOfTime(RuntimeError):

@@ -25,6 +25,7 @@ def test_graph_widget_expand_search_hover(notebook):
     widget = page.locator(".xe-graph-widget").first
     widget.locator("svg g.node.xe-toggle").first.wait_for()
     notebook.screenshot("graph_first_picture", widget)
+    assert notebook.illegible(widget) == []  # its first picture at its own size: every label legible
     groups = page.eval_on_selector_all(".xe-graph-widget svg g.node.xe-toggle",
                                        "els => els.map(e => e.id).filter(id => id.startsWith('g'))")
     assert groups, "closed groups are drawn as clickable nodes"
@@ -85,3 +86,27 @@ def test_graph_widget_expand_search_hover(notebook):
         widget.locator("button.xe-png").click()
     assert open(info.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert info.value.suggested_filename == "synth.png"
+    assert not widget.locator(".xe-run").is_visible()  # no run's values: no run to choose
+
+
+RUN = ("import numpy as np\nimport xla_explorer as xe\nfrom xla_explorer.widgets import GraphWidget\n"
+       "from test_graph_hierarchy import WHILE\n"
+       "gw = GraphWidget(xe.parse_hlo(WHILE), np.float32([1, 2, 3]))\ngw\n")
+
+
+def test_graph_widget_run_box_shows_another_iteration(notebook):
+    import pathlib
+    tests = pathlib.Path(__file__).resolve().parents[1]
+    setup = f"import sys\nsys.path.insert(0, {str(tests)!r})\n" + RUN
+    notebook.open(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup)]), "graph_run.ipynb")
+    notebook.run_all()
+    widget = notebook.page.locator(".xe-graph-widget").first
+    box = widget.locator("input.xe-invocation")
+    box.wait_for(state="visible")
+    assert box.get_attribute("max") == "4"
+    box.fill("2")
+    box.press("Enter")
+    box.blur()
+    widget.locator("svg text", has_text="run 2 shown").first.wait_for()
+    assert notebook.execute("print(gw.invocation)").strip() == "2"
+    notebook.screenshot("graph_run_box", widget)

@@ -144,8 +144,9 @@ class ScatterAnimator(Animator):
         d = a.detail
         for ix in d["scatter_indices_index"]:
             marks.elem("scatter_indices", ix, "index")
-        for name in self.result_names(ctx):
-            marks.box(name, d["window_start"], d["window_size"], "skipped" if a.skipped else "window")
+        if not a.unknown:   # shapes only: where the window goes is unknown, its candidates are marked
+            for name in self.result_names(ctx):
+                marks.box(name, d["window_start"], d["window_size"], "skipped" if a.skipped else "window")
         # (old, update, new values) of this step, from the running values (none: shapes only)
         state["step"] = state["rw"].step(state["at"]) if "rw" in state else None
 

@@ -31,7 +31,7 @@ from ..ops.index_map import UNKNOWN, Candidates, Unknown, is_unknown
 #: shows the later one.  One colour per meaning, the same in every picture of the tool.
 ROLES = {
     "done": ("#d8d0e6", "earlier steps"),
-    "candidate": ("#9fe0d0", "may be read (index unknown)"),
+    "candidate": ("#9fe0d0", "may be read or written (index unknown)"),
     "window": ("#bcd7ee", "slice / window"),
     "clamped": ("#f7b8a8", "window at its clamped start"),
     "index": ("#a6dba0", "indices used"),
@@ -128,9 +128,11 @@ def fmt_cell(v, width=5):
     else:
         return s[:width - 1] + "…"
     for digits in (3, 2, 1, 0):
-        t = f"{x:.{digits}g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
-        if len(t) <= width:
-            return t
+        # the shorter of the two notations at this precision: -0.00588 fits as -6e-3, not -0.0…
+        for t in (f"{x:.{digits}g}", f"{x:.{digits}e}"):
+            t = t.replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+            if len(t) <= width:
+                return t
     return s[:width - 1] + "…"
 
 
@@ -532,13 +534,16 @@ class Animator:
         """The formula of an access whose deciding values are unknown (shapes only)."""
         lines = [f"{self.domain(ctx)}_index = {fmt_index(access.index)}",
                  "the index values are unknown (shapes only): pass the module's",
-                 "arguments to see which elements are read"]
+                 "arguments to see which elements are read" + (" or written" if access.writes else "")]
         for label, items in (("reads", access.reads), ("writes", access.writes)):
             if isinstance(items, Candidates):
                 names = self.result_names(ctx) if label == "writes" else self.names(ctx)
                 box = ", ".join(f"{a}" if b == a + 1 else f"{a}:{b}" for a, b in items.ranges)
-                where = " or ".join(f"{names[k]}[{box}]" for k in items.numbers if k < len(names))
-                lines.append(f"it {label} one of {len(items)} elements: {where}")
+                # single elements first (DynamicUpdateSlice's operand element), then the boxes
+                where = " or ".join([element(names[k], index) for k, index in items.extra if k < len(names)]
+                                    + [f"{names[k]}[{box}]" for k in items.numbers if k < len(names)])
+                lines.append(f"it {label} one of {len(items)} elements: {where}" if len(items) > 1 else
+                             f"it {label} {where} (whatever the index values)")
         return "\n".join(lines)
 
     def values(self, ctx, state):

@@ -183,8 +183,8 @@ def layout(anim, frame, *, max_rows=10, max_cols=12, max_width=1600, windows=Non
         scene.texts.append(Text(pad, y, counter, HEAD_PX, fill=MUTED, baseline="top", kind="counter"))
         y += HEAD_PX + 6
     if not anim.known:
-        scene.texts.append(Text(pad, y, "Index values unknown (shapes only): the cells that may be read are "
-                                "shaded; pass the module's arguments to see the real ones.", HEAD_PX, fill=WARN,
+        scene.texts.append(Text(pad, y, "Index values unknown (shapes only): the cells that may be read or written "
+                                "are shaded; pass the module's arguments to see the real ones.", HEAD_PX, fill=WARN,
                                 baseline="top", bold=True))
         y += HEAD_PX + 6
     y += 6

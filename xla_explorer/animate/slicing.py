@@ -87,8 +87,9 @@ class DynamicSliceAnimator(_DynamicAnimator):
     def mark(self, ctx, marks, a, state):
         super().mark(ctx, marks, a, state)
         self.mark_starts(marks, ctx)
-        marks.box("operand", a.detail["adjusted_start_indices"], ctx.attrs["slice_sizes"],
-                  "clamped" if a.clamped else "window")
+        if not a.unknown:   # shapes only: the start is unknown, the candidates are marked
+            marks.box("operand", a.detail["adjusted_start_indices"], ctx.attrs["slice_sizes"],
+                      "clamped" if a.clamped else "window")
 
     def explain(self, ctx, a, state):
         d = a.detail
@@ -106,8 +107,9 @@ class DynamicUpdateSliceAnimator(_DynamicAnimator):
     def mark(self, ctx, marks, a, state):
         super().mark(ctx, marks, a, state)
         self.mark_starts(marks, ctx)
-        marks.box("result", a.detail["adjusted_start_indices"], np.shape(ctx.operands[1]),
-                  "clamped" if a.clamped else "window")
+        if not a.unknown:
+            marks.box("result", a.detail["adjusted_start_indices"], np.shape(ctx.operands[1]),
+                      "clamped" if a.clamped else "window")
 
     def explain(self, ctx, a, state):
         d = a.detail

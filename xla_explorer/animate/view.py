@@ -141,7 +141,7 @@ class IndexMapView:
     """The state of the view (selection, per-grid dimensions, sliders, windows) and its
     drawing; no widget library needed (the widget wraps one)."""
 
-    def __init__(self, anim, *, max_rows=14, max_cols=20, max_width=900, select=None):
+    def __init__(self, anim, *, max_rows=16, max_cols=20, max_width=900, select=None):
         self.animation = anim
         #: the picture's layout width: a notebook's output area is about 900 px wide
         self.max_rows, self.max_cols, self.max_width = max_rows, max_cols, max_width
@@ -674,7 +674,7 @@ def _widget_class():
     return _WIDGET
 
 
-def index_map_view(target, instruction=None, *args, widget=None, max_rows=14, max_cols=20, selected=None,
+def index_map_view(target, instruction=None, *args, widget=None, max_rows=16, max_cols=20, selected=None,
                    dims=None, fixed=None, **attrs):
     """``index_map_view(comp, "gather.1", *module_args, invocation=0)`` or
     ``index_map_view("gather", operand, indices, **attrs)``: the interactive view.

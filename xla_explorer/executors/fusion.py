@@ -11,11 +11,13 @@ renderer can draw its groups.
 
 Compile time stays bounded: Numba's compile time grows with a loop's body, so a group
 holds at most ``MAX_FUSED`` instructions (a longer chain is cut into several loops), and
-one computation compiles at most ``MAX_FUSED_LOOPS`` distinct fused loops (groups of the
-same structure share one); the instructions of the groups beyond run op by op, each through its layer's
-kernel (the element-wise ones: the reference's vectorised NumPy code; nothing to compile),
-a broadcast or iota as a loop of its own (one per kind, shared).  A 10,000-op element-wise chain then compiles a bounded amount of
-code instead of one loop of 10,000 statements.
+one module -- all its computations together (``plan_module``) -- compiles at most
+``MAX_FUSED_LOOPS`` distinct fused loops (groups of the same structure share one); the
+instructions of the groups beyond run op by op, each through its layer's kernel (the
+element-wise ones: the reference's vectorised NumPy code; nothing to compile), a
+broadcast or iota as a loop of its own (one per kind, shared).  A 10,000-op element-wise
+chain, or 1,000 computations of 10 ops each, then compile a bounded amount of code
+instead of one loop of 10,000 statements or 1,000 loops.
 """
 from ..ops import registry
 
@@ -23,9 +25,9 @@ from ..ops import registry
 _INDEX_OPS = {"broadcast", "iota"}
 #: the most instructions in one fused loop
 MAX_FUSED = 32
-#: the most distinct fused loops one computation compiles (measured: ~0.7-1 s of Numba
-#: compile time each, whatever its length up to MAX_FUSED; a corpus program has at most 11)
-MAX_FUSED_LOOPS = 8
+#: the most distinct fused loops one module compiles, all its computations together
+#: (measured: ~0.7-1 s of Numba compile time each, whatever its length up to MAX_FUSED)
+MAX_FUSED_LOOPS = 16
 _NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng", "after-all"}
 
 
@@ -128,16 +130,28 @@ def _duplicate(inst, users, group_of, computation):
     return True
 
 
-def _within_budget(groups, group_of):
+def _loop_kind(g):
+    """What a group's generated loop depends on (its structure, types, attribute values, which
+    inputs are scalars, the rank): groups of one kind share a compiled loop.  Finer than the
+    source text where in doubt, so the budget never under-counts."""
+    members = set(g.members)
+    return (len(g.dims),) + tuple(
+        (m.opcode, m.shape.element_type, m.shape.rank,
+         tuple(sorted((k, repr(v)) for k, v in m.attrs.items() if k != "literal")),
+         tuple(g.members.index(o) if o in members else ("in", o.shape.element_type, o.shape.rank)
+               for o in m.operands))
+        for m in g.members)
+
+
+def _within_budget(groups, group_of, kinds):
     """Keep fused loops (in program order) while there are at most MAX_FUSED_LOOPS distinct
-    ones; the instructions of the groups beyond leave the plan's loops (they run op by op),
-    except broadcasts and iotas, which have no other kernel."""
-    kinds, out = set(), []
+    ones in ``kinds`` (the module's, shared by its computations); the instructions of the
+    groups beyond leave the plan's loops (they run op by op), except broadcasts and iotas,
+    which have no other kernel."""
+    out = []
     for g in reversed(groups):   # groups were made from the root backwards
         if len(g.members) > 1:
-            key = tuple((m.opcode, m.shape.element_type, tuple(sorted(m.attrs)),
-                         tuple(g.members.index(o) if o in g.members else -1 for o in m.operands))
-                        for m in g.members)
+            key = _loop_kind(g)
             if key in kinds or len(kinds) < MAX_FUSED_LOOPS:
                 kinds.add(key)
             else:
@@ -154,11 +168,29 @@ def _within_budget(groups, group_of):
     return out
 
 
-def fusion_plan(computation, fuse=True):
-    """Group ``computation``'s instructions into fused loops and single steps (cached)."""
+def plan_module(module, fuse=True):
+    """Plan every computation of ``module`` (an XlaComputation) with one budget of
+    MAX_FUSED_LOOPS distinct fused loops for them all -- the entry first, then callers
+    before their callees -- so that the module's compile time is bounded, however many
+    computations it has.  Remembered on the module until its entry changes."""
+    key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS)
+    if module.__dict__.get("_fusion_planned") == key:
+        return
+    kinds = set()
+    for comp in reversed(module.computations):   # callees first, the entry last: reversed
+        fusion_plan(comp, fuse, kinds=kinds)
+    module.__dict__["_fusion_planned"] = key
+
+
+def fusion_plan(computation, fuse=True, kinds=None):
+    """Group ``computation``'s instructions into fused loops and single steps (cached).
+    ``kinds``: the distinct fused loops planned so far in its module (``plan_module``; the
+    computation's own loops are added); without it the computation has a budget of its own
+    and a plan made before is reused."""
     cached = getattr(computation, "_fusion_plan", None)
-    if cached is not None and cached[0] == fuse:
+    if kinds is None and cached is not None and cached[0] == fuse:
         return cached[1]
+    kinds = set() if kinds is None else kinds
     insts = computation.instructions
     order = {inst: k for k, inst in enumerate(insts)}
     users = {inst: [] for inst in insts}
@@ -189,7 +221,7 @@ def fusion_plan(computation, fuse=True):
         else:
             target.members.append(inst)
         group_of[inst] = target
-    groups = _within_budget(groups, group_of)
+    groups = _within_budget(groups, group_of, kinds)
     for g in list(groups):
         if len(g.members) == 1 and g.root.opcode == "constant":
             # a lone scalar constant is a value, not a loop

@@ -22,6 +22,7 @@ Drawing needs Graphviz's ``dot`` program; without it ``GraphvizNotFoundError`` s
 to install it.  ``g.model`` is the drawn graph as data (nodes, edges, clusters).
 """
 import pathlib
+import re
 import tempfile
 import weakref
 
@@ -33,10 +34,23 @@ from .select import neighbourhood, paths
 from .view import view_model
 
 FORMATS = ("svg", "png", "pdf", "dot")
+_SVG_SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
 #: modules with at most this many instructions are drawn whole, every group open
 FULL_VIEW = 200
 #: most nodes of the first picture of a bigger module (Graphviz lays this out in a second)
 MAX_NODES = 40
+#: widest first picture, in points: JupyterLab's output area in its default layout (a
+#: 1400-px window, the file browser open) is 968 px = 726 pt wide; a wider SVG is cut there
+#: (JupyterLab shows it at its own size) or shrunk below 10-px text (VS Code, Notebook 7,
+#: nbviewer scale it to the width).  The smallest text is 8 pt = 10.7 px at this size.
+MAX_WIDTH_PT = 720
+#: modules of at most this many instructions are drawn whole even when wider than
+#: ``MAX_WIDTH_PT`` (a while loop's body, condition and call side by side: 41 instructions,
+#: 1,970 pt; collapsed to fit it would show 8 nodes and hide what a student came to see)
+ALWAYS_WHOLE = 60
+#: the node budgets the first picture may take, most first (the distinct pictures they
+#: make are searched for the biggest that fits ``MAX_WIDTH_PT``)
+FIT_STEPS = tuple(range(MAX_NODES, 9, -2))
 
 
 class HloGraph:
@@ -47,6 +61,7 @@ class HloGraph:
         self.model = model
         self.legend, self.rankdir = legend, rankdir
         self.view = view  # the _View state behind a module's graph (None: a fixed picture)
+        self._svg = None  # drawn once: the model is not changed after a graph is made
 
     # -- groups -----------------------------------------------------------------------------
     @property
@@ -137,7 +152,14 @@ class HloGraph:
         return out
 
     def svg(self):
-        return self.pipe("svg").decode("utf-8")
+        if self._svg is None:
+            self._svg = self.pipe("svg").decode("utf-8")
+        return self._svg
+
+    def width_pt(self):
+        """The drawing's width in points (Graphviz's layout; 72 points an inch, 96 px)."""
+        m = _SVG_SIZE.search(self.svg())
+        return float(m.group(1)) if m else 0.0
 
     def save(self, path, format=None, dpi=None):
         """Write the graph to ``path``; the format is its suffix (svg, png, pdf, dot) unless
@@ -178,7 +200,7 @@ class HloGraph:
 def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, legend=True,
              expand_trivial=False, subcomputations=True, all_attributes=False, max_constant_elements=8,
              heatmaps=True, rankdir="TB", title=None, expand=None, collapse=None, max_nodes=None,
-             highlight=None):
+             highlight=None, invocation=0):
     """The ``HloGraph`` of an ``XlaComputation`` (or an ``HloComputation``).
 
     values:      {instruction or name: value}, or a trace (``comp.trace(*args)``); each node
@@ -186,6 +208,10 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
                  instruction that ran several times (a loop body) shows its first run
     args:        trace a run of the reference executor on these arguments for the values
                  (called computations' instructions included)
+    invocation:  which run of an instruction that ran several times the values show (a
+                 while body's k-th iteration: ``invocation=k``); one that ran fewer times
+                 shows its last run, the entry's its only one.  A dict ``{computation name:
+                 k}`` picks per computation (the others: their first run)
     around, radius: only the instructions at most ``radius`` edges from ``around``
     path:        (a, b): only the instructions on paths between a and b
     expand, collapse: groups to open or close (keys, computation or scope names,
@@ -210,10 +236,13 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
         from ..trace import trace
         # every computation's values, the first run of each instruction (a loop body's
         # first iteration): what a node shows, and a bounded memory for long loops
-        values = trace(comp, *args, keep=_first_run)
+        pick = _picker(invocation)
+        values = trace(comp, *args, keep=lambda rec: rec.invocation <= pick(rec.computation))
+    elif invocation != 0 and not (hasattr(values, "records") and hasattr(values, "count")):
+        raise ValueError("invocation= picks a run from a trace: give args= or values=comp.trace(...)")
     runs = {}
     if hasattr(values, "records") and hasattr(values, "count"):  # a Trace: comp.trace(*args)
-        values, runs = _trace_values(values)
+        values, runs = _trace_values(values, _picker(invocation))
     hier = _hierarchy(comp, entry, computations, expand_trivial, subcomputations)
     options = dict(values=values, runs=runs, all_attributes=all_attributes, max_constant_elements=max_constant_elements,
                    heatmaps=heatmaps, title=title if title is not None else _title(name, entry))
@@ -228,6 +257,9 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
             a, b = path
             model = paths(model, a, b)
         return HloGraph(model, legend=legend, rankdir=rankdir)
+    marks = [] if highlight is None else ([highlight] if isinstance(highlight, (str, tuple)) else list(highlight))
+    if max_nodes is None and expand is None and collapse is None:
+        return _fitted(hier, options, legend, rankdir, marks)
     if max_nodes is None and len(hier) <= FULL_VIEW:
         opened = set(hier.groups)
     else:
@@ -237,8 +269,55 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
         state.opened |= state.resolve_open([expand] if isinstance(expand, str) else expand)
     if collapse is not None:
         state.opened -= state.resolve_close([collapse] if isinstance(collapse, str) else collapse)
-    return state.redraw(highlight=[] if highlight is None else
-                        ([highlight] if isinstance(highlight, (str, tuple)) else list(highlight)))
+    return state.redraw(highlight=marks)
+
+
+def _fitted(hier, options, legend, rankdir, marks):
+    """The first picture: the whole module (up to ``FULL_VIEW`` instructions; always up to
+    ``ALWAYS_WHOLE``), else its
+    top levels within ``MAX_NODES`` nodes -- or, when Graphviz lays that out wider than
+    ``MAX_WIDTH_PT``, fewer open groups (``FIT_STEPS``), the first that fits (else the
+    narrowest).  Measured, not guessed: the width comes from long edges and ranks of
+    parallel values as much as from the node count (a 6-layer MLP's gradient: 46 nodes
+    1,537 pt wide, 23 nodes 820 pt).  The choice is remembered per hierarchy and options;
+    the SVG drawn to measure is the one shown.  Without Graphviz: the first candidate."""
+    if len(hier) <= ALWAYS_WHOLE:  # a teaching-size module is drawn whole, however wide
+        return _View(hier, set(hier.groups), options, legend, rankdir, []).redraw(highlight=marks)
+    budgets = ([None] if len(hier) <= FULL_VIEW else []) + list(FIT_STEPS)
+    key = (legend, rankdir, bool(options.get("values")), options.get("heatmaps"), options.get("all_attributes"),
+           options.get("max_constant_elements"))
+    fits = hier.__dict__.setdefault("fitted", {})
+    candidates, seen = [], set()
+    for budget in budgets:
+        opened = frozenset(hier.groups) if budget is None else frozenset(hier.default_open(budget))
+        if opened not in seen:
+            seen.add(opened)
+            candidates.append(opened)
+    if key in fits:
+        candidates = [candidates[min(fits[key], len(candidates) - 1)]]
+    drawn = {}  # candidate index -> (width, graph)
+
+    def draw(i):
+        if i not in drawn:
+            graph = _View(hier, candidates[i], options, legend, rankdir, []).redraw(highlight=marks)
+            drawn[i] = (graph.width_pt(), graph)
+        return drawn[i]
+    if len(candidates) == 1 or not _dot.dot_available():
+        return _View(hier, candidates[0], options, legend, rankdir, []).redraw(highlight=marks)
+    if draw(0)[0] > MAX_WIDTH_PT:
+        # fewer open groups make narrower pictures (mostly: measured on the benchmark's
+        # gradients): a binary search for the biggest that fits, a few layouts, not one each
+        lo, hi = 1, len(candidates) - 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if draw(mid)[0] <= MAX_WIDTH_PT:
+                hi = mid - 1
+            else:
+                lo = mid + 1
+    fitting = [i for i, (w, _) in drawn.items() if w <= MAX_WIDTH_PT]
+    choice = min(fitting) if fitting else min(drawn, key=lambda i: drawn[i][0])
+    fits[key] = choice
+    return drawn[choice][1]
 
 
 _HIERARCHIES = weakref.WeakKeyDictionary()  # module -> {options: (fingerprint, Hierarchy)}
@@ -261,19 +340,31 @@ def _hierarchy(comp, entry, computations, expand_trivial, subcomputations):
     return hier
 
 
-def _first_run(record):
-    return record.invocation == 0
+def _picker(invocation):
+    """computation name -> the invocation wanted (``invocation``: an int or a dict)."""
+    if isinstance(invocation, dict):
+        wanted = dict(invocation)
+        for k in wanted.values():
+            if not isinstance(k, int) or k < 0:
+                raise ValueError(f"invocation= wants runs counted from 0, got {invocation!r}")
+        return lambda computation: wanted.get(computation, 0)
+    if isinstance(invocation, bool) or not isinstance(invocation, int) or invocation < 0:
+        raise ValueError(f"invocation= is a run counted from 0 (a while body's k-th iteration), or a dict "
+                         f"{{computation name: k}}; got {invocation!r}")
+    return lambda computation: invocation
 
 
-def _trace_values(t):
-    """({instruction: value of its first kept run}, {instruction: how many times it ran})."""
-    values, runs = {}, {}
+def _trace_values(t, pick):
+    """({instruction: value of the run ``pick`` wants, or its last kept one before it},
+    {instruction: (how many times it ran, the run shown)})."""
+    values, shown = {}, {}
     for rec in t.records:
         inst = rec.instruction
-        if rec.kept and inst not in values:
-            values[inst] = rec.value
-    for inst in values:
-        runs[inst] = t.count(inst.name)
+        if not rec.kept or rec.invocation > pick(rec.computation):
+            continue
+        if inst not in shown or rec.invocation > shown[inst]:
+            values[inst], shown[inst] = rec.value, rec.invocation
+    runs = {inst: (t.count(inst.name), k) for inst, k in shown.items()}
     return values, runs
 
 
@@ -345,6 +436,7 @@ def graph_of_builder(builder, error=None, operands=(), opcode=None, **options):
     graph = graph_of(partial, title=title, **options)
     if error is not None:
         _add_failed_node(graph.model, error, operands, opcode)
+        graph._svg = None  # the picture changed
     return graph
 
 

@@ -43,6 +43,10 @@ from .model import called, shape_text, trivial_summary
 
 #: most children a group shows when opened; more are cut into parts
 MAX_CHILDREN = 16
+#: more parameters than this side by side in one group are gathered into a "parameters"
+#: part: a gradient's weights sit in one rank, and six of them (a 6-layer MLP) made the
+#: first picture ~700 pt wide before anything else was drawn
+MAX_PARAMETERS = 4
 
 
 @dataclass(eq=False)
@@ -57,6 +61,8 @@ class Item:
     users: list = field(default_factory=list)     # the Items using its value
     meta: dict = field(default_factory=dict)      # its metadata (op_name, source_file, stack_frame_id...)
     constant: bool = False       # a function of literals only (constant, iota, broadcasts of them)
+    operand_items: list = field(default_factory=list)  # the Items of its operands (this call site's copy)
+    home: "Group" = None         # the group of the computation (this call site's copy) holding it
 
     @property
     def name(self):
@@ -80,6 +86,9 @@ class Group:
     size: int = 0                # instructions inside, called computations included
     index: int = 0               # position in ``Hierarchy.groups``
     scope: str = ""              # scope groups: the op_name prefix
+    home: "Group" = None         # the computation group (this call site's copy) it is part of
+    root_item: Item = None       # computation groups: the Item of the computation's root
+    shared: int = 1              # computation groups: how many call sites draw this computation
 
     def ancestors(self):
         """The groups around this one, innermost first (a computation's: its caller's)."""
@@ -202,6 +211,49 @@ class SourceLocations:
         return f"{file.rsplit('/', 1)[-1]}:{line}" if line else file.rsplit("/", 1)[-1]
 
 
+#: JAX's transformations as they wrap a scope's name in op_name, and what a label says of them
+_TRANSFORMS = {"jvp": "", "transpose": "backward", "vmap": "vmap", "pjit": "", "jit": "", "remat": "remat",
+               "checkpoint": "remat", "custom_jvp_call": "", "custom_vjp_call": "", "named_call": "",
+               "shard_map": "", "pmap": "", "xmap": ""}
+_WRAPPED = re.compile(r"([A-Za-z_][\w]*)\((.*)\)")
+#: scope components a label keeps (the innermost ones); the full path is on hover
+LABEL_PARTS = 2
+
+
+def short_scope(part):
+    """A scope component as a label: JAX's transformations peeled off the name they wrap,
+    the backward pass said once: ``transpose(jvp(layer3))`` -> ``layer3 · backward``,
+    ``jvp(mlp)`` -> ``mlp``, ``jit(f)`` -> ``f``, ``transpose(jvp())`` -> ``backward``,
+    ``jvp()`` -> ``forward``;
+    anything else (``while``, ``cond[...]``) as it is."""
+    notes, inner, seen = [], part, set()
+    while True:
+        m = _WRAPPED.fullmatch(inner)
+        if m is None or m.group(1) not in _TRANSFORMS:
+            break
+        seen.add(m.group(1))
+        note = _TRANSFORMS[m.group(1)]
+        if note and note not in notes:
+            notes.append(note)
+        inner = m.group(2)
+    if inner == part:
+        return part
+    if not inner and not notes and "jvp" in seen:  # jvp() of an unnamed function: its forward pass
+        return "forward"
+    if not inner or not re.fullmatch(r"[\w.\-]+", inner):  # jvp(), or a wrapped expression
+        return " · ".join(notes) if notes and not inner else part
+    return " · ".join([inner] + notes)
+
+
+def _join_labels(outer, inner):
+    """The label of a scope merged into its only child: the innermost ``LABEL_PARTS``
+    components (``…/`` when some are left out)."""
+    parts = [p for p in (outer.split("/") + inner.split("/")) if p and p != "…"]
+    if len(parts) <= LABEL_PARTS:
+        return "/".join(parts)
+    return "…/" + "/".join(parts[-LABEL_PARTS:])
+
+
 # -- the tree ---------------------------------------------------------------------------------
 class Hierarchy:
     """The groups of a module (see the module docstring).
@@ -219,8 +271,13 @@ class Hierarchy:
         self.sources = SourceLocations(debug_sections)
         self.items, self.groups = [], {}
         self._summaries, self._shape_texts = {}, {}
-        self.item_of = {}            # id(instruction) -> Item
-        self.computation_group = {}  # id(computation) -> Group
+        self.item_of = {}            # id(instruction) -> Item (its first call site's, when shared)
+        self.computation_group = {}  # id(computation) -> Group (its first call site's)
+        self.sites = collections.defaultdict(list)  # id(computation) -> its Groups, one per call site
+        # a computation called from several places is drawn at each (its own copy of the
+        # groups, opened and closed apart); copies stop when they would more than double the
+        # module (a body called a thousand times): later callers then name the first one
+        self._copy_budget = sum(len(c.instructions) for c in self.module_computations.values())
         self._numbers = itertools.count()
         self.root = self._computation(entry, None, None)
         self._sizes(self.root)
@@ -229,34 +286,53 @@ class Hierarchy:
     def _new_group(self, key, kind, label, comp, parent, **kw):
         # a counter, not len(groups): merged scopes leave the dict, their numbers stay taken
         g = Group(key, kind, label, comp, parent, index=next(self._numbers), **kw)
+        g.home = parent.home if parent is not None else None  # a computation's group: itself (set after)
         self.groups[key] = g
         return g
 
     def _computation(self, comp, caller, parent):
         kind = "module" if caller is None else "computation"
-        group = self._new_group(comp.name, kind, comp.name, comp, parent, caller=caller)
-        self.computation_group[id(comp)] = group
+        key = comp.name
+        if self.sites[id(comp)]:  # another call site: its own copy, keyed by its caller
+            key = f"{comp.name}@{caller.inst.name}"
+            while key in self.groups:
+                key += "'"
+        group = self._new_group(key, kind, comp.name, comp, parent, caller=caller)
+        group.home = group
+        self.computation_group.setdefault(id(comp), group)
+        self.sites[id(comp)].append(group)
+        for site in self.sites[id(comp)]:
+            site.shared = len(self.sites[id(comp)])
+        local = {}  # id(instruction) -> Item of this copy
         metas = {id(i): metadata_of(i) for i in comp.instructions}
         scopes = self._scopes(comp, metas) if self.use_scopes else {}
         tops = {}  # scope tuple -> Group (the trie of this computation's scopes)
         for inst in comp.instructions:
             target = self._scope_group(group, scopes.get(id(inst), ()), tops)
-            item = Item(len(self.items), inst, comp, target, meta=metas[id(inst)])
+            item = Item(len(self.items), inst, comp, target, meta=metas[id(inst)], home=group)
             self.items.append(item)
-            self.item_of[id(inst)] = item
+            self.item_of.setdefault(id(inst), item)
+            local[id(inst)] = item
             target.children.append(item)
-            operands = [self.item_of.get(id(o)) for o in inst.operands]
+            operands = [local.get(id(o)) for o in inst.operands]
+            item.operand_items = operands
             for o in operands:
                 if o is not None:
                     o.users.append(item)
             item.constant = _is_constant(inst, operands)
             item.calls = called(inst, self.module_computations)
             for key, callee in item.calls:
-                if not self.subcomputations or id(callee) in self.computation_group:
+                if not self.subcomputations or any(g.caller is item for g in self.sites[id(callee)]):
                     continue
                 if not self.expand_trivial and trivial_summary(callee) is not None:
                     continue
+                if self.sites[id(callee)]:
+                    size = _closure_size(callee, self.module_computations)
+                    if size > self._copy_budget:
+                        continue
+                    self._copy_budget -= size
                 item.callees.append((key, self._computation(callee, item, target)))
+        group.root_item = local.get(id(comp.root))
         self._simplify(group)
         self._cut(group)
         self._set_parents(group)
@@ -270,8 +346,8 @@ class Hierarchy:
             return found
         parent = self._scope_group(group, scope[:-1], tops)
         path = "/".join(scope)
-        g = self._new_group(f"{group.computation.name}:{path}", "scope", scope[-1], group.computation, parent,
-                            scope=path)
+        g = self._new_group(f"{group.key}:{path}", "scope", short_scope(scope[-1]), group.computation,
+                            parent, scope=path)
         parent.children.append(g)
         tops[scope] = g
         return g
@@ -314,8 +390,8 @@ class Hierarchy:
                 while isinstance(child, Group) and child.kind == "scope" and len(child.children) == 1:
                     only = child.children[0]
                     del self.groups[child.key]
-                    if isinstance(only, Group):  # keep the outer scope's words in the label
-                        only.label = f"{child.label}/{only.label}"
+                    if isinstance(only, Group) and only.kind == "scope":  # keep the outer scope's words
+                        only.label = _join_labels(child.label, only.label)
                     child = only
             new.append(child)
         group.children = new
@@ -328,9 +404,9 @@ class Hierarchy:
             if isinstance(child, Group):
                 self._cut(child)
         k = self.max_children
-        if _weight(group.children) <= k:
-            return
         params = [c for c in group.children if isinstance(c, Item) and c.inst.opcode == "parameter"]
+        if _weight(group.children) <= k and len(params) <= MAX_PARAMETERS:
+            return
         if 1 < len(params) < len(group.children):
             part = self._new_group(f"{group.key}#parameters", "part", "parameters", group.computation, group)
             part.children = params
@@ -346,8 +422,7 @@ class Hierarchy:
                 nonlocal number
                 if _weight(run) > 1:
                     number += 1
-                    part = self._new_group(f"{group.key}#{number}", "part",
-                                           f"{_child_name(run[0])} … {_child_name(run[-1])}", group.computation, group)
+                    part = self._new_group(f"{group.key}#{number}", "part", "part", group.computation, group)
                     part.children = list(run)
                     self._cut(part)
                     new.append(part)
@@ -375,11 +450,13 @@ class Hierarchy:
                     parts.append(chunk[0])
                     continue
                 key = f"{group.key}#{'.' * level}{j}"
-                part = self._new_group(key, "part", f"{_child_name(chunk[0])} … {_child_name(chunk[-1])}",
-                                       group.computation, group)
+                part = self._new_group(key, "part", "part", group.computation, group)
                 part.children = chunk
                 parts.append(part)
             group.children = parts
+        parts = [c for c in group.children if isinstance(c, Group) and c.kind == "part" and c.label != "parameters"]
+        for j, part in enumerate(parts, 1):  # "part 2/3": where it is; what it holds is on its node
+            part.label = f"part {j}/{len(parts)}" if len(parts) > 1 else "operations"
 
     def _set_parents(self, group):
         for child in group.children:
@@ -493,9 +570,9 @@ class Hierarchy:
         for _ in range(radius):
             nxt = []
             for it in frontier:
-                others = [self.item_of.get(id(o)) for o in it.inst.operands] + it.users
-                others += [self.item_of.get(id(g.computation.root)) for _, g in it.callees]
-                group = self.computation_group.get(id(it.computation))
+                others = list(it.operand_items) + it.users
+                others += [g.root_item for _, g in it.callees]
+                group = it.home
                 if group is not None and group.caller is not None and it.inst is it.computation.root:
                     others.append(group.caller)
                 for o in others:
@@ -638,6 +715,19 @@ def _is_constant(inst, operands):
     return all(o is not None and o.constant for o in operands)
 
 
+def _closure_size(comp, computations, seen=None):
+    """Instructions in ``comp`` and everything it calls (each computation once)."""
+    seen = set() if seen is None else seen
+    if id(comp) in seen:
+        return 0
+    seen.add(id(comp))
+    total = len(comp.instructions)
+    for inst in comp.instructions:
+        for _, callee in called(inst, computations):
+            total += _closure_size(callee, computations, seen)
+    return total
+
+
 def _common_prefix(a, b):
     n = 0
     for x, y in zip(a, b):
@@ -647,4 +737,5 @@ def _common_prefix(a, b):
     return a[:n]
 
 
-__all__ = ["Hierarchy", "Group", "Item", "SourceLocations", "metadata_of", "scope_of_op_name", "MAX_CHILDREN"]
+__all__ = ["Hierarchy", "Group", "Item", "SourceLocations", "metadata_of", "scope_of_op_name", "short_scope",
+           "MAX_CHILDREN"]

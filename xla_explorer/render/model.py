@@ -102,6 +102,7 @@ class Cluster:
     group: str = None            # the key of the open group drawn
     kind: str = "computation"    # "computation" | "module" | "scope" | "part"
     highlight: bool = False
+    tooltip: str = ""            # scopes and parts: the full path (the label is its last part)
 
 
 @dataclass

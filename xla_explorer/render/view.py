@@ -22,8 +22,8 @@ import numpy as np
 from .hierarchy import Group
 from .model import Cluster, Edge, GraphModel, Node, instruction_node, shape_text, trivial_summary
 
-#: shapes listed on a group node's "in" and "out" lines before "+N more"
-MAX_SHAPES = 3
+#: shapes listed on a group node's "in" and "out" lines before "+N" (all of them on hover)
+MAX_SHAPES = 2
 #: pictures of more nodes are laid out for speed (``GraphModel.quick_layout``): the whole
 #: gradient of a 12-layer CNN (108 nodes) took Graphviz 1.4 s of CPU with edge labels as
 #: nodes of the layout, 0.1 s with labels placed after it
@@ -61,7 +61,8 @@ class _View:
         self.visit(self.hier.root, None)
         for item, cluster in reversed(self.pending):  # users before the constants they use
             if self.only is not None or not item.users or any(self.rep[u.index] == f"n{u.index}" for u in item.users):
-                self.instruction(item, cluster)
+                if not (self.scope_clusters and self.inline(item)):
+                    self.instruction(item, cluster)
         order = {}  # nodes in program order: a group where its first instruction is
         for it in self.hier.items:
             order.setdefault(self.rep[it.index], it.index)
@@ -99,8 +100,13 @@ class _View:
             except AttributeError:
                 signature = ""
             c = Cluster(cid, group.computation.name, signature, parent=parent, computation=group.computation)
+            if group.shared > 1:  # one computation, several callers: this copy is its caller's
+                c.label = f"{group.computation.name} (at {group.caller.inst.name})"
+                c.tooltip = (f"{group.computation.name}, called from {group.shared} places: "
+                             f"this is the call by {group.caller.inst.name}")
         else:
-            c = Cluster(cid, group.label, f"{group.size:,} instructions", parent=parent)
+            c = Cluster(cid, group.label, f"{group.size:,} instructions", parent=parent,
+                        tooltip=f"{group.kind}: {group.scope or group.key}\n{group.size:,} instructions")
         c.group, c.kind = group.key, group.kind
         self.group_cluster[group.key] = cid
         self.model.clusters.append(c)
@@ -124,18 +130,47 @@ class _View:
             if group is None:  # a trivial body, or subcomputations=False: named on the caller
                 summary = None if self.hier.expand_trivial else trivial_summary(callee)
                 node.attributes.append(f"{key}={summary if summary is not None else callee.name}")
-            elif id(callee) not in callees:  # drawn beside its first caller
+            elif id(callee) not in callees:  # past the copy budget: drawn beside its first caller
                 node.toggles.append(group.key)
                 if group.key not in self.opened:
                     node.attributes.append(f"{key}={callee.name} (drawn at {group.caller.inst.name})")
         for key, group in item.callees:
             node.toggles.append(group.key)
+            shared = f" · shared by {group.shared} call sites" if group.shared > 1 else ""
             if group.key in self.opened:
                 self.visit(group, self.cluster(group, cluster))
             else:
-                node.calls.append(f"▸ {key}: {group.computation.name} · {_count(group.size)}")
+                node.calls.append(f"▸ {key}: {group.computation.name} · {_count(group.size)}{shared}")
                 for it in group.items():
                     self.rep[it.index] = node.id
+
+    def inline(self, item):
+        """Write a small literal (a scalar constant, or a broadcast or reshape of one) on its
+        users' nodes ("operand 1 = 0.5 (broadcast)"), as XLA's graph dumper does, instead of drawing
+        its node: in a collapsed picture such constants were a third of an open scope's
+        nodes and a column of its width.  Only beside users drawn as instructions."""
+        inst, via = item.inst, []
+        while inst.opcode in _THROUGH and len(inst.operands) == 1:
+            via.append(inst.opcode)
+            inst = inst.operands[0]
+        # users in closed groups lose nothing worth an edge: a literal is no data flow
+        drawn = [u for u in item.users if self.rep[u.index] == f"n{u.index}"]
+        if inst.opcode != "constant" or not drawn:
+            return False
+        literal = inst.attrs.get("literal")
+        if literal is None or getattr(literal, "size", 1) != 1:
+            return False
+        text = instruction_node(inst, max_constant_elements=1).constant
+        if not text or len(text) > 24:
+            return False
+        text += f" ({via[0]})" if via else ""
+        for user in drawn:
+            node = self._node(f"n{user.index}")
+            many = len(user.inst.operands) > 1
+            for i, o in enumerate(user.inst.operands):
+                if o is item.inst:
+                    node.attributes.append(f"operand {i} = {text}" if many else f"operand = {text}")
+        return True
 
     def group_node(self, group, cluster):
         node = Node(f"g{group.index}", "group", f"▸ {group.label}", name=_count(group.size),
@@ -155,14 +190,14 @@ class _View:
         node.alert, node.image = s.alert, s.image
         node.stats = [] if node.constant else s.lines  # an inlined constant shows its value already
         node.tooltip = "\n".join([node.tooltip] + s.tooltip)
-        runs = self.runs.get(inst, 1)
+        runs, shown = self.runs.get(inst, (1, 0))
         if runs > 1:
-            node.stats.append(f"ran {runs:,} times: the first shown")
+            node.stats.append(f"ran {runs:,} times: " + ("the first shown" if shown == 0 else
+                                                         "the last shown" if shown == runs - 1 else f"run {shown} shown"))
 
     # -- edges ---------------------------------------------------------------------------------
     def edges(self):
         rep, items, model = self.rep, self.hier.items, self.model
-        item_of = self.hier.item_of
         grouped = collections.OrderedDict()   # (src, dst) -> [values], [operand indices]
         ins = collections.defaultdict(dict)   # group node id -> {id(value): value} entering
         outs = collections.defaultdict(dict)  # group node id -> {id(value): value} leaving
@@ -170,8 +205,7 @@ class _View:
             v = it.inst
             dst = rep[it.index]
             many = len(v.operands) > 1
-            for i, u in enumerate(v.operands):
-                ui = item_of.get(id(u))
+            for i, (u, ui) in enumerate(zip(v.operands, it.operand_items)):
                 if ui is None:
                     continue
                 src = rep[ui.index]
@@ -200,27 +234,25 @@ class _View:
             model.edges.append(Edge(src, dst, "operand", label=label,
                                     operand_index=indices[0] if len(indices) == 1 else None, count=len(vals)))
         for nid, group in self.group_nodes.items():
-            root = group.computation.root
-            ri = item_of.get(id(root))
+            ri = group.home.root_item if group.home is not None else None
             if ri is not None and rep[ri.index] == nid:
-                outs[nid][id(root)] = root
+                outs[nid][id(ri.inst)] = ri.inst
             self.describe(self._node(nid), group,
                           list(ins[nid].values()), list(outs[nid].values()))
         self.call_edges()
 
     def _node(self, nid):
-        if not hasattr(self, "_nodes_by_id"):
+        if not hasattr(self, "_nodes_by_id") or nid not in self._nodes_by_id:  # nodes are added while building
             self._nodes_by_id = {n.id: n for n in self.model.nodes}
         return self._nodes_by_id[nid]
 
     def call_edges(self):
         """A dashed edge from each caller to the root of each open computation it calls."""
         for nid, item in self.inst_nodes.items():
-            for key, callee in item.calls:
-                group = self.hier.computation_group.get(id(callee))
-                if group is None or group.key not in self.opened or group.key not in self.group_cluster:
+            for key, group in item.callees:
+                if group.key not in self.opened or group.key not in self.group_cluster or group.root_item is None:
                     continue
-                root = self.rep[self.hier.item_of[id(callee.root)].index]
+                root = self.rep[group.root_item.index]
                 if root is None:  # left out (``only``)
                     continue
                 cid = self.group_cluster[group.key]
@@ -230,25 +262,41 @@ class _View:
                 self.model.edges.append(Edge(nid, root, "call", label=key, attribute=key, cluster=cid))
 
     def describe(self, node, group, ins, outs):
-        """The lines of a closed group's node: what it holds, what goes in and out."""
+        """The lines of a closed group's node, compact: its short label, how many
+        instructions and where in the source, the shapes going in and out, its commonest
+        opcodes; the hover text says all of it (the full scope path, every shape)."""
         counts, files = self.hier.summary(group)
         counts = collections.Counter({op: k for op, k in counts.items() if op != "parameter"})
         ops = [f"{op} ×{k}" if k > 1 else op for op, k in counts.most_common(3)]
         if len(counts) > 3:
             ops.append("…")
-        if ops:
-            node.attributes.append(" · ".join(ops))
-        if ins:
-            node.attributes.append("in: " + _shapes_line(ins, self.hier.shape_text))
-        if outs:
-            node.shape = "out: " + _shapes_line(outs, self.hier.shape_text)
+        head = [_count(group.size)]
         if files:
             file, (_, lo, hi) = max(files.items(), key=lambda f: f[1][0])
             node.source = f"{file}:{lo}" + (f"–{hi}" if hi != lo else "")
-            node.attributes.append(node.source)
-        scope = group.scope or group.key
-        node.tooltip = (f"{group.kind} {scope}\n{group.size:,} instructions in {group.computation.name}"
-                        "\nclick (or graph.expand(...)) to open")
+            head.append(node.source)
+        node.name = " · ".join(head)
+        if ins:
+            node.attributes.append("in: " + _shapes_line(ins, self.hier.shape_text))
+        if outs:
+            node.attributes.append("out: " + _shapes_line(outs, self.hier.shape_text))
+        if ops:
+            node.attributes.append(" · ".join(ops))
+        path = group.scope or (group.computation.name if group.kind == "computation" else group.key)
+        where = [g.label for g in reversed(group.ancestors()) if g.kind != "module"]
+        lines = [f"{group.label}  ({group.kind}: {path})" if group.label != path else f"{group.kind}: {path}"]
+        if where:
+            lines.append("in " + " / ".join(where))
+        lines.append(f"{group.size:,} instructions in {group.computation.name}"
+                     + (f", {node.source}" if node.source else ""))
+        if ins:
+            lines.append("in: " + _shapes_line(ins, self.hier.shape_text, most=12))
+        if outs:
+            lines.append("out: " + _shapes_line(outs, self.hier.shape_text, most=12))
+        if counts:
+            lines.append(" · ".join(f"{op} ×{k}" if k > 1 else op for op, k in counts.most_common(12)))
+        lines.append("click (or graph.expand(...)) to open")
+        node.tooltip = "\n".join(lines)
         if self.values:
             self.group_alert(node, group)
 
@@ -282,6 +330,10 @@ class _View:
 
 
 # -- small helpers -------------------------------------------------------------------------------
+#: what a literal written on its users may go through (one operand, the same values)
+_THROUGH = frozenset({"broadcast", "reshape", "convert", "copy", "bitcast"})
+
+
 def _count(n):
     return f"{n:,} instruction" + ("" if n == 1 else "s")
 
@@ -304,12 +356,14 @@ def _has_nonfinite(value):
         return False
 
 
-def _shapes_line(insts, text_of):
-    """``f32[16,64] ×3, f32[64,64]``: the shapes of some values, commonest first."""
+def _shapes_line(insts, text_of, most=None):
+    """``f32[16,64]×3, f32[64,64]``: the shapes of some values, commonest first (``most``
+    of them, ``MAX_SHAPES`` unless given, then "+N")."""
+    most = MAX_SHAPES if most is None else most
     counts = collections.Counter(text_of(i) for i in insts)
-    parts = [f"{s} ×{k}" if k > 1 else s for s, k in counts.most_common(MAX_SHAPES)]
-    if len(counts) > MAX_SHAPES:
-        parts.append(f"+{len(counts) - MAX_SHAPES} more")
+    parts = [f"{s}×{k}" if k > 1 else s for s, k in counts.most_common(most)]
+    if len(counts) > most:
+        parts.append(f"+{len(counts) - most}")
     return ", ".join(parts)
 
 

@@ -30,12 +30,17 @@ def load():
     """Import every family module of the CPU layer (registering its kernels)."""
     global _loaded
     if not _loaded:
+        from ... import progress
         from ..numba_setup import numba
-        numba()  # without numba: an ImportError saying how to install it, and no half-filled table
-        _loaded = True
-        from .. import import_families
-        import_families(__name__, FAMILIES)
-        _prepare_numba()
+        # the first Numba run of a session waits for this (2-3 s, measured): a bar at once
+        with progress.task("cpu: loading Numba and its kernels", total=len(FAMILIES), announce=True) as t:
+            t.note("importing numba")
+            numba()  # without numba: an ImportError saying how to install it, and no half-filled table
+            _loaded = True
+            from .. import import_families
+            import_families(__name__, FAMILIES, t)
+            t.note("Numba's NumPy implementations")
+            _prepare_numba()
 
 
 def _prepare_numba():

@@ -124,6 +124,8 @@ def _reference_fallback(opcode, values, shape, attrs, why):
     """Run the NumPy reference (regions as reference ``Region``s): for regions that cannot
     be compiled.  Correct, slow; ``why`` is kept for ``explain_fallbacks``."""
     _FALLBACKS[opcode] = why
+    from ..reference import guard_reference
+    guard_reference(opcode, values, shape, attrs)
     bound = {}
     for k, v in attrs.items():
         if isinstance(v, Region):
@@ -1257,10 +1259,54 @@ def _float_text(x):
     return repr(x)
 
 
+#: the most instructions a region compiled into a kernel may have (Numba's compile time
+#: grows faster than a function's body): a bigger one runs through the reference
+MAX_REGION_INSTRUCTIONS = 64
+#: the most distinct regions one module compiles into kernels (about 1 s of Numba compile
+#: time each, cached on disk after): the module's other regions run through the reference
+MAX_REGION_KERNELS = 16
+
+
+def budget_regions(module):
+    """Bound the module's compile time: the regions of its kernels (reduce, sort, scatter,
+    map... computations, not control-flow bodies) beyond the first MAX_REGION_KERNELS
+    distinct ones (by their source) are marked to run through the reference.  Remembered
+    on the module until its entry changes."""
+    key = (module.entry, len(module.entry.instructions), MAX_REGION_KERNELS)
+    if module.__dict__.get("_cpu_regions") == key:
+        return
+    from ..numba_executor import _CONTROL
+    sources = set()
+    for comp in reversed(module.computations):   # the entry first, callers before callees
+        for inst in comp.instructions:
+            if inst.opcode in _CONTROL:
+                continue
+            for region in inst.called_computations():
+                try:
+                    text = region_source(region, "f")
+                except NotCompilable:
+                    continue
+                if text in sources:
+                    continue
+                if len(sources) < MAX_REGION_KERNELS:
+                    sources.add(text)
+                else:
+                    region._cpu_scalar = (False, f"the module compiles at most {MAX_REGION_KERNELS} distinct "
+                                                 f"regions into kernels (its compile time stays bounded)")
+    module.__dict__["_cpu_regions"] = key
+
+
 def region_source(comp, name):
     """The scalar Numba source of region ``comp``: ``def name(p0, p1, ...)`` returning one
-    carrier value or a tuple.  Raises NotCompilable for an instruction without emitter."""
+    carrier value or a tuple.  Raises NotCompilable for an instruction without emitter, a
+    region of more than MAX_REGION_INSTRUCTIONS, or one marked by ``budget_regions``."""
     from ..emit import can_emit, emit, finish, supported_type
+    marked = getattr(comp, "_cpu_scalar", None)
+    if marked is not None and not marked[0]:
+        raise NotCompilable(marked[1])
+    if len(comp.instructions) > MAX_REGION_INSTRUCTIONS:
+        raise NotCompilable(f"{comp.name} has {len(comp.instructions)} instructions; regions of at most "
+                            f"{MAX_REGION_INSTRUCTIONS} are compiled")
     names = {}
     for k, p in enumerate(comp.parameters):
         if not (p.shape.is_array and p.shape.rank == 0 and supported_type(p.shape.element_type)):

@@ -154,8 +154,11 @@ _loaded = False
 def _load():
     global _loaded
     if not _loaded:
-        cuda_module()  # numba and numba-cuda first: no half-filled table without them
-        _loaded = True
-        from .. import import_families
-        import_families(__name__, FAMILIES)
+        from ... import progress
+        with progress.task("cuda: loading Numba and its kernels", total=len(FAMILIES), announce=True) as t:
+            t.note("importing numba-cuda")
+            cuda_module()  # numba and numba-cuda first: no half-filled table without them
+            _loaded = True
+            from .. import import_families
+            import_families(__name__, FAMILIES, t)
 
