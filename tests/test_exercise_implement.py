@@ -189,3 +189,13 @@ def test_the_widget_takes_the_name_of_a_function_defined_in_the_notebook(monkeyp
     ui.answer_box.value = "reduce_(  "  # not a name: told, never raised
     ui.buttons[0].click()
     assert "No function named" in ui.output.value
+
+
+def test_the_students_function_never_hides_a_python_builtin():
+    names = {op: E.make(op, seed=0, level=1, kind="implement").function_name
+             for op, kinds in E.available().items() if "implement" in kinds}
+    assert names["map"] == "map_" and names["slice"] == "slice_" and names["while"] == "while_loop"
+    assert names["reduce"] == "reduce" and names["dynamic-slice"] == "dynamic_slice"
+    import builtins
+    import keyword
+    assert not [n for n in names.values() if n in vars(builtins) or keyword.iskeyword(n) or not n.isidentifier()]
