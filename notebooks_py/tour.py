@@ -203,6 +203,21 @@ print(take.name, "runs in", take.computation, "called by", take.stack)
 xe.index_map_view(grad, take.name, trace=t)
 
 # %% [markdown]
+# ### Step through the run: the stepper
+#
+# A debugger for any program, built, parsed or imported from JAX: **step** goes to the next
+# instruction, **step into** enters what it runs (a call, a fusion, a loop's body at an
+# iteration, the branch a conditional took), **step out** goes back to the caller; the
+# location line is the call stack. Here it has run to the gather inside its called
+# computation; each value is compared with XLA's (the elements that differ would be red).
+# Press **step out**, then **step** on. (More in `playground.ipynb`.)
+
+# %%
+from xla_explorer.widgets import StepperWidget
+
+StepperWidget(grad, table, ids).run_to(take.name)
+
+# %% [markdown]
 # The scatter-add of the gradient: id 4 appears twice, so two rows of updates combine
 # into row 4 of the result (a collision).
 

@@ -322,6 +322,40 @@ class Notebook:
         """Save ``tests/e2e/artifacts/<name>.png``: the window, or one element (a locator)."""
         return screenshot(self.page, name, target)
 
+    def illegible(self, target):
+        """What a student could not read in ``target`` (a locator) as drawn now: text smaller
+        than 10 px (SVG text as scaled on screen) and text cut off by a box that hides its
+        overflow (a pan-and-zoom view, ``.xe-view``, is meant to).  ``[]`` when all is legible."""
+        return target.evaluate(_ILLEGIBLE)
+
+
+# every element drawn (a hidden tab's are not) with text of its own: its size on screen,
+# and whether a box that hides overflow cuts it
+_ILLEGIBLE = """(root) => {
+  const out = [];
+  for (const el of [root, ...root.querySelectorAll('*')]) {
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    const text = Array.from(el.childNodes).filter(n => n.nodeType === 3 && n.textContent.trim())
+                      .map(n => n.textContent.trim()).join(' ');
+    const cs = getComputedStyle(el);
+    if (text) {
+      let px = parseFloat(cs.fontSize);
+      if (el instanceof SVGElement && el.getScreenCTM && el.getScreenCTM()) {
+        const m = el.getScreenCTM();
+        px *= Math.sqrt(Math.abs(m.a * m.d - m.b * m.c));
+      }
+      if (px < 9.95) out.push(`${px.toFixed(1)} px: ${el.tagName} ${text.slice(0, 40)}`);
+    }
+    if (el instanceof SVGElement || el.closest('.xe-view')) continue;
+    const hides = ['hidden', 'clip'].includes(cs.overflowX) || cs.textOverflow === 'ellipsis';
+    if (hides && el.scrollWidth > el.clientWidth + 2 && (el.textContent || '').trim())
+      out.push(`cut (${el.scrollWidth} px in ${el.clientWidth}): ${el.tagName}.${el.className} `
+               + el.textContent.trim().slice(0, 40));
+  }
+  return out;
+}"""
+
 
 def screenshot(page, name, target=None):
     ARTIFACTS.mkdir(exist_ok=True)

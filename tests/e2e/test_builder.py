@@ -26,6 +26,7 @@ def test_builder_enter_adds_an_operand_and_errors_sit_beside_their_field(noteboo
     others = bw.locator(".xe-error:not(.xe-error-permutation)")
     assert all(not t.strip() for t in others.all_inner_texts())  # only beside the field at fault
     notebook.screenshot("builder_error_beside_field", bw)
+    assert notebook.illegible(bw) == []
 
     notebook.set_control("permutation", "[1, 0]", within=bw)
     bw.locator(".xe-result").filter(has_text="f32[4,3]").wait_for()
@@ -37,3 +38,4 @@ def test_builder_enter_adds_an_operand_and_errors_sit_beside_their_field(noteboo
     code = bw.locator("pre", has_text="xe.Transpose(x, permutation=[1, 0])")
     code.wait_for()
     notebook.screenshot("builder_added", bw)
+    assert notebook.illegible(bw) == []

@@ -25,6 +25,7 @@ def test_graph_widget_expand_search_hover(notebook):
     widget = page.locator(".xe-graph-widget").first
     widget.locator("svg g.node.xe-toggle").first.wait_for()
     notebook.screenshot("graph_first_picture", widget)
+    assert notebook.illegible(widget) == []  # its first picture at its own size: every label legible
     groups = page.eval_on_selector_all(".xe-graph-widget svg g.node.xe-toggle",
                                        "els => els.map(e => e.id).filter(id => id.startsWith('g'))")
     assert groups, "closed groups are drawn as clickable nodes"

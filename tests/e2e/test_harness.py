@@ -13,7 +13,9 @@ def show(_=None):
 for c in (direction, size, flag):
     c.observe(show, names="value")
 show()
-w.VBox([direction, size, flag, out])
+small = w.HTML("<span style='font-size:8px'>tiny print</span>")
+cut = w.HTML("<div style='width:40px; overflow:hidden; white-space:nowrap'>a line far too long for its box</div>")
+w.VBox([direction, size, flag, out, small, cut])
 """
 
 
@@ -30,3 +32,7 @@ def test_a_widget_round_trip(notebook):
     assert notebook.execute("print(direction.value, size.value)").strip() == "LT 5"
     path = notebook.screenshot("harness", notebook.page.locator(".jp-OutputArea-output").first)
     assert path.stat().st_size > 1000
+    # the legibility check finds what a student could not read, and nothing else
+    assert notebook.illegible(answer) == []
+    found = notebook.illegible(notebook.page.locator(".jp-OutputArea-output").first)
+    assert len(found) == 2 and found[0].startswith("8.0 px: SPAN tiny print") and "cut (" in found[1], found

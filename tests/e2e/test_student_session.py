@@ -39,6 +39,7 @@ def test_a_student_session(notebook):
     assert all(not t.strip() for t in others.all_inner_texts())
     assert notebook.execute("print(pg.error_control, pg.shape_text == '')").split() == ["slice_sizes", "True"]
     notebook.screenshot("session_playground_error", pg)
+    assert notebook.illegible(pg) == []
 
     # legal again: the shape, the HLO and the index map follow
     notebook.set_control("slice_sizes", [1, 2], within=pg)
@@ -67,6 +68,7 @@ def test_a_student_session(notebook):
         time.sleep(0.2)
     assert selected == "(0, 1)"
     notebook.screenshot("session_index_map_hover", pg)
+    assert notebook.illegible(pg) == []
 
     # -- a loop with a tuple state: an expression typed as the body --------------------------
     loop = page.locator(LOOP).first
@@ -76,11 +78,13 @@ def test_a_student_session(notebook):
     loop.locator(".xe-row:has(.xe-arg-body) .xe-error").filter(has_text="the body returns s32[]").wait_for()
     assert notebook.execute("print(loop_pg.error_control)").strip() == "body"
     notebook.screenshot("session_loop_playground", loop)
+    assert notebook.illegible(loop) == []
 
     # -- a collective: a column per simulated device ----------------------------------------
     collective = page.locator(COLLECTIVE).first
     assert "on each of 4 simulated devices" in collective.locator(".xe-shape").inner_text()
     assert "device 3" in collective.locator(".xe-values-devices").inner_text()
+    assert notebook.illegible(collective) == []
 
     # -- the stepper: step to the while loop, into its body ------------------------------------
     st = page.locator(".xe-stepper").first
@@ -101,6 +105,7 @@ def test_a_student_session(notebook):
     assert len(where) == 2 and where[0][0] == "doubling" and where[0][1].startswith("while")
     assert where[1][0] in location.inner_text() and where[1][1] in location.inner_text()
     notebook.screenshot("session_stepper_in_while_body", st)
+    assert notebook.illegible(st) == []
     button("step out").click()
     location.filter(has_text=where[0][1]).wait_for()
     assert "iteration" not in location.inner_text()
@@ -109,6 +114,7 @@ def test_a_student_session(notebook):
     bar = page.locator(".xe-progress").last
     assert "numpy: count" in bar.inner_text() and "done in" in bar.inner_text()
     notebook.screenshot("session_progress_bar", bar)
+    assert notebook.illegible(bar) == []
     # the first Numba run of the session: its bar names what it loaded, and says it is done
     loading = page.locator(".xe-progress", has_text="cpu: loading Numba and its kernels")
     assert loading.count() == 1 and "done in" in loading.inner_text()

@@ -542,7 +542,8 @@ class Animator:
                 # single elements first (DynamicUpdateSlice's operand element), then the boxes
                 where = " or ".join([element(names[k], index) for k, index in items.extra if k < len(names)]
                                     + [f"{names[k]}[{box}]" for k in items.numbers if k < len(names)])
-                lines.append(f"it {label} one of {len(items)} elements: {where}")
+                lines.append(f"it {label} one of {len(items)} elements: {where}" if len(items) > 1 else
+                             f"it {label} {where} (whatever the index values)")
         return "\n".join(lines)
 
     def values(self, ctx, state):

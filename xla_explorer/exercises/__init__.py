@@ -12,7 +12,7 @@ Nine kinds of exercise (not every op has all of them; ``available()`` lists them
 - ``"shape"``: predict the result shape (from level 2 the call may be illegal: then the
   answer is "illegal", better with the argument at fault);
 - ``"legal"``: is this call legal?  If not, which argument breaks a rule?
-- ``"values"``: predict the values of a small result;
+- ``"values"``: predict the values of a small result (a collective's: what one replica gets);
 - ``"read"``: which operand element does ``result[i, j]`` read (or, for Scatter, where
   does ``updates[i]`` go)?
 - ``"attribute"``: find the attribute (``slice_sizes``, ``padding_config``, ...) that
@@ -20,9 +20,12 @@ Nine kinds of exercise (not every op has all of them; ``available()`` lists them
 - ``"indexing"``: write the dimension numbers of a Gather or Scatter that does an indexing
   described in NumPy (an embedding lookup, gather_nd, take_along_axis, a segment sum, a
   one-hot);
-- ``"fix"``: a call raises a ShapeError; give the attribute value that fixes it;
+- ``"fix"``: a call raises a ShapeError; give the attribute value that fixes it (replica
+  groups may be written as the spec writes them, ``"{{0,2},{1,3}}"``; Bitcast's shape as
+  ``"s32[2,3]"``);
 - ``"implement"``: write the op's reference in NumPy (a function, checked against the
-  library's on configurations hypothesis generates);
+  library's on configurations hypothesis generates; an op's computations, such as Reduce's
+  or Sort's comparator, come as Python functions of NumPy scalars);
 - ``"replicas"``: predict a collective's result on every replica.
 
 A student's ``check`` says what is wrong and gives a hint, never the right answer; the

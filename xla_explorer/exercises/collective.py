@@ -10,7 +10,10 @@ import numpy as np
 from .. import ops
 from ..builder import Parameter, XlaBuilder
 from ..shapes import Shape
-from .core import Call, Generator, computation, ints, py_literal, register, spec_literal
+from ..errors import ShapeError
+from .core import (Call, Feedback, Generator, ValuesExercise, _form, _same_values, computation, index_text, ints, py_literal,
+                   register, scalar_text, spec_attr, spec_literal, type_text, values_example)
+from .kinds import FixExercise, replica_declarations
 
 
 def _pick(rng, seq):
@@ -30,8 +33,8 @@ class CollectiveCall(Call):
     def shape(self, attrs=None):
         return self.program(attrs).result_shape
 
-    def run_replicated(self):
-        return [np.asarray(r) for r in self.program().run_replicated([list(v) for v in self.replicas])]
+    def run_replicated(self, attrs=None):
+        return [np.asarray(r) for r in self.program(attrs).run_replicated([list(v) for v in self.replicas])]
 
     def run(self, attrs=None):
         raise NotImplementedError(f"{self.api} needs replicas: run_replicated()")
@@ -65,8 +68,116 @@ def _groups_for(rng, n, level):
     return _pick(rng, [((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0, 1, 2, 3),)])
 
 
+# -- the kinds on simulated replicas: one replica's values, fix a broken call ----------------------
+
+class CollectiveValuesExercise(ValuesExercise):
+    """What does replica r get?  Every replica's operand is shown; one replica's result asked."""
+
+    def setup(self, rng):
+        self.results = self.call.run_replicated()
+        n = len(self.results)
+        # a replica whose result is not its own operand when there is one (a permute's zeros, a group's sum)
+        own = [d for d in range(n) if not np.array_equal(self.results[d], self.call.replicas[d][0])]
+        self.replica = int(rng.choice(own or list(range(n))))
+        self.expected = self.results[self.replica]
+
+    def body(self):
+        return replica_declarations(self.call) + ["", self.call.call_text(
+            prefix=f"run on {len(self.call.replicas)} replicas: ")]
+
+    def question(self):
+        return (f"What does replica {self.replica} get ({Shape.of(self.expected)})? Answer with its values, "
+                f"{values_example(np.ndim(self.expected))}.")
+
+    def kind_hint(self):
+        return (f"Find the replicas replica {self.replica} meets (its replica group, or the pair that names it as "
+                "target), then what each of them sends.")
+
+    def step_hint(self):
+        return f"Replica {self.replica}'s result is {type_text(self.expected)}."
+
+    def reasoning(self):
+        return self.generator.replica_steps(self.call, self.results)
+
+    def code(self):
+        return self.call.replicated_code() + f"\nresult = result[{self.replica}]"
+
+
+class CollectiveFixExercise(FixExercise):
+    """A collective call breaks a rule (replica groups that overlap, a dimension out of range...);
+    the answer is the attribute value that makes it legal and gives the meant result on every
+    replica.  Replica groups and pairs may be written as the spec does: {{0,2},{1,3}}."""
+
+    def _meant(self, call):
+        return call.run_replicated()
+
+    def body(self):
+        lines = replica_declarations(self.call) + ["", self.call.call_text(prefix=f"run on {len(self.call.replicas)} "
+                                                                             "replicas: "), "", "raises:", "",
+                                                   f"    ShapeError: {self.error}", "", "meant results:"]
+        for d, r in enumerate(self.target):
+            head = f"    replica {d}: "
+            lines.append(f"{head}{spec_literal(r, len(head))};  // {type_text(r)}")
+        return lines
+
+    def question(self):
+        h = self.hidden[0]
+        # letters, not ids: an example must not be the answer
+        form = "groups of replica ids, written as the spec does, {{a,b},{c,d}}, or [[a, b], [c, d]]" \
+            if h == "replica_groups" else \
+            "(source, target) pairs, written as the spec does, {{a,b},{c,d}}, or [(a, b), (c, d)]" \
+            if h == "source_target_pairs" else None
+        return (f"The error names what is wrong. Which value of {h} fixes the call, so that every replica gets "
+                f"its meant result?\nAnswer the value: "
+                + (form or _form(h, self.intended.attrs[h]))
+                + ".")
+
+    def step_hint(self):
+        return f"The argument at fault is {self.hidden[0]}; replica 0's meant result is {type_text(self.target[0])}."
+
+    def code(self):
+        return self.intended.replicated_code()
+
+    def judge(self, answer, reveal):
+        if isinstance(answer, str):
+            answer = self._parse_text(answer)
+        h = self.hidden[0]
+        if isinstance(answer, dict):
+            answer = answer.get(h)
+        value = self.generator.normalize_attr(h, answer)
+        shown = f"{h}={spec_attr(value, h)}"
+        why = "\n".join(self.reasoning())
+        wrong = (lambda text: Feedback(False, text + ("\n" + why if reveal else self._hint_line()),
+                                       self.answer_value() if reveal else None))
+        attrs = dict(self.call.attrs, **{h: value})
+        try:
+            self.call.shape(attrs)
+        except ShapeError as e:
+            return wrong(f"With {shown} the call is illegal: {e}")
+        try:  # the shape rule cannot know the replica count: an id beyond it fails when run
+            results = self.call.run_replicated(attrs)
+        except Exception as e:  # noqa: BLE001 - the simulator's message names the op and the ids
+            return wrong(f"With {shown} the call fails on {len(self.target)} replicas: {e}")
+        for d, (want, got) in enumerate(zip(self.target, results)):
+            if Shape.of(got) != Shape.of(want):
+                return wrong(f"With {shown} replica {d} gets {type_text(got)}, but its meant result is "
+                             f"{type_text(want)}.")
+            same = _same_values(want, np.asarray(got))
+            if not np.all(same):
+                first = tuple(int(i) for i in np.argwhere(~same)[0])
+                return wrong(f"With {shown} the call is legal, but replica {d} gets result{index_text(first)} = "
+                             f"{scalar_text(got[first])}, while its meant result has {scalar_text(want[first])}.")
+        ours = self.intended.attrs[h]
+        extra = "" if spec_attr(value, h) == spec_attr(ours, h) else \
+            f"\n(The exercise meant {h}={spec_attr(ours, h)}; yours works too.)"
+        return Feedback(True, f"With {shown} every replica gets its meant result." + extra + "\n" + why,
+                        self.answer_value())
+
+
 class _CollectiveGenerator(Generator):
-    kinds = ("replicas", "shape", "legal")
+    kinds = ("replicas", "values", "shape", "legal")
+    kind_classes = {"values": CollectiveValuesExercise, "fix": CollectiveFixExercise}
+    titles = {"values": "what does one replica get?"}
 
     def _call(self, api, opcode, replicas, attrs, display):
         c = CollectiveCall(opcode, [("x", replicas[0])], attrs, [("operand", "x")] + display, api=api)
@@ -78,6 +189,10 @@ class _CollectiveGenerator(Generator):
 
     def replica_steps(self, call, results):
         return [self.rule] + [f"replica {d}: {spec_literal(r)}" for d, r in enumerate(results)]
+
+    def value_steps(self, call, index, result, k=None):
+        """Why one replica's result has its values: every replica's result, by the rule."""
+        return self.replica_steps(call, call.run_replicated())
 
     def shape_steps(self, call, shape):
         return [self.formula, f"The result is {shape}."]

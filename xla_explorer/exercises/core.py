@@ -132,13 +132,45 @@ def plain(v):
 
 class Computation:
     """A sub-computation of an exercise: the callable the builder traces, its text in the
-    prompt (``add(a, b) = a + b``) and its Python code (``lambda a, b: xe.Add(a, b)``)."""
+    prompt (``add(a, b) = a + b``), its Python code (``lambda a, b: xe.Add(a, b)``) and, for
+    an "implement" exercise, the same function on NumPy scalars (``numpy``; without it the
+    library's ops run eagerly on the scalars)."""
 
-    def __init__(self, name, fn, text, code):
+    def __init__(self, name, fn, text, code, numpy=None):
         self.name, self.fn, self.text, self.code = name, fn, text, code
+        self.numpy = numpy
+
+    def scalar_function(self):
+        """What a student's implementation receives for this computation: a Python function of
+        NumPy scalars returning a NumPy scalar (see ``ScalarFunction``)."""
+        return ScalarFunction(self)
 
     def __repr__(self):
         return self.name
+
+
+class ScalarFunction:
+    """A computation handed to a student's NumPy implementation: called with NumPy scalars (or
+    Python numbers) it returns a NumPy scalar; called with XlaOps it records the computation,
+    so the library's own reference can take it too.  Its repr is the spec's definition."""
+
+    def __init__(self, computation):
+        self._computation = computation
+        self.__name__ = computation.name
+        self.__doc__ = computation.text
+
+    def __call__(self, *args):
+        from ..builder import XlaOp  # here: the builder imports the ops, which import nothing of ours
+        comp = self._computation
+        if any(isinstance(a, XlaOp) for a in args):
+            return comp.fn(*args)
+        out = comp.numpy(*args) if comp.numpy is not None else comp.fn(*args)
+        if isinstance(out, tuple):
+            return tuple(np.asarray(o)[()] for o in out)
+        return np.asarray(out)[()]
+
+    def __repr__(self):
+        return f"<computation {self._computation.text}>"
 
 
 class Call:
@@ -242,13 +274,15 @@ class Call:
             else:
                 kw = entry[1]
                 value = entry[2] if entry[0] == "shown" else self.attrs[kw]
-                text = "?" if kw in hidden else (py_attr(value) if python else spec_attr(value))
+                text = "?" if kw in hidden else (py_attr(value) if python else spec_attr(value, kw))
                 out.append(f"{kw}={text}")
         return out
 
-    def call_text(self, hidden=(), python=False, width=88):
+    def call_text(self, hidden=(), python=False, width=88, prefix=""):
+        """The call as the spec writes it (``python``: as xla_explorer's Python), wrapped at
+        ``width`` under its parenthesis; ``prefix`` (``"result = "``) starts the first line."""
         name = ("xe." if python else "") + self.api
-        return wrap_call(name, self._arg_texts(hidden, python), width)
+        return wrap_call(prefix + name, self._arg_texts(hidden, python), width)
 
     def declarations(self, with_values=True, unknown=()):
         """``let operand: s32[3,4] = {...};`` lines, and the computations' definitions."""
@@ -275,11 +309,24 @@ class Call:
         if target is not None:
             lines.append(f"target = {py_literal(target)}")
         lines.append("")
-        lines.append("result = " + self.call_text(hidden, python=True))
+        lines.append(self.call_text(hidden, python=True, prefix="result = "))
         return "\n".join(lines)
 
 
-def spec_attr(v):
+#: attributes that are lists of id lists, written as the spec and HLO text write them: {{0,2},{1,3}}
+ID_LISTS = ("replica_groups", "source_target_pairs")
+
+
+def id_lists_text(v):
+    """``((0, 2), (1, 3))`` as the spec writes replica groups: ``{{0,2},{1,3}}``."""
+    return "{" + ",".join("{" + ",".join(str(int(i)) for i in g) + "}" for g in v) + "}"
+
+
+def spec_attr(v, kw=None):
+    """An attribute value as the spec writes it (``kw``, the attribute's name, picks the notation
+    of replica groups and source-target pairs)."""
+    if kw in ID_LISTS and isinstance(v, (tuple, list)) and all(isinstance(g, (tuple, list)) for g in v):
+        return id_lists_text(v)
     if isinstance(v, Computation):
         return v.name
     if isinstance(v, (bool, np.bool_)):
@@ -681,8 +728,8 @@ class ShapeExercise(Exercise):
                     "Answer with shape text such as \"s32[2,3]\" or a tuple of sizes.")
         q = "What is the shape of the result?\nAnswer with shape text such as \"s32[2,3]\" or a tuple of sizes"
         if self.level >= 2:
-            q += ("; if the call breaks a rule of the spec, answer \"illegal\" (better: name the argument, "
-                  "\"illegal: slice_sizes\")")
+            q += ("; if the call breaks a rule of the spec, answer \"illegal\", better \"illegal: NAME\" with NAME "
+                  "the argument at fault")
         return q + "."
 
     def kind_hint(self):
@@ -852,8 +899,8 @@ class LegalExercise(Exercise):
         return self.call.declarations(with_values=False) + ["", self.call.call_text()]
 
     def question(self):
-        return ("Is this call legal? Answer \"legal\", or name the argument that breaks a rule of the spec "
-                "(\"illegal: slice_sizes\").")
+        return ("Is this call legal? Answer \"legal\", or \"illegal: NAME\" with NAME the argument (an operand or "
+                "an attribute) that breaks a rule of the spec.")
 
     def kind_hint(self):
         return "Check the op's rules one by one: ranks, sizes, ranges, types; each rule links a few arguments."
@@ -911,8 +958,7 @@ class ValuesExercise(Exercise):
             example = "(1, 2)" if all(np.ndim(e) == 0 for e in self.expected) else \
                 "([1, 2], [3, 4]), or the spec's ({1, 2}, {3, 4})"
             return f"What is the result? It is a tuple {t}; answer a tuple of values, e.g. {example}."
-        return (f"What is the result ({t})? Answer with its values, e.g. a nested list [[1, 2], [3, 4]] "
-                "or the spec's {{1, 2}, {3, 4}}.")
+        return f"What is the result ({t})? Answer with its values, {values_example(np.ndim(self.expected))}."
 
     def kind_hint(self):
         return "Work out one result element at a time, from the op's formula."
@@ -967,6 +1013,18 @@ class ValuesExercise(Exercise):
         return Feedback(False, msg + ".\n" + "\n".join(steps), self.expected if reveal else None)
 
 
+def values_example(rank):
+    """How to write an array of this rank: a number, a list, nested lists (or the spec's braces)."""
+    if rank == 0:
+        return "a number such as 3 (or true / false)"
+    if rank == 1:
+        return "e.g. a list [1, 2, 3] or the spec's {1, 2, 3}"
+    inner, spec = "[1, 2]", "{1, 2}"
+    for _ in range(rank - 1):
+        inner, spec = f"[{inner}, ...]", f"{{{spec}, ...}}"
+    return f"e.g. nested lists {inner} or the spec's {spec}"
+
+
 _FIELDS = {"padding_config": ("low", "high", "interior"), "padding": ("low", "high")}
 
 
@@ -980,6 +1038,8 @@ def _form(kw, value):
         return "[" + ", ".join("(" + ", ".join(fields) + ")" for _ in value) + "]"
     if isinstance(value, tuple):
         return "[" + ", ".join("abcdefgh"[i] for i in range(len(value))) + "]"
+    if isinstance(value, Shape):
+        return "a shape: element type and sizes, such as f32[4,2]"
     return "a value"
 
 
@@ -1190,13 +1250,13 @@ class AttributeExercise(Exercise):
     def body(self):
         head = "let target = "
         target = f"{head}{spec_literal(self.target, len(head))};  // {type_text(self.target)}"
-        return self.call.declarations() + ["", "result = " + self.call.call_text(self.hidden), "", target]
+        return self.call.declarations() + ["", self.call.call_text(self.hidden, prefix="result = "), "", target]
 
     def question(self):
         names = " and ".join(self.hidden)
         forms = ", ".join(f"\"{h}\": {_form(h, self.call.attrs[h])}" for h in self.hidden)
         example = f"; answer a dict {{{forms}}} or a tuple in this order" if len(self.hidden) > 1 else \
-            f"; answer its value, of the form {_form(self.hidden[0], self.call.attrs[self.hidden[0]])}"
+            f"; answer its value: {_form(self.hidden[0], self.call.attrs[self.hidden[0]])}"
         verb = "makes" if len(self.hidden) == 1 else "make"
         return f"Which {names} {verb} the result equal to target?\nFill in the ?{example}."
 
@@ -1221,9 +1281,18 @@ class AttributeExercise(Exercise):
         """The attribute values the exercise was made with (a fix exercise: the intended ones)."""
         return {h: self.call.attrs[h] for h in self.hidden}
 
+    def _parse_text(self, text):
+        """An answer written as text: a literal, or a shape ("s32[2,3]") where the attribute is one."""
+        if len(self.hidden) == 1 and self.hidden[0] in self.generator.shape_attrs:
+            try:
+                return Shape.parse(text.strip())
+            except Exception as e:  # noqa: BLE001 - the parser's message says what it could not read
+                raise ValueError(f"{text.strip()!r} is not a shape such as s32[2,3] ({e})") from None
+        return parse_literal(text)
+
     def judge(self, answer, reveal):
         if isinstance(answer, str):
-            answer = parse_literal(answer)
+            answer = self._parse_text(answer)
         if len(self.hidden) == 1:
             if isinstance(answer, dict):
                 answer = answer.get(self.hidden[0])
@@ -1239,7 +1308,7 @@ class AttributeExercise(Exercise):
             raise ValueError(f"give {', '.join(self.hidden)} as a dict or a tuple in that order")
         values = {k: self.generator.normalize_attr(k, v) for k, v in values.items()}
         attrs = dict(self.call.attrs, **values)
-        shown = ", ".join(f"{k}={spec_attr(v)}" for k, v in values.items())
+        shown = ", ".join(f"{k}={spec_attr(v, k)}" for k, v in values.items())
         why = "\n".join(self.reasoning())
         try:
             shape = self.call.shape(attrs)
@@ -1270,8 +1339,8 @@ class AttributeExercise(Exercise):
                             f"{scalar_text(target[first])}." + ("\n" + why if reveal else self._hint_line()),
                             self.answer_value() if reveal else None)
         ours = self._ours()
-        extra = "" if all(spec_attr(values[h]) == spec_attr(ours[h]) for h in self.hidden) else \
-            f"\n(The exercise used {', '.join(f'{k}={spec_attr(v)}' for k, v in ours.items())}; yours works too.)"
+        extra = "" if all(spec_attr(values[h], h) == spec_attr(ours[h], h) for h in self.hidden) else \
+            f"\n(The exercise used {', '.join(f'{k}={spec_attr(v, k)}' for k, v in ours.items())}; yours works too.)"
         return Feedback(True, f"With {shown} the result is the target." + extra + "\n" + why, self.answer_value())
 
 
@@ -1309,6 +1378,21 @@ class Generator:
     detail_skip = ()
     #: kind -> title, where the op asks something else than KIND_TITLES says
     titles = {}
+    #: kind -> Exercise subclass, where the op needs its own (the collectives' values and fix)
+    kind_classes = {}
+    #: "implement" exercises: the positional parameters of the student's function, where the
+    #: operands' names vary with the level ("*operands": any number of arrays)
+    implement_operands = None
+    #: "implement" exercises: a line the prompt adds about what the student's function returns
+    implement_note = ""
+    #: "implement" exercises: the student's function's name where the op's is no Python name (While's)
+    implement_name = None
+    #: "implement" exercises: the first hint, where looping over the result's indices is not the way
+    implement_hint = ""
+    #: "implement" exercises: the computations take the loop state (While's), not scalars
+    implement_state = False
+    #: attributes whose value is a Shape that a student answers as text ("s32[2,3]"): Bitcast's
+    shape_attrs = ()
 
     def __init__(self):
         self._crc = zlib.crc32(self.opcode.encode())
@@ -1326,6 +1410,8 @@ class Generator:
 
     def normalize_attr(self, kw, value):
         """A student's attribute value in the form the op's attrs take."""
+        if kw in self.shape_attrs and isinstance(value, str):
+            return Shape.parse(value.strip())
         if isinstance(value, np.ndarray):
             value = value.tolist()
         if isinstance(value, list):
@@ -1363,7 +1449,7 @@ class Generator:
         return ""
 
     def attribute_steps(self, call, hidden):
-        lines = [f"{h} = {spec_attr(call.attrs[h])} gives the target." for h in hidden]
+        lines = [f"{h} = {spec_attr(call.attrs[h], h)} gives the target." for h in hidden]
         return lines + ([self.formula] if self.formula else [])
 
     def pick_index(self, rng, call, imap, level):
@@ -1474,7 +1560,8 @@ class Generator:
         call = problem(np.random.default_rng([seed, level, self._crc]), level, kind)
         call.shape()  # a generated problem is legal (mutations come later)
         rng = np.random.default_rng([seed, level, self._crc, _KIND_NUMBER[kind]])
-        return KINDS[kind](self, call, seed=seed, level=level, rng=rng, teacher=teacher)
+        cls = self.kind_classes.get(kind, KINDS[kind])
+        return cls(self, call, seed=seed, level=level, rng=rng, teacher=teacher)
 
     def __repr__(self):
         return f"<exercise generator {self.opcode}: {', '.join(self.kinds)}>"
@@ -1514,9 +1601,12 @@ def ints(rng, low, high):
 def computation(name, kind, n=2):
     """A reduction body: "add", "max", "min", "mul" (or "replace", Scatter's overwrite)."""
     from .. import ops
-    fns = {"add": (ops.Add, "a + b", "xe.Add(a, b)"), "max": (ops.Max, "max(a, b)", "xe.Max(a, b)"),
-           "min": (ops.Min, "min(a, b)", "xe.Min(a, b)"), "mul": (ops.Mul, "a * b", "xe.Mul(a, b)")}
+    fns = {"add": (ops.Add, "a + b", "xe.Add(a, b)", lambda a, b: a + b),
+           "max": (ops.Max, "max(a, b)", "xe.Max(a, b)", np.maximum),
+           "min": (ops.Min, "min(a, b)", "xe.Min(a, b)", np.minimum),
+           "mul": (ops.Mul, "a * b", "xe.Mul(a, b)", lambda a, b: a * b)}
     if kind == "replace":
-        return Computation(name, lambda a, b: b, f"{name}(a, b) = b", "lambda a, b: b")
-    fn, text, code = fns[kind]
-    return Computation(name, lambda a, b: fn(a, b), f"{name}(a, b) = {text}", f"lambda a, b: {code}")
+        return Computation(name, lambda a, b: b, f"{name}(a, b) = b", "lambda a, b: b", numpy=lambda a, b: b)
+    fn, text, code, numpy_fn = fns[kind]
+    return Computation(name, lambda a, b: fn(a, b), f"{name}(a, b) = {text}", f"lambda a, b: {code}",
+                       numpy=numpy_fn)

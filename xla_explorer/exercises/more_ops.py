@@ -32,6 +32,7 @@ class CopyExercises(Generator):
 class BitcastExercises(Generator):
     opcode = "bitcast"
     kinds = ("values", "read", "legal")
+    shape_attrs = ("shape",)  # a fix exercise asks for the shape that holds the operand's bits
     rule = ("Bitcast (optimized HLO) sees the operand's bytes as another shape holding the same number of bits; "
             "with the same element type it is a row-major reshape.")
     formula = ("linear = the row-major position of result_index in the new shape; result[result_index] = "
@@ -97,7 +98,8 @@ class DynamicReshapeExercises(Generator):
 # -- SelectAndScatter --------------------------------------------------------------------------------
 
 def _ge():
-    return Computation("ge", lambda a, b: ops.Ge(a, b), "ge(a, b) = a >= b", "lambda a, b: xe.Ge(a, b)")
+    return Computation("ge", lambda a, b: ops.Ge(a, b), "ge(a, b) = a >= b", "lambda a, b: xe.Ge(a, b)",
+                       numpy=lambda a, b: a >= b)
 
 
 class SelectAndScatterExercises(Generator):

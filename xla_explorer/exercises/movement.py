@@ -98,6 +98,7 @@ def _starts(rng, dims, sizes, level):
 class DynamicSliceExercises(Generator):
     opcode = "dynamic-slice"
     hidden = ("slice_sizes",)
+    implement_operands = ("operand", "*start_indices")
     rule = ("DynamicSlice takes the block of slice_sizes that starts at run-time start_indices; each start "
             "is clamped so that the whole block is in bounds.")
     formula = ("adjusted_start_indices = clamp(start_indices, 0, shape(operand) - slice_sizes); "
@@ -410,6 +411,7 @@ class BroadcastExercises(Generator):
 class ConcatenateExercises(Generator):
     opcode = "concatenate"
     hidden = ("dimension",)
+    implement_operands = ("*operands",)
     read_names_operand = True
     rule = "Concatenate joins its operands along dimension, in order; every other dimension must agree."
     formula = ("dim(result, dimension) = the sum of the operands' sizes in dimension; result index i along "

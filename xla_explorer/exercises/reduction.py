@@ -164,17 +164,22 @@ class ReduceWindowExercises(Generator):
 def _less(n, greater=False):
     fn = ops.Gt if greater else ops.Lt
     sym, name = (">", "greater") if greater else ("<", "less")
+    compare = (lambda a, b: a > b) if greater else (lambda a, b: a < b)
     if n == 1:
         return Computation(name, lambda a, b: fn(a, b), f"{name}(a, b) = a {sym} b",
-                           f"lambda a, b: xe.{fn.__name__}(a, b)")
+                           f"lambda a, b: xe.{fn.__name__}(a, b)", numpy=compare)
     return Computation(name, lambda a, b, c, d: fn(a, b),
                        f"{name}(keys_lhs, keys_rhs, values_lhs, values_rhs) = keys_lhs {sym} keys_rhs",
-                       f"lambda a, b, c, d: xe.{fn.__name__}(a, b)")
+                       f"lambda a, b, c, d: xe.{fn.__name__}(a, b)", numpy=lambda a, b, c, d: compare(a, b))
 
 
 class SortExercises(Generator):
     opcode = "sort"
     kinds = ("values", "legal")
+    implement_operands = ("*operands",)
+    implement_note = ("With one operand return an array; with several, a tuple of arrays, one per operand in "
+                      "their order (the comparator then takes two scalars of each operand: lhs, rhs of the first, "
+                      "lhs, rhs of the second, ...).")
     rule = ("Sort reorders every 1-D slice along dimension so that comparator(lhs, rhs) is true when lhs comes "
             "first; several operands sort together, ordered by the comparator on their elements, like the "
             "columns of a table.")

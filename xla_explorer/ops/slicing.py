@@ -187,12 +187,21 @@ def _dynamic_slice_reference(operand, *start_indices, shape, slice_sizes):
                          for start, size in zip(adjusted_start_indices, slice_sizes))].copy()
 
 
+def _known_starts(start_indices):
+    """Each start as a Python int, or None where it is unknown (shapes only)."""
+    return [None if is_unknown(s) else int(np.asarray(s)) for s in start_indices]
+
+
 def _dynamic_slice_index_map(operand, *start_indices, shape, slice_sizes):
     if is_unknown(start_indices):  # shapes only: any clamped start, plus the result index
-        upper = [n - s for n, s in zip(np.shape(operand), slice_sizes)]
+        # each start is clamped on its own: a start that constants fixed gives its dimension exactly
+        low = [0 if s is None else a for s, a in zip(_known_starts(start_indices), _adjusted_start_indices(
+            [s or 0 for s in _known_starts(start_indices)], np.shape(operand), slice_sizes))]
+        high = [n - z if s is None else a for s, a, n, z in zip(_known_starts(start_indices), low,
+                                                                   np.shape(operand), slice_sizes)]
         return _index_map("dynamic-slice", shape, [operand, *start_indices], lambda result_index: Access(
-            result_index, reads=Candidates([(i, u + i + 1) for i, u in zip(result_index, upper)]), unknown=True,
-            detail={}))
+            result_index, reads=Candidates([(lo + i, hi + i + 1) for i, lo, hi in zip(result_index, low, high)]),
+            unknown=True, detail={}))
     starts = tuple(int(s) for s in start_indices)
     adjusted = _adjusted_start_indices(starts, operand.shape, slice_sizes)
     clamped = adjusted != starts
@@ -261,11 +270,19 @@ def _dynamic_update_slice_reference(operand, update, *start_indices, shape):
 
 def _dynamic_update_slice_index_map(operand, update, *start_indices, shape):
     if is_unknown(start_indices):  # shapes only: the operand's element, or an update element
-        upper = [n - u for n, u in zip(np.shape(operand), np.shape(update))]
+        known = _known_starts(start_indices)
+        adjusted = _adjusted_start_indices([s or 0 for s in known], np.shape(operand), np.shape(update))
+        # the adjusted start of dimension d lies in [low, high]: exactly known where constants fixed it
+        low = [0 if s is None else a for s, a in zip(known, adjusted)]
+        high = [n - u if s is None else a for s, a, n, u in zip(known, adjusted, np.shape(operand), np.shape(update))]
 
         def unknown_access(result_index):
-            ranges = [(max(0, i - up), min(u, i + 1)) for i, up, u in zip(result_index, upper, np.shape(update))]
-            return Access(result_index, reads=Candidates(ranges, (1,), extra=[(0, result_index)]),
+            # update_index = result_index - adjusted start, inside the update
+            ranges = [(max(0, i - hi), min(u, i - lo + 1)) for i, lo, hi, u in zip(result_index, low, high,
+                                                                                  np.shape(update))]
+            some = all(a < b for a, b in ranges)
+            return Access(result_index, reads=Candidates(ranges if some else [(0, 0)] * len(ranges),
+                                                         (1,) if some else (), extra=[(0, result_index)]),
                           unknown=True, detail={})
         return _index_map("dynamic-update-slice", shape, [operand, update, *start_indices], unknown_access)
     starts = tuple(int(s) for s in start_indices)
