@@ -76,12 +76,52 @@ def test_size_limit_is_one_configurable_number():
         assert xe.size_limit() == 1000
         with pytest.raises(xe.SizeLimitError, match="limit of 1,000 bytes"):
             xe.Iota(None, xe.Shape("f32", (1000,)), 0)
-        # the reference computes f32 in f64 with temporaries: its work counts, not just the result
-        with pytest.raises(xe.SizeLimitError, match="NumPy reference would need"):
-            xe.Add(np.ones(20, F32), np.ones(20, F32))
+        # the reference computes exp of f32 in f64 with temporaries: its work counts, not
+        # just the result (400 bytes)
+        with pytest.raises(xe.SizeLimitError, match=r"Exp .*NumPy reference would need"):
+            xe.Exp(np.ones(100, F32))
     finally:
         xe.set_size_limit(old)
-    assert xe.Add(np.ones(20, F32), np.ones(20, F32)).sum() == 40
+    assert xe.Exp(np.zeros(100, F32)).sum() == 100
+
+
+def _estimate(opcode, values, shape, attrs=None):
+    from xla_explorer.executors.reference import reference_bytes
+    from xla_explorer.ops import registry
+    return reference_bytes(registry.get(opcode), values, shape, attrs)[0]
+
+
+def test_memory_estimates_are_per_op_not_one_flat_bound():
+    # shapes only: nothing this size is allocated.  An f32 add is computed in f32 (correctly
+    # rounded, as f64 rounded once): 100M elements fit the 2 GiB default, 200M do not
+    a = np.ones(3, F32)
+    assert _estimate("add", [a, a], xe.Shape("f32", (100_000_000,))) < xe.size_limit()
+    assert _estimate("add", [a, a], xe.Shape("f32", (200_000_000,))) > xe.size_limit()
+    # exp widens to f64; gather and scatter build index rows, one per dimension
+    assert _estimate("exponential", [a], xe.Shape("f32", (10 ** 6,))) > 1.5 * _estimate("add", [a, a], xe.Shape(
+        "f32", (10 ** 6,)))
+    # the flat bound of before refused anything over about 30M elements
+    assert _estimate("exponential", [a], xe.Shape("f32", (60_000_000,))) < xe.size_limit()
+    assert _estimate("gather", [np.ones((2, 2, 2), F32)], xe.Shape("f32", (10 ** 6, 2, 2))) > _estimate(
+        "gather", [np.ones((2, 2), F32)], xe.Shape("f32", (10 ** 6, 2)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "complex64", "int32", "uint8"])
+def test_memory_estimate_bounds_what_the_reference_allocates(dtype):
+    """Every op family, run eagerly under tracemalloc: the size guard's estimate is at least
+    the real peak, and (for the ops whose arrays dominate) not more than a few times it --
+    the ops with a region more: their figure covers a region that widens (max), and an f32
+    add region does not (and an f64 RFFT)."""
+    import memkit
+    loose = []
+    exs = memkit.examples(1 << 15, dtype)
+    assert len(exs) > (60 if dtype in ("float32", "float16") else 15)
+    for ex in exs:
+        peak, estimate = memkit.measure(ex)
+        assert peak <= estimate, f"{ex}: {peak:,} bytes allocated, estimated {estimate:,}"
+        if peak > 1 << 17 and estimate > (8 if ex.opcode in ("reduce", "map", "scan", "sort", "fft") else 4) * peak:
+            loose.append((ex, peak, estimate))
+    assert not loose, loose
 
 
 def test_dimensions_of_2_to_the_63_refused_at_build_and_parse_time():

@@ -915,8 +915,9 @@ class BuilderWidget(w.VBox):
         @contextlib.contextmanager
         def showing():
             self._progress.children = ()
-            listener = bars.NotebookProgress(delay=0.3, display=lambda bar: setattr(self._progress, "children",
-                                                                                     (bar,)))
+            # every bar of the run under the inputs (a first Numba run: loading, then the run)
+            listener = bars.NotebookProgress(delay=0.3, display=lambda bar: setattr(
+                self._progress, "children", self._progress.children + (bar,)))
             notebook = bars._listener  # the notebook's own listener would print to the log: paused
             if notebook is not None:
                 progress.unsubscribe(notebook)
@@ -927,6 +928,8 @@ class BuilderWidget(w.VBox):
                 progress.unsubscribe(listener)
                 if notebook is not None:
                     progress.subscribe(notebook)
+                # a quick task's bar was closed when it ended: only the ones left stay
+                self._progress.children = tuple(bar for bar in self._progress.children if bar.shown)
         return showing()
 
     # -- the Python that rebuilds it ----------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The builder in JupyterLab: an operand typed and Enter adds it; an error beside its field."""
+"""The builder in JupyterLab: an operand typed and Enter adds it; an error beside its field;
+Run on Numba shows its progress (the first Numba run of the kernel loads its kernels)."""
 import nbformat
 
 CODE = '''from xla_explorer.widgets import BuilderWidget
@@ -39,3 +40,13 @@ def test_builder_enter_adds_an_operand_and_errors_sit_beside_their_field(noteboo
     code.wait_for()
     notebook.screenshot("builder_added", bw)
     assert notebook.illegible(bw) == []
+
+    # Run on the Numba backend: the first Numba run of this kernel shows a bar in the builder
+    notebook.set_control("backend", "numba", within=bw)
+    bw.locator("button:text-is(\"Run\")").first.click()
+    bw.locator("pre", has_text="(numba,").filter(has_text="result: f32[4,3]").wait_for(timeout=120_000)
+    bar = bw.locator(".xe-progress")
+    assert "cpu: loading Numba and its kernels" in bar.first.inner_text() and "done in" in bar.first.inner_text()
+    notebook.screenshot("builder_run_numba", bw)
+    assert notebook.illegible(bw) == []
+

@@ -229,36 +229,26 @@ def bind_attrs(attrs, ctx, wrap=None):
     return out
 
 
-#: what the NumPy references allocate for one instruction, in bytes per element of its
-#: largest array (result or operand), measured with tracemalloc (scripts/probe_reliability.py
-#: --memory): they compute floats in f64 (each op rounds once) and keep a few temporaries --
-#: up to 65 bytes an f32 element (Clamp) -- and the data-movement and reduction ops build
-#: int64 index arrays, one row per dimension (Scatter: 170 bytes an element at rank 2)
-_WORK_PER_ELEMENT = 9          # x the widened item size (8 bytes; 16 for complex)
-_INDEX_WORK_PER_DIMENSION = 4  # x 8 bytes per dimension (+1) for the index-building ops
+def reference_bytes(op, values, shape, attrs=None):
+    """(bytes, how): at most what the NumPy reference of ``op`` allocates to compute
+    ``shape`` from ``values``, measured op by op (``reference_memory``)."""
+    from .reference_memory import reference_bytes as estimate
+    return estimate(op, values, shape, attrs)
 
 
-def check_reference_size(op, where, values, shape, ctx=None):
+def check_reference_size(op, where, values, shape, ctx=None, attrs=None):
     """The size guard of the reference: refuse, before it runs, an instruction whose
-    reference would allocate more than the size limit (its result, widened to 64 bits, and
-    its temporaries; once per simulated device)."""
-    leaves = [s for s in shape.leaves() if s.is_array]
-    elements = max([s.numel for s in leaves] + [int(np.size(v)) for v in _array_leaves(values)] + [0])
-    if not elements:
-        return
-    rank = max([s.rank for s in leaves] + [int(np.ndim(v)) for v in _array_leaves(values)] + [0])
-    wide = 16 if any(s.element_type in dtypes.COMPLEX for s in leaves) else 8
-    per = _WORK_PER_ELEMENT * wide
-    if op.categories & {"data_movement", "reduction"}:
-        per += _INDEX_WORK_PER_DIMENSION * 8 * (rank + 1)
+    reference would allocate more than the size limit (its result, widened temporaries,
+    index arrays; once per simulated device)."""
+    total, how = reference_bytes(op, values, shape, attrs)
     copies = ctx.num_devices if ctx is not None else 1
     from ..shapes import MAX_BYTES
-    total = elements * per * copies
+    total *= copies
     if total > MAX_BYTES:
         from ..errors import SizeLimitError
         per_device = "" if copies == 1 else f" x {copies} simulated devices"
         raise SizeLimitError(f"{where}: the NumPy reference would need about {total:,} bytes for the result "
-                             f"{shape} ({elements:,} elements x {per} bytes of work each{per_device}), more than "
+                             f"{shape} ({how}{per_device}), more than "
                              f"the limit of {MAX_BYTES:,} bytes; refused before allocating (raise it with "
                              f"xla_explorer.set_size_limit(nbytes), or use backend='numba')")
 
@@ -271,12 +261,20 @@ def _array_leaves(values):
             yield v
 
 
+def guard_reference(opcode, values, shape, attrs=None):
+    """The reference's size guard for a compiled backend's kernel that falls back to the
+    NumPy reference (op by op, regions that do not compile, non-finite convolutions): the
+    error names the op; the executor adds the instruction."""
+    op = registry.get(opcode)
+    check_reference_size(op, op.name, values, shape, None, attrs)
+
+
 def run_instruction(op, inst_name, values, shape, attrs, ctx, batched=False):
     if op.reference is None:
         raise NotImplementedError(f"{op.name} ({op.opcode}): the NumPy reference is not implemented "
                                   f"(see xla_explorer.status_table())")
     check_size(shape, f"{op.name} {inst_name}", copies=ctx.num_devices)
-    check_reference_size(op, f"{op.name} {inst_name}", values, shape, ctx)
+    check_reference_size(op, f"{op.name} {inst_name}", values, shape, ctx, attrs)
     kwargs = bind_attrs(attrs, ctx)
     kwargs.pop("shape", None)  # an op's declared result shape (iota, custom-call) is `shape` itself
     if op.needs_context:
@@ -456,8 +454,21 @@ def entry_arguments(module, args):
     if len(args) != len(entry.parameters):
         raise ExecutionError(f"{module.name} takes {len(entry.parameters)} arguments "
                              f"({', '.join(str(p.shape) for p in entry.parameters)}), got {len(args)}")
-    return [as_argument(a, p.shape, f"{module.name}: argument {i} ({p.name}: {p.shape})")
+    return [as_argument(a, p.shape, _ArgumentName(module.name, i, p))
             for i, (a, p) in enumerate(zip(args, entry.parameters))]
+
+
+class _ArgumentName:
+    """``"<module>: argument i (name: shape)"``, written only when an error names it:
+    printing the shape cost about 10 us per argument on every run."""
+
+    __slots__ = ("module", "index", "param")
+
+    def __init__(self, module, index, param):
+        self.module, self.index, self.param = module, index, param
+
+    def __str__(self):
+        return f"{self.module}: argument {self.index} ({self.param.name}: {self.param.shape})"
 
 
 def run(module, args, ctx=None, on_value=None, channels=None):

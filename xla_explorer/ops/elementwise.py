@@ -214,10 +214,21 @@ def _from_bits(u, shape):
     return _contiguous(u.astype(unsigned)).view(shape.dtype)
 
 
-def _elementwise(fn):
-    """Run ``fn`` on integers with wrap-around, floats in f64, complex in c128; round to ``shape``."""
+#: the IEEE types NumPy computes correctly rounded in their own precision, NaN payloads as
+#: f64 keeps them (f16 is not: NumPy's half arithmetic changes some NaNs' payloads)
+_NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _elementwise(fn, native=False):
+    """Run ``fn`` on integers with wrap-around, floats in f64, complex in c128; round to ``shape``.
+    ``native``: ``fn`` is correctly rounded (+, -), so f32/f64 operands of the result's type
+    are computed in that type -- the same bits as f64 rounded once (f64 has more than twice
+    their precision plus two bits: double rounding is innocuous), without two f64 copies."""
     def reference(*values, shape):
         with np.errstate(all="ignore"):
+            if native and shape.dtype in _NATIVE and all(
+                    isinstance(v, np.ndarray) and v.dtype == shape.dtype for v in values):
+                return np.asarray(fn(*values))
             values = [_wide(_carrier(v)) for v in values]
             return _to(fn(*values), shape)
     return reference
@@ -908,9 +919,9 @@ def _complex_of(t):
 
 
 Add = _binary("add", "Add", _num | _pred, np.add, "lhs[i] + rhs[i] (or, for pred)",
-              "Add(np.int32([1, 2]), np.int32(10))   # [11, 12]")
+              "Add(np.int32([1, 2]), np.int32(10))   # [11, 12]", reference=_elementwise(np.add, native=True))
 Sub = _binary("subtract", "Sub", _num, np.subtract, "lhs[i] - rhs[i]",
-              "Sub(np.uint8([0]), np.uint8([1]))   # [255]")
+              "Sub(np.uint8([0]), np.uint8([1]))   # [255]", reference=_elementwise(np.subtract, native=True))
 Mul = _binary("multiply", "Mul", _num | _pred, None, "lhs[i] * rhs[i] (and, for pred)",
               "Mul(np.int8([64]), np.int8([2]))   # [-128]", reference=_multiply_reference)
 Div = _binary("divide", "Div", _num, None, "lhs[i] / rhs[i] (integers: toward zero, x/0 = -1)",

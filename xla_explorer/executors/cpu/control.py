@@ -30,7 +30,8 @@ def map_(*operands, shape, computation, dimensions=None):
         loop(out, *ins)
         return out.reshape(shape.dims).astype(shape.dtype, copy=False)
     except (NotCompilable, _NumbaError):
-        from ...executors.reference import Region
+        from ...executors.reference import Region, guard_reference
+        guard_reference("map", operands, shape)
         ref = registry.OPS["map"].reference
         return ref(*operands, shape=shape, computation=Region(computation.computation, computation.ctx))
 

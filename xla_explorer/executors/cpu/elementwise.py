@@ -39,6 +39,8 @@ def _reference_kernel(opcode):
     opdef = registry.OPS[opcode]
 
     def run(*values, shape, **attrs):
+        from ..reference import guard_reference
+        guard_reference(opcode, values, shape, attrs)
         return opdef.reference(*values, shape=shape, **attrs)
     run.__name__ = run.__qualname__ = f"{opcode.replace('-', '_')}_numpy"
     run.__doc__ = f"{opdef.name} on the whole array with the reference's NumPy code (not fused)."

@@ -585,6 +585,9 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
                 precision_config=None, preferred_element_type=None):
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
     if has_nonfinite(lhs, rhs):   # Inf/NaN: padding's zeros and Winograd's sums as the reference has them
+        from ..reference import guard_reference
+        guard_reference("convolution", (lhs, rhs), shape, dict(
+            padding=padding, lhs_dilation=lhs_dilation, dimension_numbers=dimension_numbers))
         return spec._conv_reference(lhs, rhs, shape=shape, window_strides=window_strides, padding=padding,
                                     lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
                                     window_reversal=window_reversal, dimension_numbers=dimension_numbers,

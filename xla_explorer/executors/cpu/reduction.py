@@ -124,6 +124,8 @@ def _reference_fallback(opcode, values, shape, attrs, why):
     """Run the NumPy reference (regions as reference ``Region``s): for regions that cannot
     be compiled.  Correct, slow; ``why`` is kept for ``explain_fallbacks``."""
     _FALLBACKS[opcode] = why
+    from ..reference import guard_reference
+    guard_reference(opcode, values, shape, attrs)
     bound = {}
     for k, v in attrs.items():
         if isinstance(v, Region):

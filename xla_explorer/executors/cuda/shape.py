@@ -129,7 +129,10 @@ def host_kernel(opcode, note="host (numpy)"):
         opdef = registry.get(opcode)
         if opdef.needs_context:
             attrs["ctx"] = ctx
-        out = opdef.reference(*[to_host(v) for v in values], shape=shape, **attrs)
+        host = [to_host(v) for v in values]
+        from ..reference import guard_reference
+        guard_reference(opcode, host, shape, attrs)
+        out = opdef.reference(*host, shape=shape, **attrs)
         return to_device(conform(out, shape, f"{opdef.name} (host)"))
     run.status_note = note
     run.needs_context = True
