@@ -147,7 +147,13 @@ def measure(f, args, optimized=False, ref=True, budget=2.0, ref_limit=20.0):
     comp = xe.from_jax(f, *args, optimized=optimized)
     jf = jax.jit(f)
     jargs = jax.device_put(args)
-    row = {}
+    import numba
+    # the load and the thread count with every point: the ratios are measured side by
+    # side, but on a shared machine the absolute times are only as good as these
+    from xla_explorer.executors import numba_setup
+    row = {"load_average": os.getloadavg()[0], "numba_threads": numba.get_num_threads(),
+           # whether the runs took one thread, the machine being busy (numba_setup.enter_run)
+           "one_thread_busy": bool(numba_setup.LOAD_AWARE and numba_setup.machine_busy())}
     want = jax.block_until_ready(jf(*jargs))
     got = comp.run(*flat, backend="numba")
     row["agrees_with_jax"] = bool(_same(got, want))
@@ -171,7 +177,10 @@ def measure(f, args, optimized=False, ref=True, budget=2.0, ref_limit=20.0):
     row["numba_gbs"] = row["bytes"] / row["numba_s"] / 1e9
     if ref:
         t = time.perf_counter()
-        comp.run(*flat)
+        try:
+            comp.run(*flat)
+        except xe.SizeLimitError:  # the reference refuses sizes it would need gigabytes for
+            return row
         first = time.perf_counter() - t
         row["numpy_s"] = first if first > ref_limit / 4 else min(first, median_time(
             lambda: comp.run(*flat), min_reps=1, budget=min(ref_limit, 3 * first), max_reps=5))
@@ -230,26 +239,29 @@ def _size_label(n):
     return f"{n // MiB} MiB" if n >= MiB else f"{n // 1024} KiB"
 
 
-def _ratio(r):
+def _ratio(r, with_ref=False):
     if r is None or "numba_over_jax" not in r:
         return "-"
     text = f"{r['numba_over_jax']:.2f}"
     if not r.get("agrees_with_jax", True):
         text += " (differs)"
-    return f"**{text}**" if r["numba_over_jax"] > 1.0 else text
+    text = f"**{text}**" if r["numba_over_jax"] > 1.0 else text
+    if with_ref and r.get("numpy_s"):
+        ref = r["numpy_s"] / r["numba_s"]
+        text += f" ({ref:.0f}x)" if ref >= 10 else f" ({ref:.1f}x)"
+    return text
 
 
 def sweep_table(rows, sizes, bw):
     head = ("| op | layout | " + " | ".join(_size_label(s) for s in sizes)
-            + " | numba GB/s (% of copy), largest | ref / numba, largest |")
-    lines = [head, "|" + "---|" * (len(sizes) + 4)]
+            + " | numba GB/s, largest (% of the copy bandwidth measured beside it) |")
+    lines = [head, "|" + "---|" * (len(sizes) + 3)]
     for (family, layout), points in rows.items():
-        cells = [_ratio(points.get(s)) for s in sizes]
+        cells = [_ratio(points.get(s), with_ref=True) for s in sizes]
         largest = points[max(points)]
-        gbs = f"{largest['numba_gbs']:.1f} ({100 * largest['numba_gbs'] / bw:.0f}%)" \
+        gbs = f"{largest['numba_gbs']:.1f} ({100 * largest['numba_gbs'] / largest.get('copy_bandwidth_gbs', bw):.0f}%)" \
             if SWEEP[family][2] == "data" else "-"
-        ref = f"{largest['numpy_s'] / largest['numba_s']:.0f}x" if largest.get("numpy_s") else "-"
-        lines.append(f"| {family} | {layout} | " + " | ".join(cells) + f" | {gbs} | {ref} |")
+        lines.append(f"| {family} | {layout} | " + " | ".join(cells) + f" | {gbs} |")
     return "\n".join(lines)
 
 
@@ -263,39 +275,45 @@ def program_table(rows):
 
 
 def plot(rows, path):
-    """Time per element against size, one panel per op family: numba (solid), JAX
+    """Time per element against size, one panel per op family: numba (solid, dots), JAX
     (dashed), the reference (dotted); one colour per layout."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
     except ImportError:
         return False
     families = list(dict.fromkeys(f for f, _ in rows))
     cols = 3
     nrows = -(-len(families) // cols)
     plt.rcParams.update({"font.size": 11})
-    fig, axes = plt.subplots(nrows, cols, figsize=(12, 2.9 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(12, 2.9 * nrows + 0.6), squeeze=False)
     colours = ("tab:blue", "tab:orange")
+    styles = (("numba_s", "-", "numba"), ("jax_s", "--", "JAX (jax.jit)"), ("numpy_s", ":", "NumPy reference"))
     for ax, family in zip(axes.flat, families):
         for k, ((fam, layout), points) in enumerate((key, p) for key, p in rows.items() if key[0] == family):
             sizes = sorted(points)
             x = [s / MiB for s in sizes]
             per = [points[s]["elements"] for s in sizes]
-            for key, style, label in (("numba_s", "-", "numba"), ("jax_s", "--", "JAX"), ("numpy_s", ":", "ref")):
+            for key, style, _ in styles:
                 y = [points[s][key] / e * 1e9 if points[s].get(key) else np.nan for s, e in zip(sizes, per)]
                 ax.plot(x, y, style, color=colours[k % 2], marker="o" if key == "numba_s" else None, ms=3,
-                        label=f"{layout}: {label}")
+                        label=layout if key == "numba_s" else None)
         ax.set_title(family, fontsize=11)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("operand size (MiB)")
         ax.set_ylabel("ns per element")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=9, ncol=2, frameon=False)
+        ax.legend(fontsize=10, frameon=False, loc="best")  # the layouts (colours)
     for ax in list(axes.flat)[len(families):]:
         ax.axis("off")
-    fig.tight_layout()
+    # the line styles once, for every panel
+    fig.legend([Line2D([], [], color="black", ls=st, marker="o" if key == "numba_s" else None, ms=3)
+                for key, st, _ in styles], [label for _, _, label in styles],
+               loc="upper center", ncol=3, frameon=False, fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / (2.9 * nrows + 0.6)))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -311,6 +329,100 @@ def update_readme(text):
         readme.write_text(s)
 
 
+def render(data, bw_for_table=None):
+    """The README text (tables, machine line) of a results dict; the plot beside it."""
+    bw = bw_for_table or data["copy_bandwidth_gbs"]
+    sweep, programs = {}, {}
+    for r in data["sweep"]:
+        sweep.setdefault((r["family"], r["layout"]), {})[r["size"]] = r
+    # the order of SWEEP, whatever order the parts were run in
+    order = [(f, lay) for f, (_, lays, _, _) in SWEEP.items() for lay in lays]
+    sweep = dict(sorted(sweep.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+    for r in data["programs"]:
+        programs[(r["program"], r["hlo"])] = r
+    info, blas = data["machine"], data["blas"]
+    md = []
+    if programs:
+        md.append(program_table(programs))
+    if sweep:
+        sizes_seen = sorted({s for points in sweep.values() for s in points})
+        md.append("numba / JAX by operand size (below 1: numba is faster; bold: slower), and in brackets "
+                  "the NumPy reference's time over numba's (where the reference ran):\n\n"
+                  + sweep_table(sweep, sizes_seen, bw))
+    loads = [r["load_average"] for r in data["sweep"] + data["programs"] if "load_average" in r]
+    threads = sorted({r["numba_threads"] for r in data["sweep"] + data["programs"] if "numba_threads" in r})
+    md.append(
+        f"Machine: {info['cpu']}, {info['cores']} cores, Numba {info['numba']} on "
+        f"{'/'.join(map(str, threads)) or info['numba_threads']} threads "
+        f"({info['numba_threading_layer']} layer), JAX {info.get('jax', '?')}; BLAS {blas.get('internal_api', '?')} "
+        f"{blas.get('version', '')} with {blas.get('architecture', '?')} kernels on {blas.get('num_threads', '?')} "
+        f"threads (OPENBLAS_CORETYPE {data['openblas_coretype']}); copy bandwidth {_bw_text(data, bw)} (read + write); "
+        f"dispatch overhead {data['dispatch_overhead_us']:.1f} us per op (8x8)"
+        + (f"; the 1-minute load average while the points were measured: {min(loads):.1f} to {max(loads):.1f} "
+           f"(median {statistics.median(loads):.1f}), the machine being shared" if loads else "")
+        + _one_thread_note(data["sweep"] + data["programs"])
+        + ". Measured by `python benchmarks/run.py`.")
+    if data.get("first_call"):
+        md[-1] += ("\nFirst call in a fresh process, after importing numba and the kernel modules "
+                   "(cold cache / warm cache): " + "; ".join(
+                       f"{n}: {v.get('cold_s', float('nan')):.2f} s / {v.get('warm_s', float('nan')):.2f} s"
+                       for n, v in data["first_call"].items())
+                   + f"; the imports themselves: "
+                     f"{next(iter(data['first_call'].values())).get('import_s', float('nan')):.2f} s.")
+    return "\n\n".join(md), sweep
+
+
+def _bw_text(data, bw):
+    if "copy_bandwidths_gbs" in data:
+        lo, mid, hi = data["copy_bandwidths_gbs"]
+        return f"{lo:.1f} to {hi:.1f} GB/s (median {mid:.1f}) as each piece of the run measured it"
+    return f"{bw:.1f} GB/s"
+
+
+def _one_thread_note(rows):
+    rows = [r for r in rows if "one_thread_busy" in r]
+    busy = sum(r["one_thread_busy"] for r in rows)
+    if not busy:
+        return ""
+    return (f"; {busy} of the {len(rows)} points that recorded it ran the numba executor in one thread, the machine being busy "
+            f"(`numba_setup.enter_run`: 1-minute load above the core count + 0.5)")
+
+
+def assemble(out):
+    """Merge the parts (``--part NAME`` runs) into results.json, the README and the plot:
+    a run in pieces on a shared machine, each piece short enough to redo.  Where parts
+    measured the same point, the newest wins."""
+    parts = sorted(out.glob("partial.*.json"), key=lambda q: q.stat().st_mtime)
+    if not parts:
+        raise SystemExit(f"no parts in {out} (run with --part NAME first)")
+    data = {"sweep": {}, "programs": {}}
+    bws = []
+    for q in parts:
+        d = json.loads(q.read_text())
+        for r in d["sweep"]:
+            # the copy bandwidth measured by the same process, minutes apart at most: the
+            # yardstick of this point's GB/s on a machine whose load keeps changing
+            r.setdefault("copy_bandwidth_gbs", d["copy_bandwidth_gbs"])
+            data["sweep"][(r["family"], r["layout"], r["size"])] = r
+        for r in d["programs"]:
+            data["programs"][(r["program"], r["hlo"])] = r
+        bws.append(d["copy_bandwidth_gbs"])
+        for k in ("dispatch_overhead_us", "blas", "machine", "openblas_coretype", "first_call"):
+            if d.get(k):
+                data[k] = d[k]
+    data["sweep"] = list(data["sweep"].values())
+    data["programs"] = list(data["programs"].values())
+    # the yardstick: the best copy any part saw (a loaded moment only lowers it)
+    data["copy_bandwidth_gbs"] = max(bws)
+    data["copy_bandwidths_gbs"] = [min(bws), statistics.median(bws), max(bws)]
+    data["parts"] = [q.name for q in parts]
+    (out / "results.json").write_text(json.dumps(data, indent=1))
+    text, sweep = render(data)
+    plot(sweep, ROOT / "docs" / "images" / "benchmarks.png")
+    update_readme(text)
+    print(text)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter timing budgets, the reference only once")
@@ -320,7 +432,15 @@ def main(argv=None):
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--no-readme", action="store_true")
     ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument("--part", help="write this run to benchmarks/results/partial.PART.json (a piece of the "
+                                   "sweep, for --assemble)")
+    ap.add_argument("--assemble", action="store_true",
+                    help="merge every partial.*.json into results.json, the README tables and the plot")
     args = ap.parse_args(argv)
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    if args.assemble:
+        return assemble(out)
     import jax  # noqa: F401  (the sweep is measured against it)
     budget = 0.8 if args.quick else 2.0
     bw = copy_bandwidth()
@@ -357,7 +477,8 @@ def main(argv=None):
                 points[size] = r
                 print(f"{family:28s} {layout:10s} {_size_label(size):>8s}  numba {r['numba_s'] * 1e3:9.3f} ms  "
                       f"jax {r['jax_s'] * 1e3:9.3f} ms  numba/jax {r['numba_over_jax']:5.2f}  "
-                      f"ref {r.get('numpy_s', float('nan')) * 1e3:9.1f} ms  {r['numba_gbs']:6.1f} GB/s"
+                      f"ref {r.get('numpy_s', float('nan')) * 1e3:9.1f} ms  {r['numba_gbs']:6.1f} GB/s  "
+                      f"load {r['load_average']:.1f}"
                       + ("" if r["agrees_with_jax"] else "  DIFFERS FROM JAX"), flush=True)
             if points:
                 sweep[(family, layout)] = points
@@ -373,7 +494,8 @@ def main(argv=None):
                 continue
             programs[(name, hlo)] = r
             print(f"{name:28s} {hlo:10s}  numba {r['numba_s'] * 1e3:9.3f} ms  jax {r['jax_s'] * 1e3:9.3f} ms  "
-                  f"numba/jax {r['numba_over_jax']:5.2f}  ref {r.get('numpy_s', float('nan')) * 1e3:9.1f} ms"
+                  f"numba/jax {r['numba_over_jax']:5.2f}  ref {r.get('numpy_s', float('nan')) * 1e3:9.1f} ms  "
+                  f"load {r['load_average']:.1f}"
                   + ("" if r["agrees_with_jax"] else "  DIFFERS FROM JAX"), flush=True)
     extra = {"copy_bandwidth_gbs": bw, "dispatch_overhead_us": dispatch_overhead() * 1e6, "blas": blas,
              "machine": info, "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "unset")}
@@ -383,38 +505,15 @@ def main(argv=None):
         extra["first_call"] = {f"{n} [{lay}]": first_call_latency(n, lay) for n, lay in LATENCY_CASES}
         for n, lat in extra["first_call"].items():
             print(f"first call in a fresh process, {n}: {lat}")
-    full = not args.only and not args.sizes and not args.no_sweep and not args.no_programs
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    # a partial run (--only, --sizes, ...) leaves the full run's files alone
-    (out / ("results.json" if full else "partial.json")).write_text(json.dumps(
-        {"sweep": [r for points in sweep.values() for r in points.values()],
-         "programs": [dict(r, program=n, hlo=h) for (n, h), r in programs.items()], **extra}, indent=1))
-    sizes_seen = sorted({s for points in sweep.values() for s in points})
-    md = []
-    if programs:
-        md.append(program_table(programs))
+    full = not args.only and not args.sizes and not args.no_sweep and not args.no_programs and not args.part
+    # a partial run (--only, --sizes, --part ...) leaves the full run's files alone
+    name = "results.json" if full else f"partial.{args.part}.json" if args.part else "partial.json"
+    data = {"sweep": [r for points in sweep.values() for r in points.values()],
+            "programs": [dict(r, program=n, hlo=h) for (n, h), r in programs.items()], **extra}
+    (out / name).write_text(json.dumps(data, indent=1))
+    text, sweep = render(data, bw)
     if sweep:
-        md.append("numba / JAX by operand size (below 1: numba is faster; bold: slower):\n\n"
-                  + sweep_table(sweep, sizes_seen, bw))
         plot(sweep, ROOT / "docs" / "images" / "benchmarks.png" if full else out / "partial.png")
-    load = info.get("load_average")
-    md.append(
-        f"Machine: {info['cpu']}, {info['cores']} cores, Numba {info['numba']} on {info['numba_threads']} threads "
-        f"({info['numba_threading_layer']} layer), JAX {info.get('jax', '?')}; BLAS {blas.get('internal_api', '?')} "
-        f"{blas.get('version', '')} with {blas.get('architecture', '?')} kernels on {blas.get('num_threads', '?')} "
-        f"threads (OPENBLAS_CORETYPE {extra['openblas_coretype']}); copy bandwidth {bw:.1f} GB/s (read + write); "
-        f"dispatch overhead {extra['dispatch_overhead_us']:.1f} us per op (8x8)"
-        + (f"; load average {load[0]:.1f} at the start, {extra['machine']['load_average_after'][0]:.1f} at the end"
-           if load else "") + ". Measured by `python benchmarks/run.py`.")
-    if "first_call" in extra:
-        md[-1] += ("\nFirst call in a fresh process, after importing numba and the kernel modules "
-                   "(cold cache / warm cache): " + "; ".join(
-                       f"{n}: {v.get('cold_s', float('nan')):.2f} s / {v.get('warm_s', float('nan')):.2f} s"
-                       for n, v in extra["first_call"].items())
-                   + f"; the imports themselves: "
-                     f"{next(iter(extra['first_call'].values())).get('import_s', float('nan')):.2f} s.")
-    text = "\n\n".join(md)
     print()
     print(text)
     if full and not args.no_readme:

@@ -13,6 +13,8 @@ settings.register_profile("ci", deadline=None, derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # CUDA kernels run in the simulator in tests
+# the threaded kernels run even when the machine is busy (numba_setup.enter_run)
+os.environ.setdefault("XLA_EXPLORER_LOAD_AWARE", "0")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS = pathlib.Path(os.environ.get("XLA_EXPLORER_CORPUS", ROOT.parent / "shared" / "hlo_corpus"))

@@ -172,3 +172,32 @@ def test_status_table_says_how_the_executor_runs_every_op():
     assert table.cell("while", "cpu").startswith("executor")
     assert table.cell("all-reduce", "cpu").startswith("simulated")
     assert table.cell("broadcast", "cpu") == "fused loop"
+
+
+def test_a_run_takes_one_thread_while_the_machine_is_busy(monkeypatch):
+    """numba_setup.enter_run: other processes keeping every core busy (as the load average
+    says), a run's kernels take one thread; the caller's thread count is given back after
+    the run, and whatever the load when the policy is turned off."""
+    import numba
+    from xla_explorer.executors import numba_setup
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one thread only")
+    b = xe.XlaBuilder("busy")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (4, 3)), "x")
+    comp = b.build(xe.Transpose(x, [1, 0]))
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    seen = []
+    numba.set_num_threads(2)
+    monkeypatch.setattr(numba_setup, "LOAD_AWARE", True)
+    for busy in (True, False):
+        monkeypatch.setattr(numba_setup, "machine_busy", lambda busy=busy: busy)
+        seen.clear()
+        out = comp.run(a, backend="numba", on_value=lambda inst, v: seen.append(numba.get_num_threads()))
+        np.testing.assert_array_equal(out, a.T)
+        assert set(seen) == ({1} if busy else {2})
+        assert numba.get_num_threads() == 2
+    monkeypatch.setattr(numba_setup, "LOAD_AWARE", False)
+    monkeypatch.setattr(numba_setup, "machine_busy", lambda: True)
+    seen.clear()
+    comp.run(a, backend="numba", on_value=lambda inst, v: seen.append(numba.get_num_threads()))
+    assert set(seen) == {2}

@@ -20,6 +20,7 @@ from .. import shapes
 from ..shapes import check_size
 from .fusion import fusion_plan, plan_module
 from .loopgen import broadcast_strides
+from .numba_setup import enter_run, leave_run
 from .reference import ExecutionContext, Region, Token, conform, entry_arguments, name_instruction
 
 #: ops interpreted by the executor itself (no data is computed)
@@ -437,7 +438,12 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     if backend.layer == "cpu":
         backend._cpu.reduction.budget_regions(module)
     ctx = ctx or ExecutionContext(channels=channels)
-    out = evaluate(entry, args, ctx, backend, on_value)
+    # one thread when other processes keep the cores busy (numba_setup.enter_run)
+    threads = enter_run() if device == "cpu" else 0
+    try:
+        out = evaluate(entry, args, ctx, backend, on_value)
+    finally:
+        leave_run(threads)
     return conform(_host_tree(out, backend), entry.root.shape, module.name)
 
 

@@ -13,6 +13,7 @@ or loaded (about 20 us more per launch than spinning on an idle machine).  It is
 here, before Numba loads its OpenMP pool, unless the user set it.
 """
 import os
+import time
 
 _done = False
 
@@ -82,3 +83,50 @@ PARALLEL_THRESHOLD = 1 << 15
 #: under about 100 us, which two threads do not beat by more than a launch costs (20-60
 #: us with passive OpenMP workers, more on a loaded machine)
 MOVE_PARALLEL_THRESHOLD = 1 << 18
+
+
+#: ``XLA_EXPLORER_LOAD_AWARE=0`` turns off the one-thread runs of a busy machine (below):
+#: the tests set it, so that the threaded kernels run whatever else the machine does
+LOAD_AWARE = os.environ.get("XLA_EXPLORER_LOAD_AWARE", "1") != "0"
+
+_load = [0.0, 0.0]  # [when read, 1-minute load average]
+_CORES = os.cpu_count() or 1  # (os.cpu_count() takes about 6 us: read once)
+
+
+def machine_busy():
+    """Whether other processes already keep every core busy: the 1-minute load average
+    above the core count + 0.5 (a run's own threads count for at most the core count).
+    Read at most every half second."""
+    now = time.monotonic()
+    if now - _load[0] > 0.5:
+        try:
+            _load[1] = os.getloadavg()[0]
+        except OSError:
+            _load[1] = 0.0
+        _load[0] = now
+    return _load[1] > _CORES + 0.5
+
+
+def enter_run():
+    """The threads a run's kernels use: Numba's, or one on a busy machine; returns the
+    count to give back to ``leave_run`` (0: nothing changed).
+
+    A parallel kernel waits for its slowest thread, and on a machine whose cores other
+    processes keep busy a thread waits for the scheduler for milliseconds: on 2 shared
+    cores at load 8-12, a 4 MiB transposition took 40 ms (median) in two threads and
+    1.8 ms in one, a 4 MiB pad 0.7 ms and 0.3 ms.  (GNU OpenMP's ``OMP_DYNAMIC`` makes
+    the same choice from the 15-minute load.)  Numba's thread count is per thread, so
+    this changes nothing outside the run."""
+    if not LOAD_AWARE or not machine_busy():
+        return 0
+    nb = numba()
+    prev = nb.get_num_threads()
+    if prev <= 1:
+        return 0
+    nb.set_num_threads(1)
+    return prev
+
+
+def leave_run(prev):
+    if prev:
+        numba().set_num_threads(prev)

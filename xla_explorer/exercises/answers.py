@@ -46,6 +46,16 @@ def short_repr(answer):
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+def short_text(text, limit=400):
+    """An error's message for feedback: whole when it is a sentence or two (ours name what is
+    missing at the end), cut at the end past ``limit`` (a student's exception may be huge)."""
+    try:
+        text = str(text)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails
+        return "(no message)"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _library_types():
     from ..errors import ShapeError
     from ..shapes import Shape

@@ -99,11 +99,14 @@ def teacher_notebook(ops, n=6, seed=0, level=1, kinds=None, points=1, title=None
         cells.append(_cell("markdown", f"## Exercise {k} ({points} point{'s' if points != 1 else ''}): "
                            f"{ex.generator.titles.get(ex.kind, KIND_TITLES.get(ex.kind, ex.kind))}\n\n```\n{ex.prompt}\n```", f"exercise_{k}"))
         answer = ex.solution().answer
-        if callable(answer):  # an "implement" exercise: the answer is a function
+        if callable(answer):  # an "implement" exercise: the answer is a function, named answer_k here
             solution = ex.code().replace(f"def {ex.function_name}(", f"def answer_{k}(").strip()
+            stub = (f"# {ex.signature().replace(f'def {ex.function_name}(', f'def answer_{k}(')}  ...   "
+                    f"(the op in NumPy, as exercise {k} says)")
         else:
             solution = f"answer_{k} = {_py(answer)}"
-        cells.append(_cell("code", f"# answer_{k} = ...   ({ex.answer_format()})\n"
+            stub = f"# answer_{k} = ...   ({ex.answer_format()})"
+        cells.append(_cell("code", f"{stub}\n"
                            f"### BEGIN SOLUTION\n{solution}\n### END SOLUTION",
                            f"answer_{k}", solution=True, locked=False))
         cells.append(_cell("code", f"feedback = SHEET[{k - 1}].check(answer_{k})\nprint(feedback)\n"

@@ -24,7 +24,7 @@ from ..builder import _trace_computations, apply_op, infer_shape
 from ..errors import ShapeError
 from ..ops import registry
 from ..shapes import Shape
-from .answers import AnswerError, bounded, parse_literal, short_repr
+from .answers import AnswerError, bounded, parse_literal, short_repr, short_text
 
 LEVELS = (1, 2, 3)
 
@@ -62,7 +62,10 @@ def spec_literal(value, column=0):
     """An array (or tuple of arrays) in the spec's brace notation, rows aligned below each
     other when the literal starts at ``column``."""
     if isinstance(value, tuple):
-        return "(" + ", ".join(spec_literal(v) for v in value) + ")"
+        if all(np.ndim(v) <= 1 for v in value):
+            return "(" + ", ".join(spec_literal(v) for v in value) + ")"
+        # elements of several rows: one under the other, each aligned after the "("
+        return "(" + (",\n" + " " * (column + 1)).join(spec_literal(v, column + 1) for v in value) + ")"
     a = np.asarray(value)
     if a.ndim == 0:
         return scalar_text(a)
@@ -538,14 +541,14 @@ class Exercise:
             return Feedback(False, f"I could not read the answer {short_repr(answer)}: {e}.\n{self.answer_format()}"
                             + self._looks_like(value))
         except (ValueError, TypeError, ShapeError, IndexError, KeyError, ArithmeticError) as e:
-            return Feedback(False, f"I could not read the answer {short_repr(answer)}: {short_repr(str(e))[1:-1]}."
+            return Feedback(False, f"I could not read the answer {short_repr(answer)}: {short_text(e)}."
                             f"\n{self.answer_format()}" + self._looks_like(value))
         except (RecursionError, MemoryError):
             return Feedback(False, f"The answer {short_repr(answer)} is too big or too deep to judge.\n"
                             + self.answer_format())
         except Exception as e:  # noqa: BLE001 - check never raises: a student sees feedback, not a traceback
             return Feedback(False, f"I could not judge the answer {short_repr(answer)} ({type(e).__name__}: "
-                            f"{short_repr(str(e))[1:-1]}).\n{self.answer_format()}")
+                            f"{short_text(e)}).\n{self.answer_format()}")
 
     def _shows_answers(self, teacher=None, reveal=None):
         if reveal is not None:
@@ -633,15 +636,26 @@ class Exercise:
         the exercise was made for the teacher."""
         import ipywidgets as w  # optional dependency, imported only here
         prompt = w.HTML(self._repr_html_())
-        box = w.Text(placeholder="your answer", layout=w.Layout(width="60%"))
+        implement = self.kind == "implement"  # the answer is a function: its name is typed
+        box = w.Text(placeholder=f"the name of your function, e.g. {self.function_name}" if implement
+                     else "your answer", layout=w.Layout(width="60%"))
         out = w.HTML()
         check, hint = w.Button(description="Check"), w.Button(description="Hint")
 
         def on_check(_):
-            try:
-                answer = parse_literal(box.value)
-            except ValueError:
-                answer = box.value
+            if implement:
+                name = box.value.strip()
+                answer = _notebook_function(name)
+                if answer is None:
+                    out.value = Feedback(False, f"No function named {name!r} in this notebook: define it in a cell "
+                                         f"(def {name if name.isidentifier() else self.function_name}(...): ...), run that cell, then type its "
+                                         "name here.")._repr_html_()
+                    return
+            else:
+                try:
+                    answer = parse_literal(box.value)
+                except ValueError:
+                    answer = box.value
             out.value = self.check(answer)._repr_html_()
 
         def on_hint(_):
@@ -652,6 +666,28 @@ class Exercise:
         ui.exercise = self
         ui.answer_box, ui.buttons, ui.output = box, (check, hint), out
         return ui
+
+
+def _notebook_function(name):
+    """The callable a student defined as ``name``: in the notebook's namespace (IPython's), else
+    in ``__main__``'s; None when there is none (or ``name`` is no identifier)."""
+    if not name.isidentifier():
+        return None
+    namespaces = []
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+        if shell is not None:
+            namespaces.append(shell.user_ns)
+    except ImportError:
+        pass
+    import __main__
+    namespaces.append(vars(__main__))
+    for ns in namespaces:
+        fn = ns.get(name)
+        if callable(fn):
+            return fn
+    return None
 
 
 class TeacherOnly(PermissionError):
@@ -746,7 +782,7 @@ class ShapeExercise(Exercise):
         if self.target:
             return str(Shape.of(self.call.value(self.target)))
         if self.error:
-            arg = sorted(_culprits(self.call, self.error), key=lambda a: a != self.call.broken)
+            arg = sorted(_culprits(self.call, self.error), key=lambda a: (a != self.call.broken, a))  # no set order
             return "illegal" + (f": {arg[0]}" if arg else "")
         return str(self.expected)
 
@@ -908,7 +944,7 @@ class LegalExercise(Exercise):
     def answer_value(self):
         if self.error is None:
             return "legal"
-        arg = sorted(_culprits(self.call, self.error), key=lambda a: a != self.call.broken)
+        arg = sorted(_culprits(self.call, self.error), key=lambda a: (a != self.call.broken, a))  # no set order
         return f"illegal: {arg[0]}" if arg else "illegal"
 
     def reasoning(self):

@@ -13,7 +13,9 @@
 Each is an ``Exercise`` subclass registered in ``core.KINDS``; a generator offers a kind by
 listing it in ``kinds`` (``fix`` and ``implement`` are added below to the generators they suit).
 """
+import builtins
 import inspect
+import keyword
 import re
 import signal
 import threading
@@ -258,7 +260,9 @@ class ImplementExercise(Exercise):
     kind = "implement"
 
     def setup(self, rng):
-        self.function_name = self.generator.implement_name or _snake(self.call.api)
+        name = self.generator.implement_name or _snake(self.call.api)
+        # def map(...) or def slice(...) in a notebook would hide Python's own for the rest of it
+        self.function_name = name + "_" if name in vars(builtins) or keyword.iskeyword(name) else name
 
     def parameters(self):
         """The student's function's positional parameters (``*operands`` where the count varies)."""
@@ -401,7 +405,7 @@ class ImplementExercise(Exercise):
         except _TooSlow:
             return f"Your function ran for more than {CALL_SECONDS:g} s on:\n{where}"
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the student's function failing is feedback
-            return f"Your function raised {type(e).__name__}: {core.short_repr(str(e))[1:-1]} on:\n{where}"
+            return f"Your function raised {type(e).__name__}: {core.short_text(e)} on:\n{where}"
         if isinstance(want, tuple):
             if not isinstance(got, (tuple, list)) or len(got) != len(want):
                 return (f"The op returns a tuple of {len(want)} arrays here ({Shape.of(want)}); your function "
@@ -518,8 +522,10 @@ class ReplicasExercise(Exercise):
             prefix=f"run on {len(self.call.replicas)} replicas: ")]
 
     def question(self):
+        rank = np.ndim(self.expected[0])
+        example = {0: "[1, 2, ...]", 1: "[[1, 2], [3, 4], ...]"}.get(rank, "[[[1, 2], ...], [[3, 4], ...], ...]")
         return ("What does each replica get? Answer a list with one result per replica, in replica order, "
-                "e.g. [[1, 2], [3, 4], ...].")
+                f"e.g. {example}.")
 
     def kind_hint(self):
         return "Work out who meets whom first (the replica groups or pairs), then what each one sends."
