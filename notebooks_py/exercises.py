@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: notebooks///ipynb,notebooks_py///py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -161,10 +166,37 @@ ex = xe.exercises.make("all-gather", seed=1, level=2, kind="replicas")
 print(ex.prompt)
 
 # %% [markdown]
+# Collectives have **values** (what one replica gets) and **fix** exercises too; replica
+# groups can be written as the spec writes them. A wrong answer is told what goes wrong,
+# not the answer:
+
+# %%
+ex = xe.exercises.make("all-gather", seed=1, level=2, kind="fix")
+print(ex.prompt)
+print(ex.check("{{0,1},{2,3}}"))
+
+# %% [markdown]
+# An op with a computation: your function gets Reduce's `computation` (or Sort's comparator,
+# Scatter's update_computation) as a Python function of NumPy scalars, `computation(a, b)`.
+
+# %%
+def reduce(operand, init_value, *, dimensions, computation):
+    keep = [d for d in range(operand.ndim) if d not in dimensions]
+    out = np.full([operand.shape[d] for d in keep], init_value)
+    for i in np.ndindex(operand.shape):
+        j = tuple(i[d] for d in keep)
+        out[j] = computation(out[j], operand[i])
+    return out
+
+
+print(xe.exercises.make("reduce", seed=0, level=2, kind="implement").check(reduce))
+
+# %% [markdown]
 # ## 7. In a widget
 #
 # With ipywidgets installed, `ex.widget()` gives a text box with Check and Hint buttons
-# (answers typed as Python or spec literals).
+# (answers typed as Python or spec literals; for an **implement** exercise, the name of the
+# function you defined).
 
 # %%
 ex = xe.exercises.make("reverse", seed=4, level=2, kind="read")

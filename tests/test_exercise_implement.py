@@ -172,3 +172,30 @@ def test_while_is_implemented_with_functions_of_the_loop_state():
         assert ex.check(while_loop).correct
         fb = ex.check(lambda init, *, condition, body: body(init))  # one iteration, whatever the condition
         assert not fb.correct and "While(" in fb.message and "yours" in fb.message
+
+
+def test_the_widget_takes_the_name_of_a_function_defined_in_the_notebook(monkeypatch):
+    pytest.importorskip("ipywidgets")
+    import __main__
+    ex = E.make("reduce", seed=0, level=1, kind="implement")
+    ui = ex.widget()
+    assert "name of your function" in ui.answer_box.placeholder
+    ui.answer_box.value = "my_reduce"
+    ui.buttons[0].click()
+    assert "No function named" in ui.output.value and "def my_reduce(" in ui.output.value
+    monkeypatch.setattr(__main__, "my_reduce", reduce_, raising=False)  # as if defined in a cell
+    ui.buttons[0].click()
+    assert "Correct" in ui.output.value
+    ui.answer_box.value = "reduce_(  "  # not a name: told, never raised
+    ui.buttons[0].click()
+    assert "No function named" in ui.output.value
+
+
+def test_the_students_function_never_hides_a_python_builtin():
+    names = {op: E.make(op, seed=0, level=1, kind="implement").function_name
+             for op, kinds in E.available().items() if "implement" in kinds}
+    assert names["map"] == "map_" and names["slice"] == "slice_" and names["while"] == "while_loop"
+    assert names["reduce"] == "reduce" and names["dynamic-slice"] == "dynamic_slice"
+    import builtins
+    import keyword
+    assert not [n for n in names.values() if n in vars(builtins) or keyword.iskeyword(n) or not n.isidentifier()]

@@ -636,15 +636,26 @@ class Exercise:
         the exercise was made for the teacher."""
         import ipywidgets as w  # optional dependency, imported only here
         prompt = w.HTML(self._repr_html_())
-        box = w.Text(placeholder="your answer", layout=w.Layout(width="60%"))
+        implement = self.kind == "implement"  # the answer is a function: its name is typed
+        box = w.Text(placeholder=f"the name of your function, e.g. {self.function_name}" if implement
+                     else "your answer", layout=w.Layout(width="60%"))
         out = w.HTML()
         check, hint = w.Button(description="Check"), w.Button(description="Hint")
 
         def on_check(_):
-            try:
-                answer = parse_literal(box.value)
-            except ValueError:
-                answer = box.value
+            if implement:
+                name = box.value.strip()
+                answer = _notebook_function(name)
+                if answer is None:
+                    out.value = Feedback(False, f"No function named {name!r} in this notebook: define it in a cell "
+                                         f"(def {name if name.isidentifier() else self.function_name}(...): ...), run that cell, then type its "
+                                         "name here.")._repr_html_()
+                    return
+            else:
+                try:
+                    answer = parse_literal(box.value)
+                except ValueError:
+                    answer = box.value
             out.value = self.check(answer)._repr_html_()
 
         def on_hint(_):
@@ -655,6 +666,28 @@ class Exercise:
         ui.exercise = self
         ui.answer_box, ui.buttons, ui.output = box, (check, hint), out
         return ui
+
+
+def _notebook_function(name):
+    """The callable a student defined as ``name``: in the notebook's namespace (IPython's), else
+    in ``__main__``'s; None when there is none (or ``name`` is no identifier)."""
+    if not name.isidentifier():
+        return None
+    namespaces = []
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+        if shell is not None:
+            namespaces.append(shell.user_ns)
+    except ImportError:
+        pass
+    import __main__
+    namespaces.append(vars(__main__))
+    for ns in namespaces:
+        fn = ns.get(name)
+        if callable(fn):
+            return fn
+    return None
 
 
 class TeacherOnly(PermissionError):
@@ -749,7 +782,7 @@ class ShapeExercise(Exercise):
         if self.target:
             return str(Shape.of(self.call.value(self.target)))
         if self.error:
-            arg = sorted(_culprits(self.call, self.error), key=lambda a: a != self.call.broken)
+            arg = sorted(_culprits(self.call, self.error), key=lambda a: (a != self.call.broken, a))  # no set order
             return "illegal" + (f": {arg[0]}" if arg else "")
         return str(self.expected)
 
@@ -911,7 +944,7 @@ class LegalExercise(Exercise):
     def answer_value(self):
         if self.error is None:
             return "legal"
-        arg = sorted(_culprits(self.call, self.error), key=lambda a: a != self.call.broken)
+        arg = sorted(_culprits(self.call, self.error), key=lambda a: (a != self.call.broken, a))  # no set order
         return f"illegal: {arg[0]}" if arg else "illegal"
 
     def reasoning(self):

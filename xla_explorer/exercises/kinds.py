@@ -13,7 +13,9 @@
 Each is an ``Exercise`` subclass registered in ``core.KINDS``; a generator offers a kind by
 listing it in ``kinds`` (``fix`` and ``implement`` are added below to the generators they suit).
 """
+import builtins
 import inspect
+import keyword
 import re
 import signal
 import threading
@@ -258,7 +260,9 @@ class ImplementExercise(Exercise):
     kind = "implement"
 
     def setup(self, rng):
-        self.function_name = self.generator.implement_name or _snake(self.call.api)
+        name = self.generator.implement_name or _snake(self.call.api)
+        # def map(...) or def slice(...) in a notebook would hide Python's own for the rest of it
+        self.function_name = name + "_" if name in vars(builtins) or keyword.iskeyword(name) else name
 
     def parameters(self):
         """The student's function's positional parameters (``*operands`` where the count varies)."""
