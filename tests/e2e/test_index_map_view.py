@@ -99,15 +99,24 @@ def test_hover_lights_the_operand_cells_read(notebook):
         ".xe-index-map-view text", "els => els.map(e => getComputedStyle(e).fontSize.replace('px', ''))")) >= 10
     # many hovers in a row while the kernel sleeps (it could answer nothing): each is drawn
     # at once; then the sleep is interrupted (a long sleep, so a loaded machine cannot wake it early)
+    # (the sleep's own messages say when it started and ended: ``kernel.status`` follows every
+    # status message, control-channel ones too, and read 'idle' in the middle of the sleep)
     kernel = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
-    page.evaluate(f"() => {{ {kernel}.requestExecute({{code: 'import time; time.sleep(600)'}}); }}")
-    page.wait_for_function(f"() => {kernel}.status === 'busy'")
+    page.evaluate(f"""() => {{
+        window.xeSleep = {{started: false, ended: false}};
+        const f = {kernel}.requestExecute({{code: 'import time; time.sleep(600)'}});
+        f.onIOPub = (msg) => {{ if (msg.header.msg_type === 'status' && msg.content.execution_state === 'busy')
+                                  window.xeSleep.started = true; }};
+        f.done.then(() => {{ window.xeSleep.ended = true; }}, () => {{ window.xeSleep.ended = true; }});
+    }}""")
+    page.wait_for_function("() => window.xeSleep.started")
     took = _hover_each(page)
-    assert page.evaluate(f"() => {kernel}.status") == "busy", \
+    assert not page.evaluate("() => window.xeSleep.ended"), \
         f"the hovers took {sum(took):.1f} s: the kernel was not busy all along"
     notebook.screenshot("index_map_view_hover_busy_kernel", view)
     page.evaluate(f"() => {kernel}.interrupt()")
     # once the kernel is free, Python knows the last element hovered
+    page.wait_for_function("() => window.xeSleep.ended", timeout=30_000)
     page.wait_for_function(f"() => {kernel}.status === 'idle'", timeout=30_000)
     last = list(READS)[-1]
     _python_sees(notebook, f"print(v.selected, v.highlighted['operand'][{READS[last]}])", f"{last} read")
