@@ -254,12 +254,12 @@ def _ratio(r, with_ref=False):
 
 def sweep_table(rows, sizes, bw):
     head = ("| op | layout | " + " | ".join(_size_label(s) for s in sizes)
-            + " | numba GB/s (% of copy), largest |")
+            + " | numba GB/s, largest (% of the copy bandwidth measured beside it) |")
     lines = [head, "|" + "---|" * (len(sizes) + 3)]
     for (family, layout), points in rows.items():
         cells = [_ratio(points.get(s), with_ref=True) for s in sizes]
         largest = points[max(points)]
-        gbs = f"{largest['numba_gbs']:.1f} ({100 * largest['numba_gbs'] / bw:.0f}%)" \
+        gbs = f"{largest['numba_gbs']:.1f} ({100 * largest['numba_gbs'] / largest.get('copy_bandwidth_gbs', bw):.0f}%)" \
             if SWEEP[family][2] == "data" else "-"
         lines.append(f"| {family} | {layout} | " + " | ".join(cells) + f" | {gbs} |")
     return "\n".join(lines)
@@ -356,7 +356,7 @@ def render(data, bw_for_table=None):
         f"{'/'.join(map(str, threads)) or info['numba_threads']} threads "
         f"({info['numba_threading_layer']} layer), JAX {info.get('jax', '?')}; BLAS {blas.get('internal_api', '?')} "
         f"{blas.get('version', '')} with {blas.get('architecture', '?')} kernels on {blas.get('num_threads', '?')} "
-        f"threads (OPENBLAS_CORETYPE {data['openblas_coretype']}); copy bandwidth {bw:.1f} GB/s (read + write); "
+        f"threads (OPENBLAS_CORETYPE {data['openblas_coretype']}); copy bandwidth {_bw_text(data, bw)} (read + write); "
         f"dispatch overhead {data['dispatch_overhead_us']:.1f} us per op (8x8)"
         + (f"; the 1-minute load average while the points were measured: {min(loads):.1f} to {max(loads):.1f} "
            f"(median {statistics.median(loads):.1f}), the machine being shared" if loads else "")
@@ -372,12 +372,19 @@ def render(data, bw_for_table=None):
     return "\n\n".join(md), sweep
 
 
+def _bw_text(data, bw):
+    if "copy_bandwidths_gbs" in data:
+        lo, mid, hi = data["copy_bandwidths_gbs"]
+        return f"{lo:.1f} to {hi:.1f} GB/s (median {mid:.1f}) as each piece of the run measured it"
+    return f"{bw:.1f} GB/s"
+
+
 def _one_thread_note(rows):
     rows = [r for r in rows if "one_thread_busy" in r]
     busy = sum(r["one_thread_busy"] for r in rows)
     if not busy:
         return ""
-    return (f"; {busy} of {len(rows)} points ran the numba executor in one thread, the machine being busy "
+    return (f"; {busy} of the {len(rows)} points that recorded it ran the numba executor in one thread, the machine being busy "
             f"(`numba_setup.enter_run`: 1-minute load above the core count + 0.5)")
 
 
@@ -393,6 +400,9 @@ def assemble(out):
     for q in parts:
         d = json.loads(q.read_text())
         for r in d["sweep"]:
+            # the copy bandwidth measured by the same process, minutes apart at most: the
+            # yardstick of this point's GB/s on a machine whose load keeps changing
+            r.setdefault("copy_bandwidth_gbs", d["copy_bandwidth_gbs"])
             data["sweep"][(r["family"], r["layout"], r["size"])] = r
         for r in d["programs"]:
             data["programs"][(r["program"], r["hlo"])] = r
@@ -404,6 +414,7 @@ def assemble(out):
     data["programs"] = list(data["programs"].values())
     # the yardstick: the best copy any part saw (a loaded moment only lowers it)
     data["copy_bandwidth_gbs"] = max(bws)
+    data["copy_bandwidths_gbs"] = [min(bws), statistics.median(bws), max(bws)]
     data["parts"] = [q.name for q in parts]
     (out / "results.json").write_text(json.dumps(data, indent=1))
     text, sweep = render(data)

@@ -604,6 +604,14 @@ def test_newer_maps_animate(opcode, args, kw):
     if opcode == "sort":
         f = anim.frames[1]   # result[0, 1] = 2 came from position 2 of row 0
         assert f.indices("operand", "read") == {(0, 2)} and "holds position 2" in f.text
+        # sorted with its positions (an argsort): both results' element [0, 1] is this step's
+        keys = args[0]
+        two = animate("sort", keys, np.broadcast_to(np.arange(4, dtype=s32), keys.shape).copy(), dimension=1,
+                      comparator=lambda a, b, i, j: xe.Lt(a, b))
+        f = two.frames[1]
+        assert f.indices("result[0]", "current") == f.indices("result[1]", "current") == {(0, 1)}
+        assert f.indices("operands[0]", "read") == f.indices("operands[1]", "read") == {(0, 2)}
+        assert "result[1][0, 1] = operands[1][0, 2] = 2" in f.text
     if opcode == "topk":
         f = anim.frames[2]   # values[1, 0] = 9 at position 1
         assert f.indices("operand", "read") == {(1, 1)} and "indices[1, 0] = 1" in f.text
@@ -619,7 +627,7 @@ def test_animation_of_an_instruction_in_a_called_computation_per_invocation():
     jax = pytest.importorskip("jax")
     x = np.arange(40, dtype=f32).reshape(10, 4)
     starts = np.array([0, 4, 9], s32)
-    comp = xe.from_jax(lambda x, s: jax.lax.scan(lambda c, k: (c, jax.lax.dynamic_slice(x, (k, 1), (3, 2))),
+    comp = xe.from_jax(lambda x, s: jax.lax.scan(lambda c, k: (c, jax.lax.dynamic_slice(x, (k, np.int32(1)), (3, 2))),
                                                  0.0, s)[1], x, starts)
     t = comp.trace(x, starts)
     name = next(r.name for r in t.records if r.opcode == "dynamic-slice" and r.shape.dims == (3, 2))

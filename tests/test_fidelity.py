@@ -213,6 +213,70 @@ def test_bitcast_convert_c128_to_c64_and_back(backend):
     np.testing.assert_array_equal(back.run(got, backend=backend).reshape(1).view(np.uint64), x.view(np.uint64))
 
 
+
+#: (type, y, x, XLA:CPU's atan2(y, x)) on denormals: its f32 polynomial and f64 C library
+#: under DAZ/FTZ (ops.elementwise.xla_atan2), jax.jit with y and x as parameters
+_D32, _D64 = DENORMAL["f32"], DENORMAL["f64"]
+_ATAN2 = [
+    ("f32", [_D32, _D32, _D32, _D32, -_D32, 1, 1, -_D32, 0],
+     [_D32, 0, 1, 2, -1, -_D32, _D32, 1, -_D32],
+     [nan, np.float32(np.pi / 2), _D32, 0, -np.float32(np.pi), 1.5707963, 1.5707964, -_D32, np.float32(np.pi)]),
+    ("f64", [_D64, _D64, _D64, _D64, -_D64, _D64, 1],
+     [_D64, 0, 1, -1, -1, -1e-300, -_D64],
+     [np.pi / 2, np.pi / 2, 0, -np.pi, -np.pi, np.pi, np.pi / 2]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", range(len(_ATAN2)))
+def test_atan2_of_denormals_as_xla_cpu(case, backend):
+    _backend_ok(backend)
+    t, y, x, want = _ATAN2[case]
+    dt = xe.Shape(t, ()).dtype
+    comp = _comp("atan2", [f"{t}[{len(y)}]"] * 2, xe.Atan2)
+    _same_bits(comp.run(np.array(y, dt), np.array(x, dt), backend=backend), np.array(want, dt))
+    with xe.float_env(denormals="ieee"):
+        if backend != "jax":
+            got = comp.run(np.array(y, dt), np.array(x, dt), backend=backend)
+            np.testing.assert_allclose(got, np.arctan2(np.array(y, dt), np.array(x, dt)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("t", ["f32", "bf16", "f64"])
+def test_cbrt_of_denormals_as_xla_cpu(t, backend):
+    """XLA:CPU's f32 cbrt (bf16 is computed in f32) gives -5.5951735e-16 for every denormal;
+    f64 reads it as a zero."""
+    _backend_ok(backend)
+    d = DENORMAL[t]
+    dt = xe.Shape(t, ()).dtype
+    comp = _comp("cbrt", [f"{t}[5]"], xe.Cbrt)
+    got = comp.run(np.array([d, -d, 0, -0.0, 8], dt), backend=backend)
+    c = np.uint32(0xa6214518).view(np.float32) if t != "f64" else None
+    want = [c, c, 0, -0.0, 2] if t != "f64" else [0, -0.0, 0, -0.0, 2]
+    _same_bits(got, np.array(want, dt))
+
+
+#: ops whose every element agrees with XLA:CPU on tests/denormkit.py's operands (denormals of
+#: both signs among zeros, normals, Inf, NaN); scripts/denormals_vs_xla.py runs them all
+_DENORMAL_OPS = [("atan2", "f32"), ("atan2", "f64"), ("cbrt", "bf16"), ("max", "f64"), ("mul", "c64"),
+                 ("div", "f32"), ("floor", "bf16"), ("sqrt", "c128"), ("exp", "c64"), ("sort", "f32"),
+                 ("sum_pairs", "f64"), ("to_f64", "f32"), ("eq", "bf16"), ("dot", "f32")]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_generated_denormal_operands_agree_with_xla_cpu(backend):
+    _backend_ok(backend)
+    pytest.importorskip("jax")
+    from denormkit import ops, pairs, run_xla, same, values
+    for name, t in _DENORMAL_OPS:
+        _, arity, f = ops()[name]
+        args = (values(t),) if arity == 1 else pairs(t)
+        want, hlo = run_xla(f, *args)
+        got = xe.parse_hlo(hlo).run(*args, backend=backend)
+        ok = same(got, np.asarray(want))
+        assert ok.all(), (name, t, [a.ravel()[~ok.ravel()][:4] for a in args], np.asarray(got).ravel()[~ok.ravel()][:4])
+
+
 # -- Inf and NaN in convolution windows over padding and dilation holes ----------------------------
 
 #: (type, lhs length, kernel, padding, lhs dilation, XLA:CPU's result), from jax.jit of

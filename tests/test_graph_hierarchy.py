@@ -490,3 +490,23 @@ def test_a_computation_called_from_several_places_is_drawn_at_each():
     assert sum(n.name == "e" for n in one.nodes) == 1
     # every instruction of every copy is reachable
     assert {f"n{it.index}" for it in hier.items} == {n.id for n in comp.graph(expand="all").nodes}
+
+
+def test_each_call_site_shows_its_own_values():
+    comp = xe.parse_hlo(SHARED)
+    x = np.float32([0, 1, 2, 3])
+    g = comp.graph(args=(x,))
+    es = [n for n in g.nodes if n.name == "e"]
+    assert len(es) == 2
+    at = {n.cluster: n for n in es}
+    first, second = (next(c for c in g.clusters if c.label == f"f (at {s})") for s in ("c1", "c2"))
+    assert at[first.id].stats[0].startswith("min 1  max 20.09")            # exp(x)
+    assert at[second.id].stats[0].startswith("min 1.892e-09  max 0.3679")  # exp(-exp(x))
+    assert not any("ran" in line for line in at[second.id].stats)          # once at this site
+    # a shared reduce body: each reduce's own folds, counted per reduce
+    ms = {n.cluster: n.stats for n in g.nodes if n.name == "m"}
+    r1, r2 = (next(c.id for c in g.clusters if c.label == f"clip (at {s})") for s in ("r1", "r2"))
+    assert ms[r1] != ms[r2] and "ran 3 times: the first shown" in ms[r1] and "ran 3 times: the first shown" in ms[r2]
+    again = comp.graph(args=(x,), invocation=1)
+    assert all("ran 3 times: run 1 shown" in n.stats for n in again.nodes if n.name == "m")
+    assert [n.stats for n in again.nodes if n.name == "e"] == [n.stats for n in es]  # each ran once per site

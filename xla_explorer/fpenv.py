@@ -28,13 +28,14 @@ FloatEnv(denormals='flush')
 The ``jax`` backend runs XLA itself: on XLA:CPU it always flushes, so it refuses to run in
 ``"ieee"`` mode rather than answer something else.
 
-Simplifications (the NumPy reference is exact op by op; these are XLA's own quirks that
-it does not copy): XLA:CPU's polynomial ``cbrt``, ``atan2`` and ``pow`` give odd values for
-denormal *arguments* (``cbrt(2**-149) = -5.6e-16``, ``atan2(3d, -d) = NaN``); a compare
-with a constant that LLVM rewrites into a test on the bits can see a denormal that DAZ
-would have hidden; the Numba and CUDA kernels of reductions with a one-op combiner
-(``add``, ``maximum``, ...) flush their operands and results but not a denormal *partial*
-sum or product.
+XLA:CPU's own algorithms read some denormals on their bits, and the reference copies what
+was measured (``scripts/denormals_vs_xla.py``): f32 ``cbrt`` of a denormal is
+``-5.5951735e-16``; ``atan2`` (``ops.elementwise.xla_atan2``) gives NaN for two f32
+denormals and ``-pi`` for a positive f64 denormal over a negative x.  Simplifications (XLA's
+quirks the reference does not copy): ``pow`` of a denormal base (its C library reads the
+bits), complex ``expm1``/``rsqrt``/``tan``/``tanh``/``pow`` of denormal parts (the sign of a
+zero), ``atan2(y, 1.0)`` with a constant 1 (LLVM makes it ``atan``, which keeps a denormal),
+and a bf16 compare with a constant zero that LLVM rewrites into a test on the bits.
 """
 import contextlib
 import threading

@@ -98,16 +98,26 @@ def test_hover_lights_the_operand_cells_read(notebook):
     assert min(float(x) for x in page.eval_on_selector_all(
         ".xe-index-map-view text", "els => els.map(e => getComputedStyle(e).fontSize.replace('px', ''))")) >= 10
     # many hovers in a row while the kernel sleeps (it could answer nothing): each is drawn
-    # at once; then the sleep is interrupted (a long sleep, so a loaded machine cannot wake it early)
+    # at once.  The proof reads the sleep's own messages, not kernel.status (a status message
+    # from the control channel can say 'idle' while the shell still sleeps): the sleep has
+    # printed that it started and has no reply yet, before and after the hovers
     kernel = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
-    page.evaluate(f"() => {{ {kernel}.requestExecute({{code: 'import time; time.sleep(600)'}}); }}")
-    page.wait_for_function(f"() => {kernel}.status === 'busy'")
+    page.evaluate(f"""() => {{
+        window.xeSleep = {{started: false, done: false}};
+        const future = {kernel}.requestExecute({{code: "import time; print('sleeping', flush=True); time.sleep(600)"}});
+        future.onIOPub = (msg) => {{
+            if (msg.header.msg_type === 'stream' && msg.content.text.includes('sleeping')) window.xeSleep.started = true;
+        }};
+        future.done.then(() => {{ window.xeSleep.done = true; }}, () => {{ window.xeSleep.done = true; }});
+    }}""")
+    page.wait_for_function("() => window.xeSleep.started")
     took = _hover_each(page)
-    assert page.evaluate(f"() => {kernel}.status") == "busy", \
-        f"the hovers took {sum(took):.1f} s: the kernel was not busy all along"
+    assert not page.evaluate("() => window.xeSleep.done"), \
+        f"the hovers took {sum(took):.1f} s: the kernel's sleep ended before they did"
     notebook.screenshot("index_map_view_hover_busy_kernel", view)
     page.evaluate(f"() => {kernel}.interrupt()")
     # once the kernel is free, Python knows the last element hovered
+    page.wait_for_function("() => window.xeSleep.done", timeout=30_000)
     page.wait_for_function(f"() => {kernel}.status === 'idle'", timeout=30_000)
     last = list(READS)[-1]
     _python_sees(notebook, f"print(v.selected, v.highlighted['operand'][{READS[last]}])", f"{last} read")

@@ -280,8 +280,10 @@ class SortAnimator(Animator):
 
     def mark(self, ctx, marks, a, state):
         super().mark(ctx, marks, a, state)
-        if ctx.opcode == "topk":
-            marks.elem("indices", a.index, "current")
+        # every result moves the same way (TopK's indices too): this element of each is this step's
+        for name in self.result_names(ctx):
+            if name != self.domain(ctx):
+                marks.elem(name, a.index, "current")
 
     def explain(self, ctx, a, state):
         d = a.detail

@@ -278,6 +278,8 @@ def _abs(inst, a):
 @emitter("sign")
 def _sign(inst, a):
     t = _t(inst)
+    if _is_complex(t) and fpenv.flushing(t):   # (its rule is "bits": the helper flushes)
+        return f"csign_ftz{32 if t == 'c64' else 64}({_wide(t, a)})"
     if _is_complex(t):
         return f"csign({_wide(t, a)})"
     if _is_int(t):
@@ -329,6 +331,9 @@ def _pow(inst, a, b):
 
 @emitter("atan2")
 def _atan2(inst, a, b):
+    t = _t(inst)
+    if fpenv.flushing(t):   # XLA:CPU's atan2 under DAZ/FTZ (ops.elementwise.xla_atan2; rule "bits")
+        return f"atan2_xla32({a}, {b})" if _f32ish(t) else f"atan2_xla64({a}, {b})"
     return f"np.arctan2({a}, {b})"
 
 
@@ -516,7 +521,6 @@ for _op, _fns in {
         "log": ("log_f32", "np.log", "clog"),
         "log-plus-one": ("np.log1p", "np.log1p", "clog1p"),
         "sqrt": ("np.sqrt", "np.sqrt", "csqrt"),
-        "cbrt": ("np.cbrt", "np.cbrt"),
         "sine": ("np.sin", "np.sin", "csin"),
         "cosine": ("np.cos", "np.cos", "ccos"),
         "tan": ("np.tan", "np.tan"),
@@ -529,6 +533,17 @@ for _op, _fns in {
         "round-nearest-afz": ("round_afz", "round_afz"),
         "is-finite": ("math.isfinite", "math.isfinite")}.items():
     emitter(_op)(_float_fn(*_fns))
+
+
+@emitter("cbrt")
+def _cbrt(inst, a):
+    t = _ot(inst)
+    if fpenv.flushing(t) and _f32ish(t):   # XLA:CPU's f32 cbrt of a denormal (rule "bits" there)
+        return f"cbrt_xla32({a})"
+    return f"np.cbrt({a})"
+
+
+_cbrt.accepts = _not_complex
 
 
 @emitter("rsqrt")

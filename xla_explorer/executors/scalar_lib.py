@@ -541,6 +541,7 @@ def tanh_f32(x):
     e = exp_f32(a + a)
     large = np.float32(1.0) - np.float32(2.0) / (e + np.float32(1.0))
     large = np.float32(math.copysign(large, x))
+    small = small if a != 0 else x   # -0.0 + (+0.0) would lose the zero's sign
     return small if a < np.float32(0.625) else (large if a == a else x)
 
 
@@ -577,6 +578,55 @@ def ftz64(x):
     return x * 0.0 if abs(x) < _TINY64 else x
 
 
+_HALF_PI32 = 1.5707963705062866            # np.float32(pi / 2)
+_HALF_PI32_BELOW = 1.570796251296997       # the f32 below it
+_CBRT32_OF_DENORMAL = -5.595173541877215e-16   # bits 0xa6214518
+
+
+@njit(**_opts)
+def atan2_xla32(y, x):
+    """ops.elementwise.xla_atan2 for f32 (carried in f32): XLA:CPU's atan2 under DAZ/FTZ."""
+    dy = y != 0 and abs(y) < np.float32(_TINY32)
+    dx = x != 0 and abs(x) < np.float32(_TINY32)
+    if dy:
+        if dx:
+            return np.float32(np.nan)
+        if x == 0:
+            return np.float32(math.copysign(_HALF_PI32, y))
+        if x == 1:
+            return y
+        y = y * np.float32(0.0)
+    elif dx:
+        if x < 0 and y != 0 and math.isfinite(y):
+            return np.float32(math.copysign(_HALF_PI32_BELOW, y))
+        x = x * np.float32(0.0)
+    return ftz32(np.arctan2(y, x))
+
+
+@njit(**_opts)
+def atan2_xla64(y, x):
+    """ops.elementwise.xla_atan2 for f64: the C library's atan2 under DAZ/FTZ."""
+    dy = y != 0 and abs(y) < _TINY64
+    dx = x != 0 and abs(x) < _TINY64
+    if dy:
+        if dx or x == 0:
+            return math.copysign(math.pi / 2, y)
+        if y > 0 and x <= -2.0 ** -966 and math.isfinite(x):
+            return -math.pi
+        y = y * 0.0
+    elif dx:
+        x = x * 0.0
+    return ftz64(np.arctan2(y, x))
+
+
+@njit(**_opts)
+def cbrt_xla32(x):
+    """XLA:CPU's f32 cbrt under DAZ: a denormal gives -5.5951735e-16 (ops.elementwise)."""
+    if x != 0 and abs(x) < np.float32(_TINY32):
+        return np.float32(_CBRT32_OF_DENORMAL)
+    return np.cbrt(x)
+
+
 @njit(**_opts)
 def cftz32(z):
     return complex(ftz32(np.float32(z.real)), ftz32(np.float32(z.imag)))
@@ -607,6 +657,8 @@ def part_fma(a, b, c, f32, ftz):
     if f32:
         return part(a * b + c, f32, ftz)
     p = a * b
+    if p == 0 and c == 0 and a != 0 and b != 0:
+        return part(p, f32, ftz)   # an underflowing product: the fused sum is a zero of its sign
     if not (math.isfinite(p) and math.isfinite(c) and abs(a) < 1e300 and abs(b) < 1e300):
         if math.isinf(p) and math.isfinite(a) and math.isfinite(b) and math.isinf(c):
             return part(c, f32, ftz)
@@ -693,6 +745,24 @@ def csign(x):
     if mag == 0:
         return complex(a, b)
     return complex(a / mag, b / mag)
+
+
+@njit(**_opts)
+def csign_ftz32(x):
+    """XLA's complex sign under DAZ/FTZ (c64 parts): select(|x| == 0, x, x / |x|) on the
+    flushed value, so a value of denormal parts comes back bit for bit (ops.elementwise)."""
+    f = cftz32(x)
+    if f.real == 0 and f.imag == 0:
+        return x
+    return cftz32(csign(f))
+
+
+@njit(**_opts)
+def csign_ftz64(x):
+    f = cftz64(x)
+    if f.real == 0 and f.imag == 0:
+        return x
+    return cftz64(csign(f))
 
 
 @njit(**_opts)

@@ -21,6 +21,7 @@ node each, opened level by level while the picture stays within ``MAX_NODES`` no
 Drawing needs Graphviz's ``dot`` program; without it ``GraphvizNotFoundError`` says how
 to install it.  ``g.model`` is the drawn graph as data (nodes, edges, clusters).
 """
+import collections
 import pathlib
 import re
 import tempfile
@@ -209,8 +210,9 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
     args:        trace a run of the reference executor on these arguments for the values
                  (called computations' instructions included)
     invocation:  which run of an instruction that ran several times the values show (a
-                 while body's k-th iteration: ``invocation=k``); one that ran fewer times
-                 shows its last run, the entry's its only one.  A dict ``{computation name:
+                 while body's k-th iteration: ``invocation=k``), counted at each call site
+                 (a computation called from two places shows each site's own values); one
+                 that ran fewer times shows its last run, the entry's its only one.  A dict ``{computation name:
                  k}`` picks per computation (the others: their first run)
     around, radius: only the instructions at most ``radius`` edges from ``around``
     path:        (a, b): only the instructions on paths between a and b
@@ -236,8 +238,13 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
         from ..trace import trace
         # every computation's values, the first run of each instruction (a loop body's
         # first iteration): what a node shows, and a bounded memory for long loops
-        pick = _picker(invocation)
-        values = trace(comp, *args, keep=lambda rec: rec.invocation <= pick(rec.computation))
+        pick, started = _picker(invocation), collections.Counter()
+
+        def keep(rec):  # runs counted per call site, in the order they finish (= they ran)
+            key = (_site(rec), rec.name)
+            started[key] += 1
+            return started[key] - 1 <= pick(rec.computation)
+        values = trace(comp, *args, keep=keep)
     elif invocation != 0 and not (hasattr(values, "records") and hasattr(values, "count")):
         raise ValueError("invocation= picks a run from a trace: give args= or values=comp.trace(...)")
     runs = {}
@@ -354,17 +361,34 @@ def _picker(invocation):
     return lambda computation: invocation
 
 
+def _site(rec):
+    """The name of the instruction that called a record's computation (None: the entry)."""
+    return rec.stack[-1][1] if rec.stack else None
+
+
 def _trace_values(t, pick):
-    """({instruction: value of the run ``pick`` wants, or its last kept one before it},
-    {instruction: (how many times it ran, the run shown)})."""
-    values, shown = {}, {}
+    """The values a picture shows from a trace: ({instruction: value, (calling instruction's
+    name, instruction): value}, {the same keys: (how many times it ran, the run shown)}).
+    Runs are counted per call site (a reduce body shared by two reduces, a function called
+    twice: each site its own runs); the run shown is the one ``pick`` wants, or the last
+    before it.  The key without a site is the instruction's first call site's."""
+    values, runs, local, shown = {}, {}, collections.Counter(), {}
     for rec in t.records:
         inst = rec.instruction
-        if not rec.kept or rec.invocation > pick(rec.computation):
+        key = (_site(rec), inst)
+        j = local[key]
+        local[key] += 1
+        if not rec.kept or j > pick(rec.computation):
             continue
-        if inst not in shown or rec.invocation > shown[inst]:
-            values[inst], shown[inst] = rec.value, rec.invocation
-    runs = {inst: (t.count(inst.name), k) for inst, k in shown.items()}
+        if key not in shown or j > shown[key]:
+            values[key], shown[key] = rec.value, j
+    first = {}
+    for (site, inst) in shown:
+        first.setdefault(inst, (site, inst))
+    for key, j in shown.items():
+        runs[key] = (local[key], j)
+    for inst, key in first.items():
+        values[inst], runs[inst] = values[key], runs[key]
     return values, runs
 
 

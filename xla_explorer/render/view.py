@@ -123,7 +123,7 @@ class _View:
         self.model.nodes.append(node)
         self.inst_nodes[node.id] = item
         self.rep[item.index] = node.id
-        self.overlay_value(node, inst)
+        self.overlay_value(node, item)
         callees = {id(g.computation) for _, g in item.callees}
         for key, callee in item.calls:
             group = self.hier.computation_group.get(id(callee))
@@ -181,16 +181,17 @@ class _View:
         self.group_nodes[node.id] = group
         return node
 
-    def overlay_value(self, node, inst):
+    def overlay_value(self, node, item):
         from .values import summarize
-        found, value = _value_of(self.values, inst)
+        inst = item.inst
+        found, value = self.value_of(item)
         if not found:
             return
         s = summarize(value, heatmap=self.heatmaps)
         node.alert, node.image = s.alert, s.image
         node.stats = [] if node.constant else s.lines  # an inlined constant shows its value already
         node.tooltip = "\n".join([node.tooltip] + s.tooltip)
-        runs, shown = self.runs.get(inst, (1, 0))
+        runs, shown = self.runs.get(self.site_key(item), self.runs.get(inst, (1, 0)))
         if runs > 1:
             node.stats.append(f"ran {runs:,} times: " + ("the first shown" if shown == 0 else
                                                          "the last shown" if shown == runs - 1 else f"run {shown} shown"))
@@ -300,10 +301,24 @@ class _View:
         if self.values:
             self.group_alert(node, group)
 
+    @staticmethod
+    def site_key(item):
+        """(calling instruction's name or None, instruction): how a trace's values of one call
+        site are keyed (a computation called from several places has a value at each)."""
+        home = item.home
+        return (home.caller.inst.name if home is not None and home.caller is not None else None, item.inst)
+
+    def value_of(self, item):
+        """This call site's value of ``item`` when the values say, else the instruction's."""
+        key = self.site_key(item)
+        if key in self.values:
+            return True, self.values[key]
+        return _value_of(self.values, item.inst)
+
     def group_alert(self, node, group):
         bad = []
         for it in group.items():
-            found, value = _value_of(self.values, it.inst)
+            found, value = self.value_of(it)
             if found and _has_nonfinite(value):
                 bad.append(it.inst.name)
         if bad:

@@ -40,7 +40,7 @@ import pathlib
 
 import numpy as np
 
-from ... import dtypes
+from ... import dtypes, fpenv
 from ...ops import reduction as spec
 from ...ops import registry
 from ..jit_cache import load_source
@@ -2026,11 +2026,13 @@ def sort_keys_plan(comp):
 
 
 @njit(**_opts)
-def float_keys(bits, inf_bits, nan_bits, canonical, ieee, descending, out):
+def float_keys(bits, inf_bits, nan_bits, small_bits, canonical, ieee, descending, out):
     """Integer keys ordered like the floats whose bit patterns (signed ints) are ``bits``:
     the sign-magnitude pattern made two's complement (XLA's total order), after
     ``canonical`` (every NaN made ``nan_bits``, -0.0 made +0.0) or ``ieee`` (-0.0 == +0.0;
-    returns False at the first NaN: IEEE order is then no order).  ``descending`` reverses."""
+    returns False at the first NaN: IEEE order is then no order).  ``descending`` reverses.
+    Magnitudes below ``small_bits`` are zeros there (1: zero only; the smallest normal's bits
+    when flushing: XLA:CPU's compares, canonicalising ones included, read denormals as 0)."""
     magnitude = (1 << (bits.itemsize * 8 - 1)) - 1
     for i in range(bits.shape[0]):
         b = bits[i]
@@ -2040,7 +2042,7 @@ def float_keys(bits, inf_bits, nan_bits, canonical, ieee, descending, out):
                 return False
             if canonical:
                 b = nan_bits
-        elif a == 0 and (canonical or ieee):
+        elif a < small_bits and (canonical or ieee):
             b = 0
         k = b ^ magnitude if b < 0 else b
         out[i] = ~k if descending else k
@@ -2055,7 +2057,10 @@ def _order_key(x, t, canonical, total, descending):
         bits = np.ascontiguousarray(x).reshape(-1).view(signed)
         special = np.array([np.inf, np.nan], x.dtype).view(signed).astype(np.int64)
         key = np.empty(bits.size, np.int32 if x.dtype.itemsize <= 4 else np.int64)
-        if not float_keys(bits, special[0], special[1], bool(canonical), not total, bool(descending), key):
+        small = 1
+        if fpenv.flushing(t):
+            small = int(np.array(fpenv.TINY[t], x.dtype).reshape(1).view(signed)[0])
+        if not float_keys(bits, special[0], special[1], small, bool(canonical), not total, bool(descending), key):
             return None
         return key.reshape(x.shape)
     if t in dtypes.FLOATING:  # f8: the same, in NumPy
