@@ -14,6 +14,11 @@ Categories:
            wrong shapes and dtypes, bools, wrong counts) on numpy and numba, and modules
            whose values are huge
   parser   the HLO corpus with random hand-edits, parsed and run on numpy and numba
+  widgets  BuilderWidget: every op with illegal argument text and operands, Parameter with
+           bad numbers and shapes, bad text in the run box; after each, the widget must
+           still add and run an op
+  check    every exercise kind's check() with malformed, huge, deep, endless and hostile
+           answers (a Feedback within 2 s of CPU, never an exception)
 
 Each case runs in a worker process (tests/fuzzkit.Worker): a crash or a hang is counted,
 not fatal.  Findings: crash, hang, memory (a blow-up or MemoryError), bare (an error that
@@ -90,7 +95,7 @@ def run_cases(worker, corpus, rng, limit):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["builder", "run", "parser"], action="append")
+    parser.add_argument("--only", choices=["builder", "run", "parser", "widgets", "check"], action="append")
     parser.add_argument("--max", type=int, default=0, help="at most this many cases per category (0: all)")
     parser.add_argument("--mutations", type=int, default=30, help="mutated texts per corpus module")
     parser.add_argument("--backends", default="numpy,numba", help="backends symbolic and parsed cases run on")
@@ -99,7 +104,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=120)
     parser.add_argument("--findings", help="write every finding (case and outcome) to this file")
     args = parser.parse_args(argv)
-    cats = args.only or ["builder", "run", "parser"]
+    cats = args.only or ["builder", "run", "parser", "widgets", "check"]
     backends = tuple(args.backends.split(","))
     rng = random.Random(args.seed)
     worker = fuzzkit.Worker(timeout=args.timeout)
@@ -153,6 +158,24 @@ def main(argv=None):
                     if len(shown[verdict]) < args.show:
                         shown[verdict].append(((name, text[:3000]), outcome))
             table["HLO parser (mutated real modules)"] = (len(texts), counts)
+        for cat, title, make, run, classify in (
+                ("widgets", "widgets (BuilderWidget)", fuzzkit.widget_cases, "run_widget_case", fuzzkit.classify_widget),
+                ("check", "exercise `check`", fuzzkit.check_cases, "run_check_case", fuzzkit.classify_check)):
+            if cat not in cats:
+                continue
+            cases = make()
+            if args.max:
+                cases = fuzzkit.shuffled(cases, args.seed)[:args.max]
+            counts = collections.Counter()
+            for case in cases:
+                outcome = worker.call_safe(run, *case)
+                verdict = classify(outcome)
+                counts[verdict] += 1
+                if verdict != "fine":
+                    everything[verdict].append((case, outcome))
+                    if len(shown[verdict]) < args.show:
+                        shown[verdict].append((repr(case)[:300], outcome))
+            table[title] = (len(cases), counts)
     finally:
         worker.close()
     print(f"\n{time.time() - t0:.0f} s; backends {', '.join(backends)}\n")

@@ -666,6 +666,10 @@ def run_args_case(text, args, backends=("numpy", "numba")):
     modified = any(o is not None and not np.array_equal(o, a, equal_nan=True)
                    for o, a in zip(originals, args))
     errors = {k: v for k, v in results.items() if isinstance(v, BaseException)}
+    if any(isinstance(v, CaseTimeout) for v in errors.values()):
+        # over the case's time limit (Numba compiling on a loaded machine): the worker then
+        # starts afresh -- a compile cut short leaves half-made kernels behind in its process
+        return {"kind": "interrupted", "modified": modified}
     if errors:
         first = next(iter(errors.values()))
         out = _describe_error(first)
@@ -934,6 +938,200 @@ def _worker_main():
         out.flush()
 
 
+# -- widgets and exercises (the probe's last two rows) -------------------------------------------
+
+#: values typed into BuilderWidget's run box for a parameter (its inputs' text)
+BAD_INPUT_TEXTS = ["", "[", "[[1.5], [7]]", "None", "abc", "1e999", "[" * 20000, "9" * 5000, "random(10**12)",
+                   "zeros(10**12)", "[[2**70], [0]]", "__import__('os').getcwd()", "[[1], [2], [3]]", "nan",
+                   "random(-1)", "lambda: 1", "[[True], [False]]", "[[1, 2]]", "{'a': 1}", "(" * 3000]
+
+
+def widget_cases():
+    """(op name, operands, arguments text): every op of BuilderWidget's list with each of its
+    schema's attributes set to illegal values (as the student would type them), operands
+    that do not exist or of the wrong type, and the run box's inputs ("input", text)."""
+    from xla_explorer.ops import registry
+    from xla_explorer.widgets import _text   # noqa: F401 - fails early without ipywidgets
+    import xla_explorer as xe
+    cases = []
+    for opcode, op in sorted(registry.OPS.items()):
+        if not op.name or not hasattr(xe, op.name):
+            continue
+        for kw, kind, _required in attribute_kinds(op):
+            for bad in bad_values(kind)[:8]:
+                text = f"{kw}={bad.value!r}"
+                cases.append((op.name, ["x", "x"], text))
+        for operands in (["nope"], ["x", "i", "x", "i"], ["1e999"], ["i"]):
+            cases.append((op.name, operands, ""))
+    cases += [("Parameter", [], f"parameter_number={n}, shape={sh!r}") for n in (-1, 2, 2 ** 63, "2", 2.5)
+              for sh in ("f32[2]", "f32[100000,100000,100000]", "f32[", "(f32[], s32[])")]
+    cases += [("input", [], t) for t in BAD_INPUT_TEXTS]
+    return cases
+
+
+def _widget():
+    from xla_explorer.widgets import BuilderWidget
+    bw = BuilderWidget("probe")
+    bw.add_parameter("f32[3,4]", "x")
+    bw.add_parameter("s32[2,1]", "i")
+    return bw
+
+
+def run_widget_case(name, operands, text):
+    """One student action on a BuilderWidget: no exception may escape, a refusal leaves the
+    builder as it was with an error beside a control, and the widget stays usable (a Neg
+    then adds and runs)."""
+    import numpy as np
+    try:
+        bw = _widget()
+        before = (len(bw.builder.instructions), dict(bw.builder.parameters), bw.hlo)
+        if name == "input":
+            bw.op_name, bw.operands, bw.attrs_text = "Neg", ["x"], ""
+            bw.add()
+            bw.inputs["x"].value = text
+            bw._run_button.click()
+            outcome = {"kind": "ok" if not bw.run_error else "refused", "message": bw.run_error,
+                       "ran": bool(bw.run_text)}
+        else:
+            try:
+                bw.op_name = name
+            except Exception as e:  # noqa: BLE001 - a TraitError for an op it does not list is its answer
+                return {"kind": "refused", "message": f"{name}: {e}"}
+            bw.operands, bw.attrs_text = list(operands), text
+            result = bw.add()
+            if result is None:
+                if not bw.error:
+                    return {"kind": "bare", "message": "refused without an error"}
+                if (len(bw.builder.instructions), dict(bw.builder.parameters), bw.hlo) != before:
+                    return {"kind": "accepted", "message": "a refused op changed the builder"}
+                outcome = {"kind": "refused", "message": bw.error}
+            else:
+                outcome = {"kind": "ok", "message": ""}
+                bw.undo()
+        bw.op_name, bw.operands, bw.attrs_text = "Neg", ["x"], ""
+        if bw.add() is None:
+            return {"kind": "broken", "message": f"Neg refused afterwards: {bw.error}"}
+        bw.inputs["x"].value = "ones"
+        bw._run_button.click()
+        if bw.run_error or "-1." not in bw.run_text:
+            return {"kind": "broken", "message": f"run afterwards: {bw.run_error or bw.run_text}"}
+        return outcome
+    except CaseTimeout:
+        raise
+    except RecursionError as e:
+        return {"kind": "bare", "type": "RecursionError", "message": str(e)[:300]}
+    except Exception as e:  # noqa: BLE001 - what escaped the widget
+        return {"kind": "bare", "type": type(e).__name__, "message": str(e)[:300]}
+    finally:
+        np.seterr(all="warn")
+
+
+def classify_widget(outcome):
+    kind = outcome.get("kind")
+    if kind in ("ok", "refused"):
+        return "fine"
+    return {"broken": "accepted", "interrupted": "hang"}.get(kind, kind)
+
+
+def check_cases():
+    """(op, kind, answer index): every exercise kind with every adversarial answer of
+    tests/test_exercise_answers.py (malformed, huge, deep, endless, hostile)."""
+    from test_exercise_answers import adversarial_answers
+    from xla_explorer import exercises as E
+    n = len(adversarial_answers())
+    return [(op, kind, k) for op, kinds in sorted(E.available().items()) for kind in kinds for k in range(n)]
+
+
+def run_check_case(op, kind, k):
+    """``check`` of one exercise with one adversarial answer: a Feedback, never an exception,
+    within 2 s of CPU."""
+    import time as _time
+    from test_exercise_answers import adversarial_answers
+    from xla_explorer import exercises as E
+    try:
+        ex = E.make(op, seed=1, level=2, kind=kind)
+        answer = adversarial_answers()[k]
+        t0 = _time.process_time()
+        fb = ex.check(answer)
+        took = _time.process_time() - t0
+    except CaseTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001 - check must never raise
+        return {"kind": "bare", "type": type(e).__name__, "message": str(e)[:300]}
+    if not isinstance(fb, E.Feedback) or not isinstance(fb.message, str) or not fb.message:
+        return {"kind": "bare", "message": f"not a Feedback: {fb!r}"[:300]}
+    if took > 2.0:
+        return {"kind": "hang", "message": f"{took:.1f} s"}
+    if fb.correct and not ex.check(answer, teacher=True).correct:
+        return {"kind": "accepted", "message": "judged right, then wrong"}
+    return {"kind": "ok", "correct": bool(fb.correct)}
+
+
+def classify_check(outcome):
+    kind = outcome.get("kind")
+    return "fine" if kind == "ok" else {"interrupted": "hang"}.get(kind, kind)
+
+
+# -- dynamic dimensions -----------------------------------------------------------------------------
+
+_DYNAMIC_BODIES = {   # (result shape from the bound B, body lines), operands x: f32[<=B], y: f32[<=B]
+    "add": ("f32[<=B]", "ROOT r = f32[<=B] add(x, y)"),
+    "chain": ("f32[<=B]", "a = f32[<=B] multiply(x, y)\n  n = f32[<=B] negate(a)\n  ROOT r = f32[<=B] add(n, x)"),
+    "static-claim": ("f32[S]", "ROOT r = f32[S] add(x, y)"),
+    "reduce": ("f32[]", "a = f32[<=B] add(x, y)\n  c = f32[] constant(0)\n"
+                        "  ROOT r = f32[] reduce(a, c), dimensions={0}, to_apply=sum"),
+    "concat": ("f32[<=C]", "ROOT r = f32[<=C] concatenate(x, y), dimensions={0}"),
+    "slice": ("f32[2]", "ROOT r = f32[2] slice(x), slice={[0:2]}"),
+}
+
+
+def dynamic_module(kind, bound, static):
+    """A module over two ``f32[<=bound]`` parameters (``static``: the size a static claim
+    makes), as a hand-written dynamic-shape program would be."""
+    _, body = _DYNAMIC_BODIES[kind]
+    body = body.replace("<=B", f"<={bound}").replace("<=C", f"<={2 * bound}").replace("[S]", f"[{static}]")
+    return ("HloModule dyn\n\nsum {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n"
+            "  ROOT s = f32[] add(p, q)\n}\n\n"
+            f"ENTRY e {{\n  x = f32[<={bound}] parameter(0)\n  y = f32[<={bound}] parameter(1)\n  {body}\n}}")
+
+
+def run_dynamic_case(kind, bound, static, n, m, backends=("numpy", "numba")):
+    """Parse, verify and run a dynamic module on values of sizes n and m: a project error
+    naming the instruction (or line), or results agreeing with what the sizes give."""
+    import xla_explorer as xe
+    try:
+        comp = xe.parse_hlo(dynamic_module(kind, bound, static))
+        comp.verify()
+    except Exception as e:  # noqa: BLE001 - described below
+        out = _describe_error(e)
+        out["stage"] = "verify"
+        return out
+    x, y = np.arange(n, dtype=np.float32) + 1, np.arange(m, dtype=np.float32) * 2
+    out = run_args_case(comp.as_hlo_text(), [x, y], backends)
+    if out["kind"] == "ok":
+        legal = n <= bound and m <= bound and (kind in ("concat", "slice") or n == m) and (
+            kind != "slice" or n >= 2) and (kind != "static-claim" or n == static)
+        out["expected_error"] = not legal
+    return out
+
+
+def classify_dynamic(outcome):
+    kind = outcome["kind"]
+    if kind in ("crash", "hang", "memory", "interrupted"):
+        return {"interrupted": "hang"}.get(kind, kind)
+    if outcome.get("modified"):
+        return "modified"
+    if kind == "error":
+        if not outcome["project"]:
+            return "bare"
+        if outcome.get("stage") != "verify" and not any(w in outcome["message"] for w in (" r ", "line", "argument")):
+            return "unnamed"
+        return "fine" if outcome.get("agree", True) else "disagree"
+    if outcome.get("expected_error"):
+        return "accepted"
+    return "fine" if outcome.get("agree", True) else "disagree"
+
+
 def shuffled(items, seed):
     items = list(items)
     random.Random(seed).shuffle(items)
@@ -1122,6 +1320,8 @@ def classify_args(outcome, must_refuse=True):
     kind = outcome["kind"]
     if kind in ("crash", "hang", "memory"):
         return kind
+    if kind == "interrupted":
+        return "hang"
     if outcome.get("modified"):
         return "modified"
     if kind == "error":

@@ -1,6 +1,7 @@
 """Fuzzing for reliability (the reliability issue's suite): random illegal attribute values
 for every registered op, generated from the registry's attribute schemas; random hand-edits
-of the HLO corpus, parsed and run on numpy and numba; bad ``run`` arguments; huge modules.
+of the HLO corpus, parsed and run on numpy and numba; bad ``run`` arguments; huge modules;
+dynamic sizes at run time; a student's actions on BuilderWidget; answers to exercises.
 
 Every case runs in a worker process (``fuzzkit.Worker``): a crash or a hang is observed and
 fails the test, it does not end the test run.  The property, case by case: a project error
@@ -162,3 +163,36 @@ def test_a_crash_in_the_worker_is_observed_and_the_next_case_runs(worker):
     assert outcome["kind"] == "crash" and fuzzkit.classify_hlo(outcome) == "crash"
     ok = worker.call_safe("run_op_case", "add", 0, "eager", None, None)
     assert ok == {"kind": "ok", "agree": True}
+
+
+@fuzz(25)
+@given(kind=st.sampled_from(sorted(fuzzkit._DYNAMIC_BODIES)), bound=st.integers(1, 12), static=st.integers(0, 12),
+       n=st.integers(0, 14), m=st.integers(0, 14))
+def test_dynamic_sizes_at_run_time_are_checked_on_every_backend(worker, kind, bound, static, n, m):
+    outcome = worker.call_safe("run_dynamic_case", kind, bound, static, n, m)
+    assert fuzzkit.classify_dynamic(outcome) == "fine", (kind, bound, static, n, m, outcome)
+
+
+def _widget_cases():
+    try:
+        return fuzzkit.widget_cases()
+    except ImportError:
+        return []
+
+
+_WIDGET_CASES = _widget_cases()
+
+
+@pytest.mark.skipif(not _WIDGET_CASES, reason="ipywidgets is not installed")
+@fuzz(15)
+@given(case=st.sampled_from(_WIDGET_CASES or [None]))
+def test_builder_widget_survives_any_student_action(worker, case):
+    outcome = worker.call_safe("run_widget_case", *case)
+    assert fuzzkit.classify_widget(outcome) == "fine", (case, outcome)
+
+
+@fuzz(20)
+@given(case=st.sampled_from(fuzzkit.check_cases()))
+def test_exercise_check_answers_any_answer_with_feedback(worker, case):
+    outcome = worker.call_safe("run_check_case", *case)
+    assert fuzzkit.classify_check(outcome) == "fine", (case, outcome)

@@ -507,3 +507,33 @@ def test_scan_of_a_rank_1_input_on_every_backend(backend):
     ys, c = comp.run(np.array([1, 2, 3, 4], np.int32), np.int32(0), backend=backend)
     np.testing.assert_array_equal(ys, [1, 2, 3, 4])
     assert c == 4
+
+
+# -- dynamic dimensions: what a module claims from them, and their sizes at run time -------------
+
+DYNAMIC_ADD = ("HloModule m\nENTRY e {\n  x = f32[<=10] parameter(0)\n  y = f32[<=10] parameter(1)\n"
+               "  ROOT r = f32[<=10] add(x, y)\n}")
+
+
+def test_verify_refuses_a_static_shape_its_dynamic_operands_cannot_have():
+    with pytest.raises(xe.ShapeError, match=r"Add r \(line 5\): the module declares f32\[20\] but the shape rule "
+                                             r"infers f32\[<=10\]"):
+        xe.parse_hlo(DYNAMIC_ADD.replace("ROOT r = f32[<=10]", "ROOT r = f32[20]")).verify()
+    xe.parse_hlo(DYNAMIC_ADD.replace("ROOT r = f32[<=10]", "ROOT r = f32[7]")).verify()   # may hold: run time says
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_sizes_are_checked_at_run_time_on_every_backend(backend):
+    comp = xe.parse_hlo(DYNAMIC_ADD)
+    np.testing.assert_array_equal(comp.run(np.ones(3, F32), np.ones(3, F32), backend=backend), [2, 2, 2])
+    with pytest.raises(xe.ShapeError, match=r"Add r \(line 5\): at run time its operands are f32\[3\], f32\[5\]: "
+                                             r".*same shape"):
+        comp.run(np.ones(3, F32), np.ones(5, F32), backend=backend)
+    # a static result claimed from dynamic operands: the run's sizes must give it (numba
+    # returned [2, 2, 2, 0, 0, 0, 0] here, memory it did not compute)
+    seven = xe.parse_hlo(DYNAMIC_ADD.replace("ROOT r = f32[<=10]", "ROOT r = f32[7]"))
+    with pytest.raises(xe.ShapeError, match=r"Add r \(line 5\): at run time its operands are f32\[3\], f32\[3\], "
+                                             r"from which the shape rule infers f32\[3\], but the module declares "
+                                             r"f32\[7\]"):
+        seven.run(np.ones(3, F32), np.ones(3, F32), backend=backend)
+    np.testing.assert_array_equal(seven.run(np.ones(7, F32), np.ones(7, F32), backend=backend), [2] * 7)

@@ -3,16 +3,15 @@ runs all its cells: every animation shows its first frame as a picture at once (
 ``<Figure size ...>`` text), and the index-map view's hover lights the operand cells read,
 with the formula filled in, with the same data JupyterLab gets."""
 import json
-import os
 import pathlib
 import re
 import time
 
 import nbformat
 
+from .conftest import RUN_TIMEOUT_S  # as long as the harness gives ``notebook.run_all``
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-#: as long as the harness gives ``notebook.run_all`` (tests/e2e/conftest.py)
-RUN_TIMEOUT_S = float(os.environ.get("XE_E2E_RUN_TIMEOUT", "240"))
 
 
 def _open_in_notebook7(notebook, path):

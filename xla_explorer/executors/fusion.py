@@ -34,6 +34,8 @@ _NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng
 def fusible(inst):
     if inst.opcode in _NOT_FUSED or not inst.shape.is_array:
         return False
+    if not inst.shape.is_static or not all(o.shape.is_static for o in inst.operands):
+        return False   # sizes known at run time only: op by op (``verify.run_shape`` checks them)
     from .emit import can_emit, supported_type  # an element-wise op is fused when a loop can compute it
     if not supported_type(inst.shape.element_type):   # no carrier type (f4e2m1fn, ...)
         return False

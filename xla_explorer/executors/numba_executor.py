@@ -17,6 +17,7 @@ from .. import fpenv, progress
 from ..errors import ExecutionError, ShapeError
 from ..ops import registry
 from .. import shapes
+from ..hlo.verify import run_shape
 from ..shapes import check_size
 from .fusion import fusion_plan, plan_module
 from .loopgen import broadcast_strides
@@ -236,7 +237,11 @@ def run_op(inst, values, ctx, backend, clean=None):
         raise NotImplementedError(f"{opdef.name} ({op}): no {backend.layer.upper()} kernel yet for backend="
                                   f"{backend.name!r} (see xla_explorer.status_table()); run it with "
                                   f"backend='numpy'")
-    _check_size(inst, inst.shape, opdef.name)
+    shape = run_shape(inst, values)   # inst.shape, or the run's static sizes for dynamic operands
+    if shape is inst.shape:
+        _check_size(inst, shape, opdef.name)
+    else:
+        check_size(shape, f"{opdef.name} {inst.name}")
     kwargs = _bound(inst, ctx, backend)
     if getattr(kernel, "needs_context", False) or opdef.needs_context:
         kwargs["ctx"] = ctx
@@ -246,7 +251,7 @@ def run_op(inst, values, ctx, backend, clean=None):
     if any(mask):
         values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
-        out = kernel(*values, shape=inst.shape, **kwargs)
+        out = kernel(*values, shape=shape, **kwargs)
     except (NotImplementedError, ExecutionError, ShapeError) as e:
         named = name_instruction(e, f"{opdef.name} {inst.name}", inst.name)
         if named is None:

@@ -15,6 +15,7 @@ from .. import dtypes, fpenv, progress
 from ..errors import ExecutionError, ShapeError
 from ..hlo.ir import HloComputation
 from ..ops import registry
+from ..hlo.verify import run_shape
 from ..shapes import check_size
 
 
@@ -353,8 +354,9 @@ def evaluate(computation, args, ctx, on_value=None, batched=False):
             else:
                 op = registry.get(inst.opcode)
                 ctx.instruction = inst
-                value = run_instruction(op, inst.name, [env[o] for o in inst.operands], inst.shape,
-                                        inst.attrs, ctx, batched)
+                values = [env[o] for o in inst.operands]
+                shape = run_shape(inst, values) if not batched else inst.shape
+                value = run_instruction(op, inst.name, values, shape, inst.attrs, ctx, batched)
         except BaseException:
             if tracer is not None:
                 tracer.fail()

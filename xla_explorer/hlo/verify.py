@@ -13,7 +13,10 @@ such a module with the same error everywhere:
   parser has already ordered the text and refused cycles and undefined names);
 - every instruction's declared shape is what its op's shape rule infers from its
   operands and attributes (which checks attribute ranges and enum values too), up to
-  layouts and dynamic sizes; a constant's literal has the declared shape;
+  layouts and dynamic sizes -- a static size no bigger than the other side's bound for a
+  dynamic one (``f32[20]`` is not an ``add`` of ``f32[<=10]``s; ``f32[7]`` may be, and
+  ``run_shape`` checks it at run time on every backend); a constant's literal has the
+  declared shape;
 - no instruction's value would need more bytes than the size limit (``shapes.MAX_BYTES``);
 - computations call each other at most ``MAX_CALL_DEPTH`` deep (the executors run a
   called computation by calling into it: a deeper chain would exhaust Python's stack).
@@ -21,6 +24,8 @@ such a module with the same error everywhere:
 The result is remembered on the module (until its entry changes), so a module run in a
 loop is verified once.
 """
+import weakref
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -131,7 +136,70 @@ def _check_instruction(inst):
         inferred = infer_shape(op, [o.shape for o in inst.operands], inst.attrs)
     except ShapeError as e:
         raise type(e)(f"{op.name} {where(inst)}: {e}") from None
-    if not inferred.compatible(shape):
+    if not inferred.compatible(shape) or (
+            not (inferred.is_static and shape.is_static) and not within_bounds(inferred, shape)):
         operands = ", ".join(str(o.shape) for o in inst.operands)
         raise ShapeError(f"{op.name} {where(inst)}: the module declares {shape} but the shape rule infers "
                          f"{inferred} from its operands ({operands}) and attributes")
+
+
+def within_bounds(a, b):
+    """Whether no static size of one shape exceeds the other's bound for that dimension (a
+    static ``f32[20]`` claimed from operands of ``f32[<=10]`` cannot be; ``compatible``
+    lets a dynamic dimension match any size)."""
+    if a.is_tuple or b.is_tuple:
+        return all(within_bounds(x, y) for x, y in zip(a.tuple_shapes or (), b.tuple_shapes or ()))
+    if not (a.is_array and b.is_array):
+        return True
+    for x, y in ((a, b), (b, a)):
+        for d, (dim, bound) in enumerate(zip(x.dims, x.bounds or (None,) * x.rank)):
+            other = y.dims[d] if d < y.rank else None
+            if dim is None and bound is not None and other is not None and other > bound:
+                return False
+    return True
+
+
+#: instruction -> whether an operand has a dynamic dimension
+_DYNAMIC = weakref.WeakKeyDictionary()
+
+
+def _dynamic_operands(inst):
+    """Whether any operand of ``inst`` has a dynamic dimension (remembered)."""
+    flag = _DYNAMIC.get(inst)
+    if flag is None:
+        flag = _DYNAMIC[inst] = any(not o.shape.is_static for o in inst.operands if isinstance(o.shape, Shape))
+    return flag
+
+
+def _run_shape(declared, value):
+    """The static shape ``value`` has at run time (``declared`` gives types and tuples)."""
+    if declared.is_tuple:
+        return Shape.tuple([_run_shape(s, v) for s, v in zip(declared.tuple_shapes, value)])
+    if not declared.is_array:
+        return declared
+    return Shape(declared.element_type, tuple(int(d) for d in getattr(value, "shape", np.shape(value))))
+
+
+def run_shape(inst, values):
+    """The result shape of ``inst`` for the operand values of this run: ``inst.shape`` when
+    its operands are static (verified once); for dynamic operands the shape rule again on
+    their run-time sizes, which must fit what the module declares -- a ShapeError naming
+    the op, the rule's complaint and the sizes otherwise (the compiled backends' kernels
+    get this static shape, never a ``?``)."""
+    if not _dynamic_operands(inst):
+        return inst.shape
+    op = registry.get(inst.opcode)
+    try:
+        shapes = [_run_shape(o.shape, v) for o, v in zip(inst.operands, values)]
+    except (TypeError, ValueError):
+        return inst.shape
+    sizes = ", ".join(str(s) for s in shapes)
+    from ..builder import infer_shape
+    try:
+        inferred = infer_shape(op, shapes, inst.attrs)
+    except ShapeError as e:
+        raise ShapeError(f"{op.name} {where(inst)}: at run time its operands are {sizes}: {e}") from None
+    if not inferred.compatible(inst.shape) or not within_bounds(inferred, inst.shape):
+        raise ShapeError(f"{op.name} {where(inst)}: at run time its operands are {sizes}, from which the shape "
+                         f"rule infers {inferred}, but the module declares {inst.shape}")
+    return inferred if inferred.is_static else inst.shape
