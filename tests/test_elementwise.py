@@ -562,3 +562,31 @@ def test_broadcasting_with_dynamic_dims(shapes, data):
         x, y = np.ones(ls, np.float32), np.full(rs, 2, np.float32)
         got = b.build(op).run(x, y)
         same(got, x + y)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_a_scalar_against_a_bounded_dimension_is_broadcast_to_the_bound_and_sized_at_run_time(backend):
+    """As XlaBuilder does it: ``broadcast`` to the bound, then ``set-dimension-size`` to the
+    dynamic operand's ``get-dimension-size``, so both operands of the element-wise op have the
+    same size at run time (a ``f32[1]`` broadcast would break HLO's same-shape rule)."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    b = xe.XlaBuilder("twice")
+    v = xe.Parameter(b, 0, "f32[<=4]", "v")
+    comp = b.build(xe.Mul(v, np.float32(2)))
+    text = comp.as_hlo_text()
+    assert "f32[4]{0} broadcast(" in text and "set-dimension-size(" in text and "get-dimension-size(v)" in text
+    same(comp.run(np.arange(3, dtype=np.float32), backend=backend), np.arange(3, dtype=np.float32) * 2)
+    same(comp.run(np.arange(4, dtype=np.float32), backend=backend), np.arange(4, dtype=np.float32) * 2)
+    with pytest.raises(xe.ExecutionError, match="v"):
+        comp.run(np.arange(5, dtype=np.float32), backend=backend)
+
+
+def test_a_run_time_size_mismatch_is_an_execution_error_and_a_shape_error():
+    b = xe.XlaBuilder("both")
+    u = xe.Parameter(b, 0, "f32[?,3]", "u")
+    w = xe.Parameter(b, 1, "f32[?,3]", "w")
+    comp = b.build(xe.Add(u, w))
+    with pytest.raises(xe.ExecutionError, match=r"add.*f32\[2,3\], f32\[3,3\]") as info:
+        comp.run(np.ones((2, 3), np.float32), np.ones((3, 3), np.float32))
+    assert isinstance(info.value, xe.ShapeError)

@@ -28,5 +28,11 @@ class ExecutionError(RuntimeError):
     """A run-time failure of an instruction (bad argument values, a missing channel, ...)."""
 
 
+class RunShapeError(ExecutionError, ShapeError):
+    """A shape rule broken by the sizes a run's values have (dynamic dimensions): a failure
+    of the run (``ExecutionError``) and of the op's rule (``ShapeError``) alike, so either
+    ``except`` catches it."""
+
+
 class SizeLimitError(ShapeError):
     """A result would be larger than the configured element limit: refused before allocating."""

@@ -222,7 +222,7 @@ _MEASURED = {
     'or': dict(int=(1, 2)),
     'pad': dict(float=(1, 1.5), half=(4, 0), complex=(1, 1.5)),
     'popcnt': dict(int=(33, 0)),
-    'power': dict(float=(25, 1), half=(27, 0), complex=(2, 7), int=(27, 4)),
+    'power': dict(float=(42, 1), half=(27, 0), complex=(2, 7), int=(27, 4)),
     'real': dict(float=(9, 1), half=(11, 0), complex=(17, 0.5)),
     'reduce': dict(float=(19, 1.5), half=(23, 0), complex=(21, 3)),
     'reduce-precision': dict(float=(8, 7.5), half=(36, 0)),

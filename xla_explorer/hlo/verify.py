@@ -28,7 +28,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import RunShapeError, ShapeError
 from ..ops import registry
 from ..shapes import MAX_NESTING, Shape, check_size
 
@@ -180,6 +180,32 @@ def _run_shape(declared, value):
     return Shape(declared.element_type, tuple(int(d) for d in getattr(value, "shape", np.shape(value))))
 
 
+def _degenerate_to_unbounded(inst, shapes):
+    """Unbounded sizes (``?``) broadcast as the builder means them (XlaBuilder's implicit
+    broadcasting of unbounded dimensions): an element-wise operand of run-time size 1 where
+    it is declared ``?``, or declared 1 where the result is ``?``, counts as the other
+    operands' run-time size there (the builder has no bound to broadcast to, so it leaves
+    such an operand as it is, and the verifier accepts 1 against ``?``).  Bounded sizes
+    (``<=n``) get no such leeway: the builder broadcasts to the bound and sets the size."""
+    dims, bounds = inst.shape.dims, inst.shape.bounds
+    if not inst.shape.is_array:
+        return shapes
+    rank = len(dims)
+    same = [s.is_array and s.rank == rank for s in shapes]
+    out = list(shapes)
+    for i, (o, s) in enumerate(zip(inst.operands, shapes)):
+        if not same[i] or not o.shape.is_array:
+            continue
+        run = list(s.dims)
+        for k in range(rank):
+            declared = (o.shape.dims[k], o.shape.bounds[k])
+            unbounded = declared == (None, None) or (declared[0] == 1 and (dims[k], bounds[k]) == (None, None))
+            if unbounded and run[k] == 1:
+                run[k] = max(t.dims[k] for t, ok in zip(shapes, same) if ok)
+        out[i] = Shape(s.element_type, tuple(run))
+    return out
+
+
 def run_shape(inst, values):
     """The result shape of ``inst`` for the operand values of this run: ``inst.shape`` when
     its operands are static (verified once); for dynamic operands the shape rule again on
@@ -193,13 +219,15 @@ def run_shape(inst, values):
         shapes = [_run_shape(o.shape, v) for o, v in zip(inst.operands, values)]
     except (TypeError, ValueError):
         return inst.shape
+    if "elementwise" in op.categories:
+        shapes = _degenerate_to_unbounded(inst, shapes)
     sizes = ", ".join(str(s) for s in shapes)
     from ..builder import infer_shape
     try:
         inferred = infer_shape(op, shapes, inst.attrs)
     except ShapeError as e:
-        raise ShapeError(f"{op.name} {where(inst)}: at run time its operands are {sizes}: {e}") from None
+        raise RunShapeError(f"{op.name} {where(inst)}: at run time its operands are {sizes}: {e}") from None
     if not inferred.compatible(inst.shape) or not within_bounds(inferred, inst.shape):
-        raise ShapeError(f"{op.name} {where(inst)}: at run time its operands are {sizes}, from which the shape "
+        raise RunShapeError(f"{op.name} {where(inst)}: at run time its operands are {sizes}, from which the shape "
                          f"rule infers {inferred}, but the module declares {inst.shape}")
     return inferred if inferred.is_static else inst.shape

@@ -332,18 +332,49 @@ def _binary_result_dims(op, lhs, rhs, broadcast_dimensions):
     return tuple(dims), maps
 
 
-def _broadcast_to(value, shape, dims, mapping):
+def _broadcast_to(value, shape, dims, mapping, sizes=None):
     """``value`` broadcast to ``dims`` (an HLO ``broadcast``: its dimension i goes to mapping[i]).
 
-    A dynamic (``?``) result size is left to the element-wise op: the operand keeps its own
-    size there (1 or ``?``), which HLO's rule accepts against ``?``, so nothing is assumed
-    about the size at run time.  A static result size is used as it is."""
+    A dynamic result size (``None`` in ``dims``) that ``value`` does not have itself (it has
+    size 1 there, or no dimension) is done as XlaBuilder does it: broadcast to the bound, then
+    ``set-dimension-size`` to the run-time size of the operand that is dynamic there
+    (``sizes[k] = (bound, op, its dimension)``, from ``get-dimension-size``), so that both
+    operands of the element-wise op have the same shape at run time.  An unbounded ``?`` size
+    (no bound to broadcast to) is left to the element-wise op: the operand keeps size 1."""
+    sizes = sizes or {}
     source = dict(zip(mapping, shape.dims))
-    out = [d if d is not None else source.get(k, 1) for k, d in enumerate(dims)]
-    if shape.rank == len(out) and all(out[k] == s or s is None for k, s in source.items()):
+    out, resize = [], []
+    for k, d in enumerate(dims):
+        if d is not None:
+            out.append(d)
+        elif source.get(k, 1) is None or k not in sizes:
+            out.append(source.get(k, 1))
+        else:
+            out.append(sizes[k][0])
+            resize.append(k)
+    if shape.rank == len(out) and not resize and all(out[k] == s or s is None for k, s in source.items()):
         return value
     from .shape import BroadcastInDim  # the shape family owns `broadcast`
-    return BroadcastInDim(value, out_dim_size=out, broadcast_dimensions=list(mapping))
+    from .control import GetDimensionSize, SetDimensionSize
+    result = BroadcastInDim(value, out_dim_size=out, broadcast_dimensions=list(mapping))
+    for k in resize:
+        _, op, dim = sizes[k]
+        result = SetDimensionSize(result, GetDimensionSize(op, dim), k)
+    return result
+
+
+def _dynamic_sizes(operands, dims):
+    """For each bounded dynamic dimension k of the result ``dims``: (its bound, an operand that
+    is dynamic there, that operand's dimension) — where its run-time size comes from.
+    ``operands`` are (value, shape, mapping) triples; NumPy operands have static shapes."""
+    sizes = {}
+    for value, shape, mapping in operands:
+        if not isinstance(value, XlaOp):
+            continue
+        for i, k in enumerate(mapping):
+            if shape.dims[i] is None and shape.bounds[i] is not None and dims[k] is None:
+                sizes.setdefault(k, (shape.bounds[i], value, i))
+    return sizes
 
 
 def _broadcast_binary(op, lhs, rhs, broadcast_dimensions=None):
@@ -352,17 +383,20 @@ def _broadcast_binary(op, lhs, rhs, broadcast_dimensions=None):
     if not (ls.is_array and rs.is_array) or ls.element_type != rs.element_type:
         return lhs, rhs  # the shape rule says what is wrong (the element types first)
     dims, (lmap, rmap) = _binary_result_dims(op, ls, rs, broadcast_dimensions)
-    return _broadcast_to(lhs, ls, dims, lmap), _broadcast_to(rhs, rs, dims, rmap)
+    sizes = _dynamic_sizes([(lhs, ls, lmap), (rhs, rs, rmap)], dims)
+    return _broadcast_to(lhs, ls, dims, lmap, sizes), _broadcast_to(rhs, rs, dims, rmap, sizes)
 
 
 def _broadcast_scalars(values):
     """Scalar operands of a ternary op broadcast to the array operands' dims (XlaBuilder's
     TernaryOp does the same for Select and Clamp)."""
     shapes = [_shape_of(v) for v in values]
-    target = next((s for s in shapes if s.is_array and s.rank > 0), None)
-    if target is None:
+    at = next((i for i, s in enumerate(shapes) if s.is_array and s.rank > 0), None)
+    if at is None:
         return values
-    return [_broadcast_to(v, s, target.dims, ()) if s.is_array and s.rank == 0 else v
+    target = shapes[at]
+    sizes = _dynamic_sizes([(values[at], target, tuple(range(target.rank)))], target.dims)
+    return [_broadcast_to(v, s, target.dims, (), sizes) if s.is_array and s.rank == 0 else v
             for v, s in zip(values, shapes)]
 
 
