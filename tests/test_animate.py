@@ -627,7 +627,7 @@ def test_animation_of_an_instruction_in_a_called_computation_per_invocation():
     jax = pytest.importorskip("jax")
     x = np.arange(40, dtype=f32).reshape(10, 4)
     starts = np.array([0, 4, 9], s32)
-    comp = xe.from_jax(lambda x, s: jax.lax.scan(lambda c, k: (c, jax.lax.dynamic_slice(x, (k, 1), (3, 2))),
+    comp = xe.from_jax(lambda x, s: jax.lax.scan(lambda c, k: (c, jax.lax.dynamic_slice(x, (k, np.int32(1)), (3, 2))),
                                                  0.0, s)[1], x, starts)
     t = comp.trace(x, starts)
     name = next(r.name for r in t.records if r.opcode == "dynamic-slice" and r.shape.dims == (3, 2))

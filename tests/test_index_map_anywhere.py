@@ -109,7 +109,7 @@ def test_scan_dynamic_slice_per_iteration():
 
     def f(x, starts):
         def body(c, k):
-            return c, jax.lax.dynamic_slice(x, (k, 1), (3, 2))
+            return c, jax.lax.dynamic_slice(x, (k, np.int32(1)), (3, 2))
         return jax.lax.scan(body, 0.0, starts)[1]
 
     comp = xe.from_jax(f, x, starts)

@@ -174,7 +174,7 @@ def test_a_view_of_an_instruction_in_a_while_body_per_invocation():
     starts = np.array([0, 4, 9], s32)
 
     def f(x, starts):
-        return jax.lax.scan(lambda c, k: (c, jax.lax.dynamic_slice(x, (k, 1), (3, 2))), 0.0, starts)[1]
+        return jax.lax.scan(lambda c, k: (c, jax.lax.dynamic_slice(x, (k, np.int32(1)), (3, 2))), 0.0, starts)[1]
 
     comp = xe.from_jax(f, x, starts)
     t = comp.trace(x, starts)

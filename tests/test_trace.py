@@ -228,7 +228,7 @@ jnp = jax.numpy
 def test_jax_scan_dynamic_slice_per_iteration():
     def f(x, i):
         def body(c, k):
-            s = jax.lax.dynamic_slice(x, (k, 0), (2, 4))
+            s = jax.lax.dynamic_slice(x, (k, np.int32(0)), (2, 4))
             return c + s.sum(), s
         return jax.lax.scan(body, 0.0, i)
 
