@@ -73,11 +73,13 @@ def case(seed, lhs_dilation=None):
 def xla_and_hlo(kwargs, lhs, rhs):
     """XLA:CPU's result (jax.jit) and the program's HLO text."""
     import jax
-    jax.config.update("jax_enable_x64", True)
     from jax import lax
-    f = jax.jit(lambda x, w: lax.conv_general_dilated(x, w, **kwargs))
-    want = np.asarray(f(lhs, rhs))
-    return want, f.lower(lhs, rhs).as_text(dialect="hlo")
+    # 64-bit for this call only: a global switch would change the dtypes of every later
+    # test's JAX program in the session (int64 indices in scans, f64 constants).
+    with jax.enable_x64(True):
+        f = jax.jit(lambda x, w: lax.conv_general_dilated(x, w, **kwargs))
+        want = np.asarray(f(lhs, rhs))
+        return want, f.lower(lhs, rhs).as_text(dialect="hlo")
 
 
 def agree(got, want):

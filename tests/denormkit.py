@@ -5,10 +5,6 @@ import numpy as np
 
 
 
-def _jax():
-    import jax
-    jax.config.update("jax_enable_x64", True)
-    return jax
 
 
 def values(t):
@@ -41,10 +37,13 @@ def pairs(t):
 
 
 def run_xla(f, *args):
-    jax = _jax()
-    jf = jax.jit(f)
-    out = jf(*args)
-    return out, jf.lower(*args).as_text(dialect="hlo")
+    import jax
+    # 64-bit for this call only (f64/c128 operands): a global switch would leak into every
+    # later test's JAX program in the session.
+    with jax.enable_x64(True):
+        jf = jax.jit(f)
+        out = np.asarray(jf(*args))
+        return out, jf.lower(*args).as_text(dialect="hlo")
 
 
 def same(got, want, ulps=4):

@@ -666,6 +666,10 @@ def run_args_case(text, args, backends=("numpy", "numba")):
     modified = any(o is not None and not np.array_equal(o, a, equal_nan=True)
                    for o, a in zip(originals, args))
     errors = {k: v for k, v in results.items() if isinstance(v, BaseException)}
+    if any(isinstance(v, CaseTimeout) for v in errors.values()):
+        # over the case's time limit (Numba compiling on a loaded machine): the worker then
+        # starts afresh -- a compile cut short leaves half-made kernels behind in its process
+        return {"kind": "interrupted", "modified": modified}
     if errors:
         first = next(iter(errors.values()))
         out = _describe_error(first)
@@ -1316,6 +1320,8 @@ def classify_args(outcome, must_refuse=True):
     kind = outcome["kind"]
     if kind in ("crash", "hang", "memory"):
         return kind
+    if kind == "interrupted":
+        return "hang"
     if outcome.get("modified"):
         return "modified"
     if kind == "error":

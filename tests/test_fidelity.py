@@ -256,11 +256,28 @@ def test_cbrt_of_denormals_as_xla_cpu(t, backend):
     _same_bits(got, np.array(want, dt))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_pow_of_a_denormal_base_as_xla_cpu(t, backend):
+    """XLA:CPU's pow reads a denormal base as 2**-150 (f32) or 2**-1075 (f64) in magnitude: the
+    same pow(d, 0.001) for every denormal d, Inf for pow(d, -1) where d**-1 is finite."""
+    _backend_ok(backend)
+    d, tiny = DENORMAL[t], {"f32": 2.0 ** -126, "f64": 2.0 ** -1022}[t]
+    dt = xe.Shape(t, ()).dtype
+    comp = _comp("pow", [f"{t}[5]"] * 2, xe.Pow)
+    got = comp.run(np.array([d, tiny / 2, tiny / 2, -tiny / 2, d], dt), np.array([0.001, 0.001, -1, -1, 2.5], dt),
+                   backend=backend)
+    p = {"f32": np.float32(0.9012505), "f64": 0.4746710604752596}[t]
+    # (an ulp apart at most: Numba's exp2 is not NumPy's)
+    np.testing.assert_allclose(got, np.array([p, p, inf, -inf, 0], dt), rtol=3 * np.finfo(dt).eps, atol=0)
+
+
 #: ops whose every element agrees with XLA:CPU on tests/denormkit.py's operands (denormals of
 #: both signs among zeros, normals, Inf, NaN); scripts/denormals_vs_xla.py runs them all
 _DENORMAL_OPS = [("atan2", "f32"), ("atan2", "f64"), ("cbrt", "bf16"), ("max", "f64"), ("mul", "c64"),
                  ("div", "f32"), ("floor", "bf16"), ("sqrt", "c128"), ("exp", "c64"), ("sort", "f32"),
-                 ("sum_pairs", "f64"), ("to_f64", "f32"), ("eq", "bf16"), ("dot", "f32")]
+                 ("sum_pairs", "f64"), ("to_f64", "f32"), ("eq", "bf16"), ("dot", "f32"),
+                 ("pow", "f32"), ("pow", "f64"), ("sign", "c64")]
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])

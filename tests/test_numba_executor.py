@@ -201,3 +201,24 @@ def test_a_run_takes_one_thread_while_the_machine_is_busy(monkeypatch):
     seen.clear()
     comp.run(a, backend="numba", on_value=lambda inst, v: seen.append(numba.get_num_threads()))
     assert set(seen) == {2}
+
+
+def test_a_busy_machine_gives_the_same_bits(monkeypatch):
+    """A float sum of one long row is cut into parts by the thread count (then joined):
+    on a busy machine (one thread) the parts stay those of Numba's thread count, so the
+    rounding does not follow the load."""
+    import numba
+    from xla_explorer.executors import numba_setup
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one thread only")
+    b = xe.XlaBuilder("sum")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (1 << 20,)), "x")
+    comp = b.build(xe.Reduce(x, xe.Constant(b, np.float32(0)), lambda p, q: xe.Add(p, q), [0]))
+    a = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32) * 1e3
+    numba.set_num_threads(2)
+    monkeypatch.setattr(numba_setup, "LOAD_AWARE", True)
+    out = {}
+    for busy in (False, True):
+        monkeypatch.setattr(numba_setup, "machine_busy", lambda busy=busy: busy)
+        out[busy] = comp.run(a, backend="numba")
+    assert out[True].tobytes() == out[False].tobytes()

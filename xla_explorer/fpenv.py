@@ -31,9 +31,9 @@ The ``jax`` backend runs XLA itself: on XLA:CPU it always flushes, so it refuses
 XLA:CPU's own algorithms read some denormals on their bits, and the reference copies what
 was measured (``scripts/denormals_vs_xla.py``): f32 ``cbrt`` of a denormal is
 ``-5.5951735e-16``; ``atan2`` (``ops.elementwise.xla_atan2``) gives NaN for two f32
-denormals and ``-pi`` for a positive f64 denormal over a negative x.  Simplifications (XLA's
-quirks the reference does not copy): ``pow`` of a denormal base (its C library reads the
-bits), complex ``expm1``/``rsqrt``/``tan``/``tanh``/``pow`` of denormal parts (the sign of a
+denormals and ``-pi`` for a positive f64 denormal over a negative x; ``pow`` reads a
+denormal base as ``2**-150`` (f32) or ``2**-1075`` (f64).  Simplifications (XLA's quirks the
+reference does not copy): complex ``expm1``/``rsqrt``/``tan``/``tanh``/``pow`` of denormal parts (the sign of a
 zero), ``atan2(y, 1.0)`` with a constant 1 (LLVM makes it ``atan``, which keeps a denormal),
 and a bf16 compare with a constant zero that LLVM rewrites into a test on the bits.
 """

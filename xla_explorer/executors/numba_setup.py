@@ -13,6 +13,7 @@ or loaded (about 20 us more per launch than spinning on an idle machine).  It is
 here, before Numba loads its OpenMP pool, unless the user set it.
 """
 import os
+import threading
 import time
 
 _done = False
@@ -124,9 +125,21 @@ def enter_run():
     if prev <= 1:
         return 0
     nb.set_num_threads(1)
+    _lowered.prev = prev
     return prev
 
 
 def leave_run(prev):
     if prev:
+        _lowered.prev = 0
         numba().set_num_threads(prev)
+
+
+_lowered = threading.local()  # .prev: the thread count enter_run lowered to 1 (0: none)
+
+
+def split_threads():
+    """The thread count that decides how a kernel cuts work whose cut changes the rounding
+    (a float sum's parts, joined afterwards): Numba's, or the count ``enter_run`` lowered,
+    so that a busy machine runs the same parts in one thread and gives the same bits."""
+    return getattr(_lowered, "prev", 0) or numba().get_num_threads()

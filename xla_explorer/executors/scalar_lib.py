@@ -271,6 +271,16 @@ def fpow(a, b, one):
     return one if b == 0 else r
 
 
+@njit(**_opts)
+def fpow_ftz(a, b, one, tiny, exponent):
+    """fpow under XLA:CPU's DAZ: a denormal base reads as 2**exponent in magnitude
+    (ops.elementwise.xla_pow_of_denormal; -150 for f32, -1075 for f64), smaller than ``tiny``."""
+    if a != 0 and abs(a) < tiny:
+        sign = np.power(math.copysign(1.0, a), np.float64(b))
+        return one * (sign * np.exp2(exponent * np.float64(b)))
+    return fpow(a, b, one)
+
+
 # -- narrow floats: round an f32 to a format, in f32 ------------------------------------------------
 
 def _format(mantissa_bits, emin, max_value, overflow, no_negative_zero=False):

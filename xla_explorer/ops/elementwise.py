@@ -402,7 +402,8 @@ def _divisor_only(operand_types, result_type, attrs):
 
 def _power_denormals(operand_types, result_type, attrs):
     """power: the C library's pow reads its arguments bit by bit (no DAZ: pow(-1, -2**-149) is
-    NaN), its last multiplication flushes a denormal result; complex power is computed."""
+    NaN; a denormal base is read as 2**-150 or 2**-1075: ``xla_pow_of_denormal``), its last
+    multiplication flushes a denormal result; complex power is computed."""
     return fpenv.ARITHMETIC if result_type in _complex else fpenv.RESULT
 
 
@@ -861,10 +862,31 @@ def _power(x, y):
     return np.power(x, y)
 
 
+#: XLA:CPU's pow under DAZ reads a denormal base of either sign as 2**-150 (f32, bf16) or
+#: 2**-1075 (f64) in magnitude: pow(d, 0.001) is 0.9012505 for every f32 denormal d, pow(d, -1)
+#: is Inf (measured, jax 0.10.2; scripts/denormals_vs_xla.py)
+XLA_POW_DENORMAL_EXPONENT = {"f32": -150, "bf16": -150, "f64": -1075}
+
+
+def xla_pow_of_denormal(x, y, t):
+    """pow(x, y) of a denormal ``x`` of type ``t`` as XLA:CPU gives it (float64 arrays): the
+    sign as pow(+-1, y) (NaN for a negative x and a non-integer y), 2**(e * y) the magnitude."""
+    with np.errstate(all="ignore"):
+        return np.power(np.copysign(1.0, x), y) * np.exp2(XLA_POW_DENORMAL_EXPONENT[t] * y)
+
+
 def _power_reference(x, y, *, shape):
-    if shape.element_type in _complex:
+    t = shape.element_type
+    if t in _complex:
         with np.errstate(all="ignore"):
             return _to(_complex_power(np.asarray(x), np.asarray(y)), shape)
+    if t in XLA_POW_DENORMAL_EXPONENT and fpenv.flushing(t):
+        xw, yw = _wide(_carrier(x)), _wide(_carrier(y))
+        denormal = (xw != 0) & (np.abs(xw) < fpenv.TINY[t])
+        if np.any(denormal):
+            with np.errstate(all="ignore"):
+                r = np.where(denormal, xla_pow_of_denormal(xw, yw, t), _power(xw, yw))
+            return _to(r, shape)
     return _elementwise(_power)(x, y, shape=shape)
 
 

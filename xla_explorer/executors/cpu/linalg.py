@@ -28,7 +28,7 @@ import numpy as np
 from ... import dtypes
 from ...ops import linalg as spec
 from ...shapes import Shape
-from ..numba_setup import PARALLEL_THRESHOLD, numba
+from ..numba_setup import PARALLEL_THRESHOLD, numba, split_threads
 from . import kernel
 from .elementwise import has_nonfinite
 from .reduction import _window_geometry
@@ -847,7 +847,8 @@ def _bn(mode, x, y=None, v1=None, v2=None, v3=None, v4=None, out=None):
     """Run one batch-norm step; returns (per-feature sums 1, sums 2)."""
     A, F, Bn = x.shape
     parallel = x.size >= PARALLEL_THRESHOLD and A > 1
-    nchunks = max(1, min(A, 4 * _threads())) if parallel else 1
+    # the chunks' partial sums are joined: their count must not follow the load
+    nchunks = max(1, min(A, 4 * split_threads())) if parallel else 1
     s1, s2 = np.zeros((nchunks, F)), np.zeros((nchunks, F))
     empty = np.zeros(F)
     args = [v if v is not None else empty for v in (v1, v2, v3, v4)]

@@ -44,7 +44,7 @@ from ... import dtypes, fpenv
 from ...ops import reduction as spec
 from ...ops import registry
 from ..jit_cache import load_source
-from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba, split_threads
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
@@ -549,7 +549,7 @@ def _arb_pass(x, A, R, B, code, init, use_init):
     parallel = n >= MOVE_PARALLEL_THRESHOLD
     P = 1
     if parallel:
-        want = 4 * _threads()
+        want = 4 * split_threads()  # P parts change a float sum's rounding: not by the load
         if A < want:
             P = max(1, min(-(-want // A), R // 1024))
             chunk = -(-R // P)
