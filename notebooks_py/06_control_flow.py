@@ -2,6 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: notebooks///ipynb,notebooks_py///py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -127,10 +132,13 @@ print(training_loop.as_hlo_text())
 training_loop.run()
 
 # %% [markdown]
-# The graph shows the condition and the body as clusters attached to the `while`:
+# The first picture of a small module draws every instruction of the entry; when the whole
+# is wider than a notebook, a loop's condition and body are named on the `while`'s node
+# (`training_loop.graph()` draws four nodes). `expand` opens them as clusters attached to the
+# `while`:
 
 # %%
-training_loop.graph()
+training_loop.graph(expand="all")
 
 # %% [markdown]
 # A body whose result has another shape than its parameter breaks the loop's rule at once:

@@ -204,7 +204,7 @@ def test_subcomputations_false_names_them_on_the_caller():
 
 @needs_case("while_fori_loop")
 def test_while_body_and_condition_are_clusters_nested_calls_inside():
-    g = corpus_module("while_fori_loop").graph()
+    g = corpus_module("while_fori_loop").graph(expand="all")  # the first picture closes them to fit
     body, cond, call = (g.model.cluster(n) for n in ("region_0.2", "region_1.3", "closed_call.1"))
     assert body.parent is None and cond.parent is None
     assert call.parent == body.id  # the call inside the body is drawn inside the body
@@ -219,7 +219,7 @@ def test_while_body_and_condition_are_clusters_nested_calls_inside():
 
 @needs_case("switch_three_branches")
 def test_conditional_branches_are_clusters():
-    g = corpus_module("switch_three_branches").graph()
+    g = corpus_module("switch_three_branches").graph(expand="all")
     labels = sorted(e.label for e in g.model.edges_from("cond.1", kind="call"))
     assert labels == ["branch_computations[0]", "branch_computations[1]", "branch_computations[2]"]
     assert [c.label for c in g.clusters] == ["region_0.1", "region_1.2", "region_2.3"]
@@ -434,6 +434,33 @@ def test_every_corpus_case_has_a_graph(case):
     for c in g.clusters:
         assert {id(i) for i in c.computation.instructions} <= drawn
     assert g.source.startswith("digraph")
+
+
+@needs_dot
+@needs_case("while_fori_loop")
+def test_a_small_wide_module_closes_its_called_computations_to_fit():
+    """41 instructions, 1,970 pt wide whole (the body, the condition and the call in the
+    body side by side): the first picture keeps every instruction of the entry, closes the
+    body and condition (on the while's node) and fits a notebook; expanding reaches all."""
+    comp = corpus_module("while_fori_loop")
+    whole = comp.graph(expand="all")
+    assert whole.width_pt() > MAX_WIDTH_PT
+    g = comp.graph()
+    assert g.width_pt() <= MAX_WIDTH_PT
+    names = {n.name for n in g.nodes if n.kind == "instruction"}
+    assert {i.name for i in comp.entry.instructions} <= names
+    assert not any(n.kind == "group" for n in g.nodes) and not g.clusters  # no scope or part boxes
+    assert {"region_0.2", "region_1.3"}.isdisjoint(g.opened)
+    assert any("body: region_0.2" in line for line in g.node("while.7").calls)
+    for _ in range(5):  # every instruction reachable by expanding what the picture offers
+        closed = [k for n in g.nodes for k in n.toggles if k not in g.opened]
+        if not closed:
+            break
+        g = g.expand(*closed)
+    assert {(n.name, id(n.inst)) for n in g.nodes} == {(n.name, id(n.inst)) for n in whole.nodes}
+    # what asks for the inside of the loop keeps it open: a highlight there, values
+    assert "region_0.2" in comp.graph(highlight="add.9").opened
+    assert "region_0.2" in comp.graph(args=(np.ones((3, 4), np.float32),)).opened
 
 
 DRAWN = ["while_fori_loop", "reduce_argmax_argmin_variadic", "switch_three_branches",

@@ -112,12 +112,25 @@ def test_every_group_opens_onto_a_small_picture():
 
 # -- the pictures --------------------------------------------------------------------------------
 def test_small_modules_are_drawn_whole():
-    comp = xe.parse_hlo(synthetic(layers=3, width=4))
+    comp = xe.parse_hlo(synthetic(layers=2, width=4))  # 625 pt wide whole: fits a notebook
     assert len(Hierarchy(comp.entry, comp.computations)) <= FULL_VIEW
     g = comp.graph()
     assert not [n for n in g.nodes if n.kind == "group"]
     assert drawn(g) == all_instructions(comp)[1]
-    assert {c.label for c in g.clusters} == {"body0", "body1", "body2"}  # no scope clusters
+    assert {c.label for c in g.clusters} == {"body0", "body1"}  # no scope clusters
+
+
+@needs_dot
+def test_a_small_module_wider_than_a_notebook_closes_only_called_computations():
+    comp = xe.parse_hlo(synthetic(layers=3, width=4))  # 778 pt whole
+    assert len(Hierarchy(comp.entry, comp.computations)) <= ALWAYS_WHOLE
+    assert comp.graph(expand="all").width_pt() > MAX_WIDTH_PT
+    g = comp.graph()
+    assert g.width_pt() <= MAX_WIDTH_PT
+    assert not [n for n in g.nodes if n.kind == "group"] and not g.clusters  # scopes open, unboxed
+    entry = {("main", i.name) for i in comp.entry.instructions if not i.opcode == "constant"}
+    assert entry <= drawn(g) and not any(c.startswith("body") for c in g.opened)
+    assert drawn(g.expand("body0", "body1", "body2")) == all_instructions(comp)[1]
 
 
 def test_first_picture_of_a_big_module_is_small(big):

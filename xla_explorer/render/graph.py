@@ -45,9 +45,11 @@ MAX_NODES = 40
 #: (JupyterLab shows it at its own size) or shrunk below 10-px text (VS Code, Notebook 7,
 #: nbviewer scale it to the width).  The smallest text is 8 pt = 10.7 px at this size.
 MAX_WIDTH_PT = 720
-#: modules of at most this many instructions are drawn whole even when wider than
-#: ``MAX_WIDTH_PT`` (a while loop's body, condition and call side by side: 41 instructions,
-#: 1,970 pt; collapsed to fit it would show 8 nodes and hide what a student came to see)
+#: modules of at most this many instructions keep every instruction of the entry in their
+#: first picture: when the whole module is wider than ``MAX_WIDTH_PT`` only its called
+#: computations close, innermost first (a while loop's body, condition and call side by
+#: side: 41 instructions, 1,970 pt whole; its entry with the body and condition closed
+#: fits), never its scopes or parts
 ALWAYS_WHOLE = 60
 #: the node budgets the first picture may take, most first (the distinct pictures they
 #: make are searched for the biggest that fits ``MAX_WIDTH_PT``)
@@ -280,23 +282,35 @@ def graph_of(comp, *, values=None, args=None, around=None, radius=2, path=None, 
 
 
 def _fitted(hier, options, legend, rankdir, marks):
-    """The first picture: the whole module (up to ``FULL_VIEW`` instructions; always up to
-    ``ALWAYS_WHOLE``), else its
+    """The first picture: the whole module (up to ``FULL_VIEW`` instructions), else its
     top levels within ``MAX_NODES`` nodes -- or, when Graphviz lays that out wider than
     ``MAX_WIDTH_PT``, fewer open groups (``FIT_STEPS``), the first that fits (else the
     narrowest).  Measured, not guessed: the width comes from long edges and ranks of
     parallel values as much as from the node count (a 6-layer MLP's gradient: 46 nodes
-    1,537 pt wide, 23 nodes 820 pt).  The choice is remembered per hierarchy and options;
-    the SVG drawn to measure is the one shown.  Without Graphviz: the first candidate."""
-    if len(hier) <= ALWAYS_WHOLE:  # a teaching-size module is drawn whole, however wide
-        return _View(hier, set(hier.groups), options, legend, rankdir, []).redraw(highlight=marks)
-    budgets = ([None] if len(hier) <= FULL_VIEW else []) + list(FIT_STEPS)
+    1,537 pt wide, 23 nodes 820 pt).  A module of at most ``ALWAYS_WHOLE`` instructions
+    only closes called computations (``_closing_computations``) and is drawn whole when
+    that does not fit either.  The choice is remembered per hierarchy and options; the
+    SVG drawn to measure is the one shown.  Without Graphviz: the first candidate."""
+    small = len(hier) <= ALWAYS_WHOLE
+    if small:
+        # values (a loop body's runs: invocation=), expand_trivial= and a highlight ask for
+        # what is inside the called computations: those stay open, drawn whole however wide
+        keep = set()
+        if options.get("values") or hier.expand_trivial:
+            keep = set(hier.groups)
+        state = _View(hier, set(), options, legend, rankdir, [])
+        for mark in (m for target in marks for m in state.resolve_marks(target)):
+            keep |= {g.key for g in (mark.ancestors() if isinstance(mark, Group) else hier.enclosing(mark))}
+            keep.add(mark.key if isinstance(mark, Group) else mark.group.key)
+        steps = _closing_computations(hier, keep)
+    else:
+        budgets = ([None] if len(hier) <= FULL_VIEW else []) + list(FIT_STEPS)
+        steps = [frozenset(hier.groups) if b is None else frozenset(hier.default_open(b)) for b in budgets]
     key = (legend, rankdir, bool(options.get("values")), options.get("heatmaps"), options.get("all_attributes"),
-           options.get("max_constant_elements"))
+           options.get("max_constant_elements"), frozenset(keep) if small else None)
     fits = hier.__dict__.setdefault("fitted", {})
     candidates, seen = [], set()
-    for budget in budgets:
-        opened = frozenset(hier.groups) if budget is None else frozenset(hier.default_open(budget))
+    for opened in steps:
         if opened not in seen:
             seen.add(opened)
             candidates.append(opened)
@@ -311,7 +325,11 @@ def _fitted(hier, options, legend, rankdir, marks):
         return drawn[i]
     if len(candidates) == 1 or not _dot.dot_available():
         return _View(hier, candidates[0], options, legend, rankdir, []).redraw(highlight=marks)
-    if draw(0)[0] > MAX_WIDTH_PT:
+    if small:  # a few candidates, each closing more: the first that fits, else the whole module
+        i = 0
+        while draw(i)[0] > MAX_WIDTH_PT and i + 1 < len(candidates):
+            i += 1
+    elif draw(0)[0] > MAX_WIDTH_PT:
         # fewer open groups make narrower pictures (mostly: measured on the benchmark's
         # gradients): a binary search for the biggest that fits, a few layouts, not one each
         lo, hi = 1, len(candidates) - 1
@@ -322,9 +340,27 @@ def _fitted(hier, options, legend, rankdir, marks):
             else:
                 lo = mid + 1
     fitting = [i for i, (w, _) in drawn.items() if w <= MAX_WIDTH_PT]
-    choice = min(fitting) if fitting else min(drawn, key=lambda i: drawn[i][0])
+    choice = min(fitting) if fitting else 0 if small else min(drawn, key=lambda i: drawn[i][0])
     fits[key] = choice
     return drawn[choice][1]
+
+
+def _closing_computations(hier, keep=()):
+    """The open groups of a small module's candidate pictures: all of them, then with the
+    called computations nested deepest closed, and so on up to the entry's callees (a
+    fusion or a comparator inside a sort's body closes before the body): the entry's
+    instructions, its scopes and parts, and the groups in ``keep`` always open."""
+    def depth(group):
+        return sum(g.kind == "computation" for g in group.ancestors()) + 1
+    nested = collections.defaultdict(set)  # depth -> computation group keys
+    for g in hier.groups.values():
+        if g.kind == "computation" and g.key not in keep:
+            nested[depth(g)].add(g.key)
+    opened, steps = set(hier.groups), [frozenset(hier.groups)]
+    for d in sorted(nested, reverse=True):
+        opened -= nested[d]
+        steps.append(frozenset(opened))
+    return steps
 
 
 _HIERARCHIES = weakref.WeakKeyDictionary()  # module -> {options: (fingerprint, Hierarchy)}
@@ -404,8 +440,10 @@ class _View:
                       self.rankdir, self.highlighted if highlight is None else highlight)
         state.opened.add(self.hier.root.key)
         marks = [m for target in state.highlighted for m in self.resolve_marks(target)]
-        model = view_model(self.hier, state.opened, highlight=marks,
-                           scope_clusters=state.opened != set(self.hier.groups), **self.options)
+        # scope and part boxes only once some are closed: a module with just called
+        # computations closed (a small module's first picture) reads as the whole one does
+        grouping = any(g.kind in ("scope", "part") and g.key not in state.opened for g in self.hier.groups.values())
+        model = view_model(self.hier, state.opened, highlight=marks, scope_clusters=grouping, **self.options)
         return HloGraph(model, legend=self.legend, rankdir=self.rankdir, view=state)
 
     def resolve_open(self, targets):
