@@ -29,10 +29,17 @@ def _open_in_notebook7(notebook, path):
     cells = page.locator(".jp-CodeCell")
     cells.first.wait_for(timeout=60_000)
     code = sum(c.cell_type == "code" for c in nb.cells)
+    # the page draws its cells and its toolbar a moment after the first cell (seen on a loaded
+    # machine: 1 of 23 cells, no execution indicator yet): wait for both before asserting
+    try:
+        page.wait_for_function(f"() => document.querySelectorAll('.jp-CodeCell').length >= {code}",
+                               timeout=60_000)
+    except Exception:  # noqa: BLE001 - the assertion below says what the page has
+        pass
     assert cells.count() == code, f"{cells.count()} of {code} code cells in the page"
     status = page.locator(".jp-Notebook-ExecutionIndicator")
     page.wait_for_function("() => ['idle', 'busy'].includes(document.querySelector("
-                           "'.jp-Notebook-ExecutionIndicator').getAttribute('data-status'))", timeout=60_000)
+                           "'.jp-Notebook-ExecutionIndicator')?.getAttribute('data-status'))", timeout=60_000)
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.locator('li[data-command="runmenu:run-all"]').click()
     deadline = time.monotonic() + RUN_TIMEOUT_S
