@@ -589,6 +589,20 @@ def run_op_case(opcode, index, mode, kw, value, backends=("numpy",)):
         return _describe_error(e)
 
 
+def _run_on(comp, args, backends):
+    """Each backend's result of ``comp`` on ``args``, or what it raised (a case time-out
+    included: the caller reports it); only Ctrl-C and exit pass through."""
+    results = {}
+    for backend in backends:
+        try:
+            results[backend] = comp.run(*args, backend=backend)
+        except BaseException as e:  # noqa: B902
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            results[backend] = e
+    return results
+
+
 def run_hlo_case(text, backends=("numpy", "numba"), seed=0):
     """Parse ``text``; if it parses, run it on ``backends`` with small random arguments."""
     import xla_explorer as xe
@@ -606,14 +620,7 @@ def run_hlo_case(text, backends=("numpy", "numba"), seed=0):
         args = [random_value(p.shape, rng) for p in comp.entry.parameters]
     except ValueError as e:
         return {"kind": "skip", "why": str(e)}
-    results = {}
-    for backend in backends:
-        try:
-            results[backend] = comp.run(*args, backend=backend)
-        except BaseException as e:  # noqa: B902
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
-            results[backend] = e
+    results = _run_on(comp, args, backends)
     errors = {k: v for k, v in results.items() if isinstance(v, BaseException)}
     names = {i.name for c in comp.computations for i in c.instructions}
     if any(isinstance(v, CaseTimeout) for v in errors.values()):
@@ -654,15 +661,8 @@ def run_args_case(text, args, backends=("numpy", "numba")):
     """Run a parsed module on the given (possibly bad) arguments on each backend."""
     import xla_explorer as xe
     comp = xe.parse_hlo(text)
-    results = {}
     originals = [np.array(a, copy=True) if isinstance(a, np.ndarray) else None for a in args]
-    for backend in backends:
-        try:
-            results[backend] = comp.run(*args, backend=backend)
-        except BaseException as e:  # noqa: B902
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
-            results[backend] = e
+    results = _run_on(comp, args, backends)
     modified = any(o is not None and not np.array_equal(o, a, equal_nan=True)
                    for o, a in zip(originals, args))
     errors = {k: v for k, v in results.items() if isinstance(v, BaseException)}
