@@ -95,6 +95,8 @@ class CpuBackend:
 
     def run_group(self, group, values):
         cpu = self._cpu
+        if group.kind == "gather":   # a gather with its start indices' computation
+            return cpu.indexing.run_fused_gather(group, values)
         mode = "flush" if fpenv.flushing() else "ieee"    # the loop's source depends on it
         prepared = group.__dict__.setdefault("_cpu", {}).get(mode)
         if prepared is None:
@@ -113,6 +115,20 @@ class CpuBackend:
         if out.dtype != shape.dtype:
             out = out.astype(shape.dtype)
         return out
+
+
+def run_substeps(group, values, backend):
+    """A group the backend has no fused kernel for (``fusion.GatherFusion`` on CUDA): the
+    steps it replaced, in order, each size guarded before it allocates."""
+    env = dict(zip(group.inputs, values))
+    for s in group.substeps:
+        if s.group is not None:
+            root = s.group.root
+            _check_size(root, root.shape, root.opcode, _carrier_dtype(root.shape.element_type).itemsize)
+            env[s.inst] = backend.run_group(s.group, [env[x] for x in s.group.inputs])
+        else:
+            env[s.inst] = run_op(s.inst, [env[o] for o in s.inst.operands], None, backend)
+    return env[group.root]
 
 
 def _carrier_dtype(t):
