@@ -145,9 +145,13 @@ def in_blocks(work, starts, scratch, size):
             buf = scratch()
             for s in mine:
                 work(s, buf)
-        parts = [_pool.submit(worker, starts[i::n]) for i in range(n)]
-        for p in parts:
-            p.result()
+        # the calling thread takes the first share itself (one thread hand-off fewer)
+        parts = [_pool.submit(worker, starts[i::n]) for i in range(1, n)]
+        try:
+            worker(starts[0::n])
+        finally:
+            for p in parts:
+                p.result()
     finally:
         _blas_leave()
 
@@ -165,17 +169,20 @@ def matmul(a, w, out):
         if n <= 1:
             np.matmul(a, w, out=out)
             return out
-        parts = []
         if a.ndim > 2 and a.shape[0] >= n and w.shape[0] == a.shape[0]:  # split the (first) batch dimension
             step = -(-a.shape[0] // n)
-            for i in range(0, a.shape[0], step):
-                parts.append(_pool.submit(np.matmul, a[i:i + step], w[i:i + step], out=out[i:i + step]))
+            cuts = [(a[i:i + step], w[i:i + step], out[i:i + step]) for i in range(0, a.shape[0], step)]
         else:  # split the rows of every matrix
             step = -(-M // n)
-            for i in range(0, M, step):
-                parts.append(_pool.submit(np.matmul, a[..., i:i + step, :], w, out=out[..., i:i + step, :]))
-        for p in parts:
-            p.result()
+            cuts = [(a[..., i:i + step, :], w, out[..., i:i + step, :]) for i in range(0, M, step)]
+        # the calling thread multiplies the first part itself (one thread hand-off fewer)
+        parts = [_pool.submit(np.matmul, x, y, out=o) for x, y, o in cuts[1:]]
+        try:
+            x, y, o = cuts[0]
+            np.matmul(x, y, out=o)
+        finally:
+            for p in parts:
+                p.result()
         return out
     finally:
         _blas_leave()
@@ -548,13 +555,19 @@ def _winograd(x, w, pads, out_sp, ct):
     O = w.shape[0]
     OH, OW = out_sp
     th, tw = -(-OH // 2), -(-OW // 2)
-    # U[k, c, o] = (G g G^T)[k] in float64, then the compute type
-    # (two matrix products, not an einsum: NumPy's einsum took a millisecond here)
-    U = np.ascontiguousarray(np.transpose(_G @ w.astype(np.float64) @ _G.T, (2, 3, 1, 0))).reshape(16, C, O)
-    U = U.astype(ct)
+    # U[k, c, o] = (G g G^T)[k] in float64, then the compute type: two 2-D matrix products
+    # over all the (o, c) kernels at once (not an einsum, nor a batched product of 3x3
+    # matrices: NumPy runs those one small matrix at a time, 0.15 ms for 32x32 kernels)
+    OC = O * C
+    t = (w.astype(np.float64).reshape(OC * 3, 3) @ _G.T).reshape(OC, 3, 4)            # g G^T
+    t = (_G @ np.ascontiguousarray(t.transpose(1, 0, 2)).reshape(3, OC * 4)).reshape(4, O, C, 4)  # G (g G^T)
+    U = np.ascontiguousarray(t.transpose(0, 3, 2, 1), dtype=ct).reshape(16, C, O)
     out = empty((B, OH, OW, O), ct)
     tiles = B * th * tw
-    block = _WINO_BLOCK
+    # blocks of at most _WINO_BLOCK tiles, at least 4 of them where there are 4 x 64 tiles
+    # (a small convolution's tiles shared by the threads too); cut by the size alone, so
+    # that the thread count changes nothing of the rounding
+    block = min(_WINO_BLOCK, max(64, -(-tiles // 4)))
     # the input with its padding in place, as large as the tiles read: tile (i, j) reads
     # rows 2i..2i+3 and columns 2j..2j+3 of it (a negative padding crops)
     H, W = x.shape[1], x.shape[2]
@@ -574,7 +587,7 @@ def _winograd(x, w, pads, out_sp, ct):
         _wino_output(M, th, tw, t0, t1, out)
 
     in_blocks(work, list(range(0, tiles, block)),
-              lambda: (np.empty((16, block, C), ct), np.empty((16, block, O), ct)), tiles * 16 * C * O)
+              lambda: (empty((16, block, C), ct), empty((16, block, O), ct)), tiles * 16 * C * O)
     return out
 
 
@@ -615,7 +628,8 @@ def _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes
         else:
             result[:, start:stop] = _int_product(part, wmat, np.int64)
 
-    in_blocks(work, list(range(0, rows, block)), lambda: np.empty((groups, block, kcols), xf.dtype),
+    # scratch from the buffer pool: a fresh megabyte page-faults on every call
+    in_blocks(work, list(range(0, rows, block)), lambda: empty((groups, block, kcols), xf.dtype),
               rows * kcols * Og * groups)
     return result
 
