@@ -21,6 +21,7 @@ operands are widened to f32 first (their products are exact there) and the resul
 rounded once, as XLA:CPU does.
 """
 import functools
+import math
 import threading
 
 import numpy as np
@@ -162,7 +163,7 @@ def matmul(a, w, out):
     single-threaded in each of our worker threads."""
     M, K = a.shape[-2:]
     N = w.shape[-1]
-    B = int(np.prod(a.shape[:-2], dtype=np.int64))
+    B = math.prod(a.shape[:-2])
     _blas_enter()
     try:
         n = _workers() if B * M * K * N >= _SPLIT_WORK else 1
@@ -207,7 +208,7 @@ def _merged(x, batch, rows, cols):
     """x seen as [B, rows, cols] (B = the product of ``batch``) without copying, or as
     [batch..., rows, cols] where the batch dimensions cannot merge, or None where even
     the rows or the columns cannot (a copy is needed)."""
-    B = int(np.prod(batch, dtype=np.int64))
+    B = math.prod(batch)
     for dims in ((B, rows, cols), tuple(batch) + (rows, cols)):
         try:
             return np.reshape(x, dims, copy=False)
@@ -305,7 +306,7 @@ def _product(a, w, shape, operand_types):
         ct = _float_compute(t, *operand_types)
         out = empty(a.shape[:-1] + w.shape[-1:], ct)
         return matmul(blas_operand(a.astype(ct, copy=False)), blas_operand(w.astype(ct, copy=False)), out)
-    B = int(np.prod(a.shape[:-2], dtype=np.int64))
+    B = math.prod(a.shape[:-2])
     a, w = a.reshape((B,) + a.shape[-2:]), w.reshape((B,) + w.shape[-2:])
     if any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in operand_types):
         # floats to an integer / pred result: the reference sums in int64 after converting
@@ -332,7 +333,9 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
     lc, rc = tuple(int(d) for d in lhs_contracting_dimensions), tuple(int(d) for d in rhs_contracting_dimensions)
     lb, rb = tuple(int(d) for d in lhs_batch_dimensions), tuple(int(d) for d in rhs_batch_dimensions)
     lperm, rperm, lhs_free, rhs_free = _dot_plan(lhs.ndim, rhs.ndim, lc, rc, lb, rb)
-    size = lambda x, dims: int(np.prod([x.shape[d] for d in dims], dtype=np.int64))  # noqa: E731
+    # Python's integer product: np.prod costs microseconds a call, this kernel's own time
+    # on a small batched product
+    size = lambda x, dims: math.prod(x.shape[d] for d in dims)  # noqa: E731
     B, M, K, N = size(lhs, lb), size(lhs, lhs_free), size(lhs, lc), size(rhs, rhs_free)
     # the operands as [batch, M, K] and [batch, K, N] views where their strides allow (a
     # transposed operand, a head of attention's [b, t, h, d]: BLAS reads them in place),
@@ -546,6 +549,8 @@ _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 
 #: tiles per block of the Winograd convolution (each block's transforms stay in cache)
 _WINO_BLOCK = 512
+#: a small convolution's tiles are cut into this many blocks (64 tiles at least each)
+_WINO_PARTS = 4
 
 
 def _winograd(x, w, pads, out_sp, ct):
@@ -567,7 +572,7 @@ def _winograd(x, w, pads, out_sp, ct):
     # blocks of at most _WINO_BLOCK tiles, at least 4 of them where there are 4 x 64 tiles
     # (a small convolution's tiles shared by the threads too); cut by the size alone, so
     # that the thread count changes nothing of the rounding
-    block = min(_WINO_BLOCK, max(64, -(-tiles // 4)))
+    block = min(_WINO_BLOCK, max(64, -(-tiles // _WINO_PARTS)))
     # the input with its padding in place, as large as the tiles read: tile (i, j) reads
     # rows 2i..2i+3 and columns 2j..2j+3 of it (a negative padding crops)
     H, W = x.shape[1], x.shape[2]
@@ -678,13 +683,12 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     k_sizes = tuple(w.shape[2:])
     rows = out_b * int(np.prod(out_sp, dtype=np.int64))   # output rows per group
     kcols = int(np.prod(k_sizes, dtype=np.int64)) * I      # patch length
-    # w as [G, window..., I, Og] -> [G, kcols, Og]
-    wmat = np.moveaxis(w.reshape((groups, Og, I) + k_sizes), (1, 2), (-1, -2)).reshape(groups, kcols, Og)
-    wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
     if _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O) and x.size:
         result = _winograd(x, np.ascontiguousarray(w.astype(ct, copy=False)), pads, out_sp, ct)[None]
         result = result.reshape((1, rows, O))
-    else:
+    else:  # im2col: w as [G, window..., I, Og] -> [G, kcols, Og]
+        wmat = np.moveaxis(w.reshape((groups, Og, I) + k_sizes), (1, 2), (-1, -2)).reshape(groups, kcols, Og)
+        wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
         result = _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols,
                               strides, pads, ld, rd, is_float, ct)
     # [G, batch, spatial..., Og] -> [batch, spatial..., G * Og] -> the output layout
