@@ -911,7 +911,10 @@ def _worker_main():
     import resource
     import signal
 
+    fired = []
+
     def interrupt(signum, frame):
+        fired.append(True)
         raise CaseTimeout()
 
     signal.signal(signal.SIGALRM, interrupt)
@@ -923,12 +926,19 @@ def _worker_main():
             return
         fn, args = pickle.loads(inp.read(struct.unpack("<Q", header)[0]))
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        fired.clear()
         signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
         try:
             result = globals()[fn](*args)
         except MemoryError:
             result = {"kind": "memory"}
         except CaseTimeout:
+            result = {"kind": "interrupted"}
+        except KeyboardInterrupt:
+            # the time-out landed inside LLVM's callback, where Python drops it: the
+            # executor raises the interrupt it lost (any other Ctrl-C ends the worker)
+            if not fired:
+                raise
             result = {"kind": "interrupted"}
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
