@@ -541,6 +541,7 @@ def test_dynamic_sizes_are_checked_at_run_time_on_every_backend(backend):
 
 # -- a Ctrl-C that lands while LLVM hands Numba a kernel's machine code ------------------------
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")   # the interrupt Python drops
 @pytest.mark.parametrize("kind", ["region kernel", "fused loop"])
 def test_an_interrupt_lost_inside_llvm_is_an_interrupt_and_the_next_run_works(kind, tmp_path, monkeypatch):
     # Python runs a signal handler inside LLVM's object-cache callback, where an exception
@@ -575,3 +576,38 @@ def test_an_interrupt_lost_inside_llvm_is_an_interrupt_and_the_next_run_works(ki
     finally:
         engine._object_cache_notify = notify
     np.testing.assert_allclose(comp.run(arg, backend="numba"), comp.run(arg, backend="numpy"), rtol=1e-6)
+
+
+# -- what the user typed is quoted cut short ---------------------------------------------------
+
+_HUGE = "q" * 100_000
+
+
+def _huge_echo_cases():
+    b = xe.XlaBuilder("echo")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (3,)), "x")
+    comp = b.build(xe.Neg(x))
+    line = "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  ROOT r = %s\n}"
+    return [
+        ("Shape.parse", lambda: xe.Shape.parse(_HUGE + "[3]")),
+        ("Shape", lambda: xe.Shape(_HUGE, (3,))),
+        ("ConvertElementType", lambda: xe.ConvertElementType(x, _HUGE)),
+        ("Compare", lambda: xe.Compare(x, x, comparison_direction=_HUGE)),
+        ("line 4", lambda: xe.parse_hlo(line % f"f32[3] add(x, {_HUGE})")),
+        ("line 4", lambda: xe.parse_hlo(line % f"f32[3] {_HUGE}(x)").run(np.ones(3, F32))),   # parses: graphs show it
+        ("line 4", lambda: xe.parse_hlo(line % f"pred[3] compare(x, x), direction={_HUGE}")),
+        ("line 4", lambda: xe.parse_hlo(line % f"f32[3] transpose(x), dimensions={{{_HUGE}}}")),
+        ("line 4", lambda: xe.parse_hlo(line % f"{_HUGE}[3] negate(x)")),
+        ("line 4", lambda: xe.parse_hlo(line % f"f32[3] constant({{{_HUGE}}})")),
+        ("run", lambda: comp.run(np.ones(3, F32), backend=_HUGE)),
+        ("argument 0", lambda: comp.run("9" * 5000)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_huge_echo_cases())))
+def test_errors_quote_huge_user_text_cut_short(case):
+    names, call = _huge_echo_cases()[case]
+    with pytest.raises((xe.ShapeError, xe.HloParseError, xe.ExecutionError, NotImplementedError)) as info:
+        call()
+    message = str(info.value)
+    assert len(message) < 600 and names in message, message[:1000]
