@@ -145,8 +145,9 @@ def _backend(name):
     try:
         target = BACKENDS[name]
     except (KeyError, TypeError):
-        from .errors import ExecutionError
-        raise ExecutionError(f"run: unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}") from None
+        from .coerce import short
+        from .errors import ExecutionError, quote
+        raise ExecutionError(f"run: unknown backend {quote(name) if isinstance(name, str) else short(name)}; available: {', '.join(sorted(BACKENDS))}") from None
     if callable(target):
         return target
     fn = _RESOLVED.get(target)

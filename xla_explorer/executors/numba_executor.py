@@ -617,6 +617,13 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     threads = enter_run() if device == "cpu" else 0
     try:
         out = evaluate(module.entry, args, ctx, backend, on_value)
+    except Exception as e:
+        from .jit_cache import interrupted_compile
+        if interrupted_compile(e):   # a Ctrl-C that Python lost inside LLVM's code generation
+            where = str(e).split(" (", 1)[0] if isinstance(e, ExecutionError) else "a fused loop"
+            raise KeyboardInterrupt(f"interrupted while Numba compiled the kernel of {where} (the "
+                                    f"kernel is kept for this process: run again)") from e
+        raise
     finally:
         leave_run(threads)
     if type(out) is np.ndarray and out.dtype == mplan.result_dtype and out.shape == mplan.result_dims:

@@ -28,7 +28,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import RunShapeError, ShapeError
+from ..errors import RunShapeError, ShapeError, quote
 from ..ops import registry
 from ..shapes import MAX_NESTING, Shape, check_size
 
@@ -119,7 +119,7 @@ def _check_instruction(inst):
         raise ShapeError(f"{where(inst)}: its shape is {shape!r}, not a Shape")
     op = registry.OPS.get(inst.opcode)
     if op is None:
-        raise NotImplementedError(f"{where(inst)}: HLO opcode {inst.opcode!r} is not implemented in xla_explorer "
+        raise NotImplementedError(f"{where(inst)}: HLO opcode {quote(inst.opcode)} is not implemented in xla_explorer "
                                   f"(see xla_explorer.status_table())")
     if inst.opcode != "parameter":
         check_size(shape, f"{op.name} {where(inst)}")
