@@ -611,3 +611,16 @@ def test_errors_quote_huge_user_text_cut_short(case):
         call()
     message = str(info.value)
     assert len(message) < 600 and names in message, message[:1000]
+
+
+def test_verification_remembers_a_rule_s_answer_not_a_declared_shape():
+    # the shape rule's answer is remembered per (opcode, operand shapes, attributes) within
+    # a module; each instruction's declared shape is still compared with it
+    text = ("HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  a = f32[3] add(x, x)\n"
+            "  b = f32[4] add(x, x)\n  ROOT r = f32[3] add(a, x)\n}")
+    with pytest.raises(xe.ShapeError, match=r"b \(line 5\): the module declares f32\[4\]"):
+        xe.parse_hlo(text).run(np.ones(3, F32))
+    text = ("HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  a = f32[3,2] transpose(x), dimensions={1,0}\n"
+            "  ROOT b = f32[2,3] transpose(x), dimensions={1,0}\n}")
+    with pytest.raises(xe.ShapeError, match=r"b \(line 5\)"):
+        xe.parse_hlo(text).run(np.ones((2, 3), F32))
