@@ -346,6 +346,16 @@ def test_builder_run_box(widgets):
     bw.inputs["i"].value = "random(3)"
     bw._run_button.click()
     assert bw.run_error == "" and bw._errors["input i"].value == ""
+    # what the student typed is quoted cut short: 5,000 digits do not come back whole
+    for typed in ("9" * 5000, "[" + ", ".join(["1.5"] * 3000) + "]", "nope" * 2000):
+        bw.inputs["i"].value = typed
+        bw._run_button.click()
+        assert bw.run_error and len(bw.run_error) < 400 and "characters" in bw.run_error, bw.run_error[:500]
+        assert len(bw._errors["input i"].value) < 800
+    bw.attrs_text = "offset_dims=" + "9" * 5000
+    bw.add()
+    assert bw.error and len(bw.error) < 400
+    bw.inputs["i"].value = "random(3)"
     with pytest.raises(Exception, match="not available"):
         bw.backend = "tpu"
     if "numba" in bw._backend.options:

@@ -153,10 +153,12 @@ def in_blocks(work, starts, scratch, size):
 
 
 def matmul(a, w, out):
-    """out[b] = a[b] @ w[b] (3-D arrays; w may have batch size 1), BLAS single-threaded in
-    each of our worker threads."""
-    B, M, K = a.shape
+    """out[b...] = a[b...] @ w[b...] (arrays [batch..., M, K] and [batch..., K, N], any
+    strides BLAS takes: see ``blas_operand``; w's batch dimensions may be 1), BLAS
+    single-threaded in each of our worker threads."""
+    M, K = a.shape[-2:]
     N = w.shape[-1]
+    B = int(np.prod(a.shape[:-2], dtype=np.int64))
     _blas_enter()
     try:
         n = _workers() if B * M * K * N >= _SPLIT_WORK else 1
@@ -164,19 +166,47 @@ def matmul(a, w, out):
             np.matmul(a, w, out=out)
             return out
         parts = []
-        if B >= n and w.shape[0] == B:  # split the batch
-            step = -(-B // n)
-            for i in range(0, B, step):
+        if a.ndim > 2 and a.shape[0] >= n and w.shape[0] == a.shape[0]:  # split the (first) batch dimension
+            step = -(-a.shape[0] // n)
+            for i in range(0, a.shape[0], step):
                 parts.append(_pool.submit(np.matmul, a[i:i + step], w[i:i + step], out=out[i:i + step]))
         else:  # split the rows of every matrix
             step = -(-M // n)
             for i in range(0, M, step):
-                parts.append(_pool.submit(np.matmul, a[:, i:i + step], w, out=out[:, i:i + step]))
+                parts.append(_pool.submit(np.matmul, a[..., i:i + step, :], w, out=out[..., i:i + step, :]))
         for p in parts:
             p.result()
         return out
     finally:
         _blas_leave()
+
+
+def blas_operand(x):
+    """x ([batch..., rows, cols]) itself when NumPy's matmul hands its matrices to BLAS as
+    they are -- one of the two last dimensions of unit stride, the other a valid leading
+    dimension (a transposed or sliced view is passed with BLAS's transpose flag and
+    leading dimension, as XLA folds a transpose into the dot), else a contiguous copy
+    (NumPy would otherwise run its own, slow, loop)."""
+    item = x.itemsize
+    r, c = x.shape[-2:]
+    sr, sc = x.strides[-2:]
+    if ((sc == item or c == 1) and sr % item == 0 and sr // item >= max(c, 1)) or \
+            ((sr == item or r == 1) and sc % item == 0 and sc // item >= max(r, 1)):
+        return x
+    return np.ascontiguousarray(x)
+
+
+def _merged(x, batch, rows, cols):
+    """x seen as [B, rows, cols] (B = the product of ``batch``) without copying, or as
+    [batch..., rows, cols] where the batch dimensions cannot merge, or None where even
+    the rows or the columns cannot (a copy is needed)."""
+    B = int(np.prod(batch, dtype=np.int64))
+    for dims in ((B, rows, cols), tuple(batch) + (rows, cols)):
+        try:
+            return np.reshape(x, dims, copy=False)
+        except ValueError:
+            continue
+    return None
 
 
 def _float_compute(*types):
@@ -262,12 +292,14 @@ def _int_product(a, w, out_dtype):
 
 
 def _product(a, w, shape, operand_types):
-    """The batched product [B, M, K] @ [B, K, N] in the type ``shape`` asks for."""
+    """The batched product [B..., M, K] @ [B..., K, N] in the type ``shape`` asks for."""
     t = shape.element_type
     if t in dtypes.FLOATING or t in dtypes.COMPLEX:
         ct = _float_compute(t, *operand_types)
-        out = empty((a.shape[0], a.shape[1], w.shape[2]), ct)
-        return matmul(a.astype(ct, copy=False), w.astype(ct, copy=False), out)
+        out = empty(a.shape[:-1] + w.shape[-1:], ct)
+        return matmul(blas_operand(a.astype(ct, copy=False)), blas_operand(w.astype(ct, copy=False)), out)
+    B = int(np.prod(a.shape[:-2], dtype=np.int64))
+    a, w = a.reshape((B,) + a.shape[-2:]), w.reshape((B,) + w.shape[-2:])
     if any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in operand_types):
         # floats to an integer / pred result: the reference sums in int64 after converting
         # the operands, so do the same here
@@ -295,8 +327,17 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
     lperm, rperm, lhs_free, rhs_free = _dot_plan(lhs.ndim, rhs.ndim, lc, rc, lb, rb)
     size = lambda x, dims: int(np.prod([x.shape[d] for d in dims], dtype=np.int64))  # noqa: E731
     B, M, K, N = size(lhs, lb), size(lhs, lhs_free), size(lhs, lc), size(rhs, rhs_free)
-    a = np.transpose(lhs, lperm).reshape(B, M, K)
-    w = np.transpose(rhs, rperm).reshape(B, K, N)
+    # the operands as [batch, M, K] and [batch, K, N] views where their strides allow (a
+    # transposed operand, a head of attention's [b, t, h, d]: BLAS reads them in place),
+    # copied where they do not
+    batch = tuple(lhs.shape[d] for d in lb)
+    a, w = _merged(np.transpose(lhs, lperm), batch, M, K), _merged(np.transpose(rhs, rperm), batch, K, N)
+    if a is None:
+        a = np.transpose(lhs, lperm).reshape(B, M, K)
+    if w is None:
+        w = np.transpose(rhs, rperm).reshape(B, K, N)
+    if a.ndim != w.ndim:  # one merged its batch dimensions, the other could not
+        a, w = a.reshape(batch + (M, K)), w.reshape(batch + (K, N))
     types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
     if K == 0 or B * M * N == 0:
         return np.zeros(shape.dims, shape.dtype)
