@@ -564,45 +564,48 @@ def _prepare_fused_gather(group):
     return module, plan, how, group.inputs.index(operand), wants, (odims, plan.inner, plan.imap, plan.bmap, *params)
 
 
-def run_fused_gather(group, values):
-    """A ``fusion.GatherFusion`` on the CPU: one loop computes each position's start
-    indices (its element-wise members, the components read where they lie) and gathers."""
-    mode = "flush" if fpenv.flushing() else "ieee"    # the element-wise code depends on it
-    prepared = group.__dict__.setdefault("_cpu", {}).get(mode)
-    if prepared is None:
-        prepared = group._cpu[mode] = _prepare_fused_gather(group)
-    module, plan, how, at, wants, static = prepared
+def fused_gather_runner(group, mode):
+    """A ``fusion.GatherFusion`` on the CPU, as a function of its input values: one loop
+    computes each position's start indices (its element-wise members, the components read
+    where they lie) and gathers.  ``mode``: the floating-point environment the element-wise
+    code is generated for (``"flush"`` or ``"ieee"``)."""
+    module, plan, how, at, wants, static = _prepare_fused_gather(group)
     shape = group.root.shape
     n = shape.numel
-    ins = []
-    for j, w in wants:
-        v = values[j]
-        ins.append(v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
-                   else np.ascontiguousarray(np.asarray(v), dtype=w).reshape(-1))
-    out = new_words(shape, n)
-    src = words(values[at])
     # a random load and the index arithmetic an element: parallel from fewer elements on
     # than a copy (x[i, j] of 65536 elements: 0.07 ms on two threads, 0.10 ms on one)
     parallel = n >= (PARALLEL_THRESHOLD if how == "elements" else MOVE_PARALLEL_THRESHOLD)
-    if how == "elements":
-        if parallel:
-            module.elems_par(plan.nb, out, src, *ins, *static)
+    nb, nw, S, dmap, sl, nrows = plan.nb, plan.nb * plan.nrows, plan.S, plan.dmap, plan.sl, plan.nrows
+    kernel = {"elements": module.elems_par if parallel else module.elems,
+              "slices": module.slices_par if parallel else module.slices}.get(how)
+
+    def run(values):
+        ins = []
+        for j, w in wants:
+            v = values[j]
+            ins.append(v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
+                       else np.ascontiguousarray(np.asarray(v), dtype=w).reshape(-1))
+        out = new_words(shape, n)
+        src = words(values[at])
+        if how == "elements":
+            if parallel:
+                kernel(nb, out, src, *ins, *static)
+            else:
+                kernel(0, nb, out, src, *ins, *static)
+        elif how == "slices":
+            if parallel:
+                kernel(nw, out, src, *ins, *static, S, dmap, sl, nrows)
+            else:
+                kernel(0, nw, out, src, *ins, *static, S, dmap, sl, nrows)
         else:
-            module.elems(0, plan.nb, out, src, *ins, *static)
-    elif how == "slices":
-        nw = plan.nb * plan.nrows
-        if parallel:
-            module.slices_par(nw, out, src, *ins, *static, plan.S, plan.dmap, plan.sl, plan.nrows)
-        else:
-            module.slices(0, nw, out, src, *ins, *static, plan.S, plan.dmap, plan.sl, plan.nrows)
-    else:
-        so, do = np.empty(plan.nb, np.int64), np.empty(plan.nb, np.int64)
-        module.offsets(plan.nb, so, *ins, *static)
-        _destinations(do, plan.dmap)
-        ne = int(np.prod(plan.sl[0]))
-        runs = plan.nb == 1 or bool(np.all(np.diff(do) == 1))
-        in_threads(by_element, ne, parallel and ne > 1, out, src, so, do, plan.sl, runs)
-    return as_result(out, shape)
+            so, do = np.empty(nb, np.int64), np.empty(nb, np.int64)
+            module.offsets(nb, so, *ins, *static)
+            _destinations(do, dmap)
+            ne = int(np.prod(sl[0]))
+            runs = nb == 1 or bool(np.all(np.diff(do) == 1))
+            in_threads(by_element, ne, parallel and ne > 1, out, src, so, do, sl, runs)
+        return as_result(out, shape)
+    return run
 
 
 # =========================================================================================

@@ -1627,6 +1627,253 @@ def _generated_rows(region, types, values, inits, A, R, B):
 
 
 # ---------------------------------------------------------------------------------------
+# Recognised argmax / argmin regions (JAX's): a linear fold instead of the tree
+#
+# JAX's argmax region takes (a_v, a_i, b_v, b_i) and returns
+#     p = a_v > b_v or a_v != a_v                 (argmin: <)
+#     (a_v if p else b_v,  a_i if (p or (a_v == b_v and a_i < b_i)) else b_i).
+# On any sequence of elements, folded in any bracketing that keeps their order (the
+# reference's pairwise tree, a left-to-right fold), this gives one answer:
+# - a NaN present: the first NaN, value and index (a NaN on the left is kept; on the
+#   right it replaces a number);
+# - else the value is the *last* element numerically equal to the maximum (on a tie p is
+#   False and b's value is taken: the sign of a zero maximum comes from the last zero),
+#   and the index is the smallest index among the elements equal to the maximum.
+# (Joining two parts L, R: the maximum of L beats R's when larger, R's wins ties, so
+# "the last maximum" of L + R; the index picks by (value, -index), a total preorder.)
+# So a row can be reduced by a vectorised maximum and a second scan for the index, and
+# columns by the region itself applied left to right as vectors: the same bits as the
+# tree.  Under the "flush" float environment the region's compares read denormals as
+# zeros: a row or column holding one runs the generated tree kernel instead.
+
+def _argminmax_plan(comp):
+    """(is_max, nan_check) when ``comp`` is JAX's argmax / argmin region (above); None
+    otherwise.  ``nan_check`` is required for float values (without it a NaN makes the
+    selection depend on the bracketing)."""
+    cached = comp.__dict__.get("_cpu_argminmax", False)
+    if cached is False:
+        try:
+            cached = _match_argminmax(comp)
+        except (KeyError, IndexError, AttributeError):
+            cached = None
+        comp.__dict__["_cpu_argminmax"] = cached
+    return cached
+
+
+def _compare_of(inst, lhs, rhs):
+    """The direction of ``compare(lhs, rhs)`` written either way round (seen from lhs), or
+    None; compares of another type than the operands' (TOTALORDER) are not recognised."""
+    if inst.opcode != "compare" or inst.attrs.get("compare_type") not in (None, "FLOAT", "SIGNED", "UNSIGNED"):
+        return None
+    d = inst.attrs["comparison_direction"]
+    if inst.operands[0] is lhs and inst.operands[1] is rhs:
+        return d
+    if inst.operands[0] is rhs and inst.operands[1] is lhs:
+        return _FLIPPED[d]
+    return None
+
+
+def _either(inst, opcode, test_a, test_b):
+    """Whether ``inst`` is ``opcode(x, y)`` with test_a(x) and test_b(y), either order."""
+    if inst.opcode != opcode or len(inst.operands) != 2:
+        return False
+    x, y = inst.operands
+    return (test_a(x) and test_b(y)) or (test_a(y) and test_b(x))
+
+
+def _match_argminmax(comp):
+    params = comp.parameters
+    root = comp.root
+    if len(params) != 4 or root.opcode != "tuple" or len(root.operands) != 2:
+        return None
+    av, ai, bv, bi = params
+    vt, it = av.shape.element_type, ai.shape.element_type
+    if bv.shape.element_type != vt or bi.shape.element_type != it:
+        return None
+    if it not in dtypes.INTEGRAL or not (vt in dtypes.INTEGRAL or vt in ("f16", "bf16", "f32", "f64")):
+        return None
+    sv, si = root.operands
+    if sv.opcode != "select" or si.opcode != "select":
+        return None
+    if sv.operands[1:] != [av, bv] or si.operands[1:] != [ai, bi]:
+        return None
+    p, q = sv.operands[0], si.operands[0]
+    floats = vt not in dtypes.INTEGRAL
+    # p: compare(a_v, b_v, GT | LT), or (floats) that or'ed with compare(a_v, a_v, NE)
+    nan_check = False
+    strict = _compare_of(p, av, bv)
+    if strict is None and p.opcode == "or" and len(p.operands) == 2:
+        for c, n in (p.operands, p.operands[::-1]):
+            if _compare_of(n, av, av) == "NE" and _compare_of(c, av, bv) in ("GT", "LT"):
+                strict, nan_check = _compare_of(c, av, bv), True
+                break
+    if strict not in ("GT", "LT") or (floats and not nan_check):
+        return None
+    # q: or(p, and(compare(a_v, b_v, EQ), compare(a_i, b_i, LT)))
+    tie = lambda x: _either(x, "and", lambda e: _compare_of(e, av, bv) == "EQ",  # noqa: E731
+                            lambda s: _compare_of(s, ai, bi) == "LT")
+    if not _either(q, "or", lambda x: x is p, tie):
+        return None
+    return strict == "GT", nan_check
+
+
+@njit(inline="always", **_opts)
+def _arg_pick(av, ai, bv, bi, is_max, nan_check):
+    """The recognised region itself: (value, index) of a combined with b."""
+    p = (av > bv) if is_max else (av < bv)
+    if nan_check:
+        p = p or av != av
+    q = p or (av == bv and ai < bi)
+    return (av if p else bv), (ai if q else bi)
+
+
+@njit(inline="always", **_opts)
+def _is_denormal(a, tiny):
+    return abs(a) < tiny and a != 0
+
+
+#: lanes of the vectorised maximum of a row (independent running maxima, combined at the end)
+_ARG_LANES = 64
+
+
+@njit(**_opts)
+def _argminmax_rows(lo, hi, x, idx, R, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
+    """Rows [lo, hi) of x[A, R] (flat) with their indices idx[A, R]: vout / iout = the
+    recognised region folded over the row, then ``region(init, fold)``; rows holding a
+    denormal under flushing (``tiny`` > 0) are marked in ``bad`` (the caller reruns them)."""
+    lanes = np.empty(_ARG_LANES, x.dtype)
+    L = _ARG_LANES
+    for t in range(lo, hi):
+        xs = x[t * R:(t + 1) * R]
+        js = idx[t * R:(t + 1) * R]
+        # pass 1: the maximum by plain comparisons (NaNs skipped), whether a NaN or a
+        # denormal is there
+        nan = False
+        den = False
+        full = R // L * L
+        m = xs[0]
+        if full:
+            for j in range(L):
+                lanes[j] = xs[j]
+            for b in range(L, full, L):
+                blk = xs[b:b + L]
+                seen = 0
+                for j in range(L):
+                    a = blk[j]
+                    c = lanes[j]
+                    if is_max:
+                        lanes[j] = a if a > c else c
+                    else:
+                        lanes[j] = a if a < c else c
+                    seen |= (a != a) | _is_denormal(a, tiny)
+                if seen:
+                    for j in range(L):
+                        nan |= blk[j] != blk[j]
+                        den |= _is_denormal(blk[j], tiny)
+            for j in range(L):
+                a = xs[j]
+                nan |= a != a
+                den |= _is_denormal(a, tiny)
+            m = lanes[0]
+            for j in range(1, L):
+                c = lanes[j]
+                if c != c or (c > m if is_max else c < m):
+                    m = c
+        for k in range(full, R):
+            a = xs[k]
+            nan |= a != a
+            den |= _is_denormal(a, tiny)
+            if m != m or (a > m if is_max else a < m):
+                m = a
+        if den:
+            bad[t] = True
+            continue
+        if nan:  # the first NaN
+            k = 0
+            while xs[k] == xs[k]:
+                k += 1
+            v, i = xs[k], js[k]
+        else:
+            # pass 2: the smallest index among the maxima; the value is the last maximum
+            # (the same number, but a zero maximum takes the sign of the last zero)
+            k0 = 0
+            while xs[k0] != m:
+                k0 += 1
+            i = js[k0]
+            for k in range(k0 + 1, R):
+                c = js[k]
+                if xs[k] == m and c < i:
+                    i = c
+            v = m
+            if m == 0:
+                k = R - 1
+                while xs[k] != m:
+                    k -= 1
+                v = xs[k]
+        vout[t], iout[t] = _arg_pick(initv, initi, v, i, is_max, nan_check)
+
+
+@njit(**_opts)
+def _argminmax_cols(lo, hi, x, idx, R, B, nblk, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
+    """Tasks [lo, hi) of x[A, R, B] folded over R: task t is a block of up to 256 columns
+    of row t // nblk, folded left to right by the region as vectors (its own order of
+    combination is one the tree is equal to: see above)."""
+    W = 256
+    for t in range(lo, hi):
+        a = t // nblk
+        b0 = (t - a * nblk) * W
+        w = min(W, B - b0)
+        base = a * R * B + b0
+        vs = vout[a * B + b0:a * B + b0 + w]
+        ix = iout[a * B + b0:a * B + b0 + w]
+        den = False
+        row = x[base:base + w]
+        for j in range(w):
+            vs[j] = row[j]
+            ix[j] = idx[base + j]
+            den |= _is_denormal(row[j], tiny)
+        for r in range(1, R):
+            row = x[base + r * B:base + r * B + w]
+            irow = idx[base + r * B:base + r * B + w]
+            for j in range(w):
+                bv = row[j]
+                vs[j], ix[j] = _arg_pick(vs[j], ix[j], bv, irow[j], is_max, nan_check)
+                den |= _is_denormal(bv, tiny)
+        if den:
+            bad[t] = True
+            continue
+        for j in range(w):
+            vs[j], ix[j] = _arg_pick(initv, initi, vs[j], ix[j], is_max, nan_check)
+
+
+def _argminmax(plan, types, operands, inits, A, R, B):
+    """The recognised argmax / argmin over x[A, R, B]: flat (values, indices) in carrier
+    types, or None when a denormal meets the flushing compares (the caller runs the tree)."""
+    is_max, nan_check = plan
+    x = _to_carrier(operands[0], types[0]).reshape(-1)
+    idx = _to_carrier(operands[1], types[1]).reshape(-1)
+    initv = x.dtype.type(_to_carrier(inits[0], types[0])[()])
+    initi = idx.dtype.type(_to_carrier(inits[1], types[1])[()])
+    flushing = types[0] not in dtypes.INTEGRAL and fpenv.flushing(types[0])
+    tiny = x.dtype.type(fpenv.TINY[types[0]] if flushing else 0)
+    vout = np.empty(A * B, x.dtype)
+    iout = np.empty(A * B, idx.dtype)
+    parallel = A * R * B >= MOVE_PARALLEL_THRESHOLD
+    if B == 1:
+        bad = np.zeros(A, np.bool_)
+        in_threads(_argminmax_rows, A, parallel and A > 1, x, idx, R, is_max, nan_check, tiny, initv, initi,
+                   vout, iout, bad)
+    else:
+        nblk = -(-B // 256)
+        bad = np.zeros(A * nblk, np.bool_)
+        in_threads(_argminmax_cols, A * nblk, parallel and A * nblk > 1, x, idx, R, B, nblk, is_max, nan_check,
+                   tiny, initv, initi, vout, iout, bad)
+    if bad.any():
+        return None
+    return [vout, iout]
+
+
+# ---------------------------------------------------------------------------------------
 # Reduce
 
 @kernel("reduce")
@@ -1663,7 +1910,10 @@ def reduce_kernel(*values, shape, computation, dimensions):
             i = block[0]
             A = product([g for g, _ in groups[:i]])
             B = product([g for g, _ in groups[i + 1:]])
-            outs = _generated_rows(computation, types, operands, inits, A, groups[i][0], B)
+            plan = _argminmax_plan(computation.computation) if n == 2 else None
+            outs = _argminmax(plan, types, operands, inits, A, groups[i][0], B) if plan else None
+            if outs is None:
+                outs = _generated_rows(computation, types, operands, inits, A, groups[i][0], B)
         else:
             outs = _generated_fold(computation, types, operands, inits, _reduce_geometry(dims, reduced), types)
     except _NumbaError as e:

@@ -1,0 +1,103 @@
+"""The reduction kernels' fast paths against the NumPy reference, bit for bit.
+
+- JAX's argmax / argmin region is folded linearly (a vectorised maximum, then the index)
+  instead of in the reference's pairwise tree: the results must be the tree's bits over
+  ties, NaNs (their payloads: the first NaN wins), -0.0 / +0.0 (the value of a zero
+  maximum is the last zero's, the index the smallest tied one), all-equal rows, index
+  operands with duplicates, any init, and denormals under the flushing float environment
+  (the region's compares read them as zeros: those rows run the tree kernel).
+"""
+import numpy as np
+import pytest
+
+import xla_explorer as xe
+
+pytest.importorskip("numba")
+
+from xla_explorer.executors.cpu import load  # noqa: E402
+
+load()
+from xla_explorer.executors.cpu import reduction as kred  # noqa: E402
+
+
+def _region(is_max, t):
+    """JAX's argmax (argmin) region on values of type t and s32 indices."""
+    b = xe.XlaBuilder("argminmax")
+    av, ai = xe.Parameter(b, 0, xe.Shape(t, ()), "av"), xe.Parameter(b, 1, xe.Shape("s32", ()), "ai")
+    bv, bi = xe.Parameter(b, 2, xe.Shape(t, ()), "bv"), xe.Parameter(b, 3, xe.Shape("s32", ()), "bi")
+    p = xe.Gt(av, bv) if is_max else xe.Lt(av, bv)
+    if t != "s32":
+        p = xe.Or(p, xe.Ne(av, av))
+    q = xe.Or(p, xe.And(xe.Eq(av, bv), xe.Lt(ai, bi)))
+    return b.build(xe.Tuple(xe.Select(p, av, bv), xe.Select(q, ai, bi)))
+
+
+def _bits(a):
+    a = np.asarray(a)
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
+
+
+def _values(rng, t, shape, kind):
+    dt = xe.Shape(t, ()).dtype
+    if t == "s32":
+        return rng.integers(-3, 3, shape).astype(dt)
+    specials = [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 2.0]
+    x = {"zeros": lambda: rng.choice([0.0, -0.0], shape),
+         "specials": lambda: rng.choice(specials, shape),
+         "all equal": lambda: np.full(shape, rng.choice(specials)),
+         "zero maximum": lambda: rng.choice([0.0, -0.0, -1.0], shape),
+         "normal": lambda: rng.standard_normal(shape),
+         "denormals": lambda: rng.choice([0.0, -0.0, 1e-40, -1e-40, -1.0], shape)}[kind]().astype(dt)
+    if kind == "specials" and x.size:   # NaNs with payloads of both signs: which NaN wins shows
+        bits = x.view(np.uint32)
+        nan = np.isnan(x)
+        bits[nan] |= rng.integers(1, 1 << 20, int(nan.sum())).astype(np.uint32)
+        bits[nan] ^= rng.integers(0, 2, int(nan.sum())).astype(np.uint32) << 31
+    return x
+
+
+@pytest.mark.parametrize("t", ["f32", "s32"])
+@pytest.mark.parametrize("is_max", [True, False])
+def test_argmax_argmin_fold_linearly_with_the_trees_bits(t, is_max):
+    region = _region(is_max, t)
+    assert kred._argminmax_plan(region.entry) == (is_max, t != "s32")
+    rng = np.random.default_rng(3)
+    dt = xe.Shape(t, ()).dtype
+    kinds = ["zeros", "specials", "all equal", "zero maximum", "normal", "denormals"] if t != "s32" else ["ints"]
+    # rows (B = 1: the vectorised maximum, rows longer and shorter than its 64 lanes) and
+    # columns (B > 1: the region as vectors, blocks of 256 columns and a partial one)
+    for shape, axis in [((5, 300), 1), ((4, 1), 1), ((3, 63), 1), ((200, 7), 0), ((3, 40, 300), 1)]:
+        b = xe.XlaBuilder("argminmax")
+        x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
+        i = xe.Parameter(b, 1, xe.Shape("s32", shape), "i")
+        init = [xe.Parameter(b, 2, xe.Shape(t, ()), "v0"), xe.Parameter(b, 3, xe.Shape("s32", ()), "i0")]
+        comp = b.build(xe.Reduce([x, i], init, region, [axis]))
+        iota = np.arange(shape[axis], dtype=np.int32).reshape([-1 if d == axis else 1 for d in range(len(shape))])
+        for kind in kinds:
+            for index in (np.broadcast_to(iota, shape).copy(), rng.integers(0, 4, shape).astype(np.int32)):
+                xv = _values(rng, t, shape, kind)
+                v0 = dt.type(rng.choice([-np.inf, np.inf, -0.0, 0.0, np.nan])) if t != "s32" else dt.type(-2)
+                i0 = np.int32(rng.integers(-1, 3))
+                for env in (["flush", "ieee"] if kind == "denormals" else ["flush"]):
+                    with xe.float_env(denormals=env):
+                        want = comp.run(xv, index, v0, i0)
+                        got = comp.run(xv, index, v0, i0, backend="numba")
+                    for w, g in zip(want, got):
+                        np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=f"{shape} {axis} {kind} {env}")
+
+
+def test_other_selection_regions_are_not_recognised():
+    """Without the NaN test a float argmax depends on the bracketing; a region preferring
+    b (the mirrored form) is another function: both stay on the tree kernel."""
+    b = xe.XlaBuilder("no_nan")
+    av, ai = xe.Parameter(b, 0, xe.Shape("f32", ()), "av"), xe.Parameter(b, 1, xe.Shape("s32", ()), "ai")
+    bv, bi = xe.Parameter(b, 2, xe.Shape("f32", ()), "bv"), xe.Parameter(b, 3, xe.Shape("s32", ()), "bi")
+    q = xe.Or(xe.Gt(av, bv), xe.And(xe.Eq(av, bv), xe.Lt(ai, bi)))
+    region = b.build(xe.Tuple(xe.Select(xe.Gt(av, bv), av, bv), xe.Select(q, ai, bi)))
+    assert kred._argminmax_plan(region.entry) is None
+    b = xe.XlaBuilder("mirrored")
+    av, ai = xe.Parameter(b, 0, xe.Shape("f32", ()), "av"), xe.Parameter(b, 1, xe.Shape("s32", ()), "ai")
+    bv, bi = xe.Parameter(b, 2, xe.Shape("f32", ()), "bv"), xe.Parameter(b, 3, xe.Shape("s32", ()), "bi")
+    take = xe.Or(xe.Or(xe.Gt(bv, av), xe.Ne(bv, bv)), xe.And(xe.Eq(bv, av), xe.Lt(bi, ai)))
+    region = b.build(xe.Tuple(xe.Select(take, bv, av), xe.Select(take, bi, ai)))
+    assert kred._argminmax_plan(region.entry) is None
