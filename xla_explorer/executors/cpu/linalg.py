@@ -577,11 +577,19 @@ def _winograd(x, w, pads, out_sp, ct):
     # rows 2i..2i+3 and columns 2j..2j+3 of it (a negative padding crops)
     H, W = x.shape[1], x.shape[2]
     (lo_h, _), (lo_w, _) = pads
-    xp = np.zeros((B, 2 * th + 2, 2 * tw + 2, C), ct)
+    # (pooled and only its border zeroed: np.zeros' fresh pages page-faulted on every call)
+    Hp, Wp = 2 * th + 2, 2 * tw + 2
+    xp = empty((B, Hp, Wp, C), ct)
     h0, w0 = max(0, lo_h), max(0, lo_w)
-    h1, w1 = min(2 * th + 2, lo_h + H), min(2 * tw + 2, lo_w + W)
+    h1, w1 = min(Hp, lo_h + H), min(Wp, lo_w + W)
     if h1 > h0 and w1 > w0:
+        xp[:, :h0] = 0
+        xp[:, h1:] = 0
+        xp[:, h0:h1, :w0] = 0
+        xp[:, h0:h1, w1:] = 0
         xp[:, h0:h1, w0:w1] = x[:, h0 - lo_h:h1 - lo_h, w0 - lo_w:w1 - lo_w]
+    else:
+        xp[...] = 0
 
     def work(t0, scratch):
         V, M = scratch
@@ -609,9 +617,9 @@ _WINO_MIN = 1 << 20
 def _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols, strides, pads,
                  ld, rd, is_float, ct):
     """The convolution as im2col + matrix products: result [G, rows, Og]."""
-    result = np.zeros((groups, rows, Og), ct if is_float else np.int64)
     if not (rows and kcols and Og and x.size):
-        return result
+        return np.zeros((groups, rows, Og), ct if is_float else np.int64)
+    result = empty((groups, rows, Og), ct if is_float else np.int64)  # every row written below
     in_sizes = tuple(x.shape[1:-1])
     geometry = _window_geometry(in_sizes, tuple(out_sp), tuple(k_sizes), tuple(strides), tuple(pads), tuple(ld),
                                 tuple(rd))
@@ -639,6 +647,30 @@ def _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes
     return result
 
 
+#: (operand shapes and types, attributes) -> the dimension numbers and the geometry
+_CONV_SETUPS = {}
+
+
+def _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, window_reversal,
+                dimension_numbers):
+    """spec's dimension numbers and ``_conv_geometry`` for these operands, remembered: they
+    parse the labels and build Shapes, about 50 us a call -- a tenth of a small
+    convolution's time."""
+    key = (lhs.shape, lhs.dtype.str, rhs.shape, rhs.dtype.str,
+           repr((window_strides, padding, lhs_dilation, rhs_dilation, window_reversal, dimension_numbers)))
+    setup = _CONV_SETUPS.get(key)
+    if setup is None:
+        dn = spec._dimension_numbers("Convolution", dimension_numbers, lhs.ndim)
+        setup = dn, spec._conv_geometry(
+            "Convolution", Shape.of(lhs), Shape.of(rhs), window_strides=window_strides, padding=padding,
+            lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation, window_reversal=window_reversal,
+            dimension_numbers=dn)
+        if len(_CONV_SETUPS) >= 256:
+            _CONV_SETUPS.clear()
+        _CONV_SETUPS[key] = setup
+    return setup
+
+
 @kernel("convolution", note="im2col or Winograd F(2x2,3x3) (Numba) + BLAS (np.matmul)")
 def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
                 window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
@@ -652,11 +684,8 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
                                     lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
                                     window_reversal=window_reversal, dimension_numbers=dimension_numbers,
                                     feature_group_count=feature_group_count, batch_group_count=batch_group_count)
-    dn = spec._dimension_numbers("Convolution", dimension_numbers, lhs.ndim)
-    strides, pads, ld, rd, rev = spec._conv_geometry(
-        "Convolution", Shape.of(lhs), Shape.of(rhs), window_strides=window_strides, padding=padding,
-        lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation, window_reversal=window_reversal,
-        dimension_numbers=dn)
+    dn, (strides, pads, ld, rd, rev) = _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                                   window_reversal, dimension_numbers)
     n = len(strides)
     t = shape.element_type
     types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
