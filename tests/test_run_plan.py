@@ -65,6 +65,9 @@ def test_other_dtypes_and_shapes_are_refused_or_converted_as_before(builds):
     assert comp32.run(2, backend="numba") == 3 and comp32.run(2, backend="numba") == 3
     with pytest.raises(xe.ExecutionError, match="not exactly an integer"):
         comp32.run(2.9, backend="numba")
+    assert comp32.run(np.int32(5), backend="numba") == 6     # a NumPy scalar of the exact dtype
+    with pytest.raises(xe.ExecutionError, match="dtype int64"):
+        comp32.run(np.int64(5), backend="numba")
     assert len(builds) == 2   # one program each: the refused and converted arguments built none
 
 

@@ -654,13 +654,15 @@ class _ModulePlan:
         self.result_dtype, self.result_dims = (rs.dtype, rs.dims) if rs.is_array and rs.is_static else (None, None)
 
     def arguments(self, module, args, backend):
-        """``entry_arguments``: an array of the parameter's exact dtype and dims is taken as
-        it is (what ``as_argument`` returns for it); anything else goes through it."""
+        """``entry_arguments``: an array (or a NumPy scalar) of the parameter's exact dtype
+        and dims is taken as it is (what ``as_argument`` returns for it); anything else --
+        Python numbers and lists, other dtypes or shapes -- goes through it."""
         if type(args) is tuple and len(args) == len(self.params):
             out = []
             for a, (dtype, dims) in zip(args, self.params):
-                if type(a) is np.ndarray and a.dtype == dtype and a.shape == dims:
-                    out.append(a)
+                t = type(a)
+                if (t is np.ndarray or isinstance(a, np.generic)) and a.dtype == dtype and a.shape == dims:
+                    out.append(a if t is np.ndarray else np.asarray(a))
                 else:
                     break
             else:
