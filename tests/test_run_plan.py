@@ -132,3 +132,16 @@ def test_progress_listeners_still_see_every_step():
         comp.run(x, backend="numba")
     task = events[-1].task
     assert events[-1].kind == "end" and task.status == "done" and task.done == task.total == len(comp.fusion_plan().steps)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_the_cuda_simulator_runs_its_program(builds, fuse):
+    from xla_explorer.executors.cuda import simulated
+    if not simulated():
+        pytest.skip("the CUDA tests run in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+    from xla_explorer.executors.numba_executor import run_cuda
+    comp = _module()
+    x = np.arange(16, dtype=F32).reshape(4, 4)
+    for _ in range(3):
+        np.testing.assert_array_equal(run_cuda(comp, (x,), fuse=fuse), _want(x))
+    assert len(builds) == 1 and ("cuda", fuse) in {k[:2] for k in comp.entry.__dict__["_numba_programs"]}
