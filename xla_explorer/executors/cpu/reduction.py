@@ -353,6 +353,53 @@ def _fold_halving(code, xs, acc, lanes, plain):
     return res, not plain or res != 0
 
 
+def _key_bits(xs):
+    """(xs viewed as signed integers of its width, the magnitude mask, infinity's bits, the
+    sign bit's position), all of that integer type (no widening in the loops): for f32 and
+    f64, chosen when Numba compiles."""
+    if xs.dtype == np.float32:
+        return xs.view(np.int32), np.int32(0x7FFFFFFF), np.int32(0x7F800000), np.int32(31)
+    return xs.view(np.int64), np.int64(0x7FFFFFFFFFFFFFFF), np.int64(0x7FF0000000000000), np.int64(63)
+
+
+@nb.extending.overload(_key_bits, inline="always")
+def _key_bits_impl(xs):
+    if xs.dtype == nb.types.float32:
+        return lambda xs: (xs.view(np.int32), np.int32(0x7FFFFFFF), np.int32(0x7F800000), np.int32(31))
+    return lambda xs: (xs.view(np.int64), np.int64(0x7FFFFFFFFFFFFFFF), np.int64(0x7FF0000000000000), np.int64(63))
+
+
+@njit(**_opts)
+def _max_keys(code, xs, acc, lanes):
+    """acc combined with xs by maximum / minimum, computed on integer keys: the float's
+    bits with the magnitude of the negative ones flipped order like the floats (-0.0 just
+    below +0.0), and an integer maximum vectorises where a float one with NaN rules does
+    not.  Returns (value, True), or (?, False) when a NaN is there (a magnitude above
+    infinity's) or the result is a zero: then fmax's rules (which NaN, the sign of zero)
+    decide.  The maximum of numbers does not depend on the order of combination, so
+    otherwise it is the tree's value.  (The halving fold it replaces wrote half the row
+    and spent two thirds of its time in its later, short passes.)  ``lanes``: scratch."""
+    bits, mag, inf, sign = _key_bits(xs)
+    best = bits[0] ^ ((bits[0] >> sign) & mag)
+    high = bits[0] & mag
+    if code == MAX:
+        for i in range(bits.shape[0]):
+            b = bits[i]
+            best = max(best, b ^ ((b >> sign) & mag))
+            high = max(high, b & mag)
+    else:
+        for i in range(bits.shape[0]):
+            b = bits[i]
+            best = min(best, b ^ ((b >> sign) & mag))
+            high = max(high, b & mag)
+    if high > inf:
+        return acc, False
+    out = _key_bits(lanes[:1])[0]
+    out[0] = best ^ ((best >> sign) & mag)
+    res = _op(code, acc, lanes[0])
+    return res, res != 0
+
+
 @njit(**_opts)
 def _fold_float(code, x, lo, hi, acc, lanes):
     """acc combined with x[lo:hi] (floats: add, multiply, maximum, minimum); ``lanes`` is
@@ -365,7 +412,7 @@ def _fold_float(code, x, lo, hi, acc, lanes):
         if code != MUL:
             # plain comparisons first; a NaN or a zero maximum (whose sign fmax decides) is
             # folded again with fmax's rules
-            res, ok = _fold_halving(code, xs, acc, lanes, True)
+            res, ok = _max_keys(code, xs, acc, lanes)
             if ok:
                 return res
         return _fold_halving(code, xs, acc, lanes, False)[0]
