@@ -138,3 +138,33 @@ def test_row_maximum_on_integer_keys_has_the_trees_bits(t, name):
                     nan = np.isnan(want)
                     np.testing.assert_array_equal(np.isnan(got), nan)
                     np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan], err_msg=f"{kind} {init} {env}")
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_float_sums_check_denormals_in_their_own_pass(t):
+    """Under flushing a float sum's operand is checked for denormals by the kernel as it
+    sums (no scan before): one met, the operand is flushed and summed again.  Every layout
+    of the kernel: rows, one long row cut in parts, columns in blocks, narrow columns cut
+    in parts, two reduced groups; a denormal first, last, alone."""
+    dt = xe.Shape(t, ()).dtype
+    tiny = np.finfo(dt).tiny
+    rng = np.random.default_rng(5)
+    for dims, reduced in [((300, 1000), [1]), ((1, 400000), [1]), ((700, 600), [0]), ((3000, 100), [0]),
+                          ((40, 50, 200), [0, 2]), ((2, 20, 3, 10, 520), [1, 3]), ((7, 5), [1])]:
+        b = xe.XlaBuilder("sum")
+        x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+        comp = b.build(xe.Reduce(x, xe.Parameter(b, 1, xe.Shape(t, ()), "init"), lambda a, c: xe.Add(a, c), reduced))
+        n = int(np.prod(dims))
+        for where in (0, n - 1, int(rng.integers(0, n))):
+            # the smallest normal everywhere and one denormal (half of it): every sum is
+            # exact in any order, and tells whether the denormal counted (the result is
+            # normal, its flushing does not hide the difference)
+            xv = np.full(n, tiny, dt)
+            xv[where] = tiny / 2
+            xv = xv.reshape(dims)
+            for init in (0.0, -0.0, tiny / 2):
+                for env in ("flush", "ieee"):
+                    with xe.float_env(denormals=env):
+                        want = comp.run(xv, dt.type(init))
+                        got = comp.run(xv, dt.type(init), backend="numba")
+                    np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{dims} {where} {init} {env}")
