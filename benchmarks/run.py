@@ -12,7 +12,8 @@ JAX, numba, JAX, ...), medians of repeated runs; a point whose ratio comes out a
 is measured a second time and the runs pooled.  The reference (``backend="numpy"``) is
 timed once or a few times, or skipped where a run would take minutes.  Results are
 checked against JAX's.  Also: the machine's copy bandwidth (the yardstick of the
-data-movement ops), the per-op dispatch overhead, the first-call latency in a fresh
+data-movement ops), the per-op dispatch overhead, the per-run overhead against ``jax.jit``
+(``run_overhead``), the first-call latency in a fresh
 process with a cold and a warm kernel cache.
 
 Writes benchmarks/results/results.json, docs/images/benchmarks.png (time per element
@@ -235,6 +236,24 @@ def dispatch_overhead():
     return t / 20
 
 
+def run_overhead(budget=1.5):
+    """The whole per-run cost of a run that computes almost nothing: ``a + 1`` of f32[4,4]
+    through ``comp.run(..., backend="numba")`` (argument checks, the run's program, one
+    fused loop, the result) and through ``jax.jit``, interleaved; medians in microseconds."""
+    import jax
+    a = np.zeros((4, 4), np.float32)
+    comp = xe.from_jax(lambda x: x + 1, a)
+    jf = jax.jit(lambda x: x + 1)
+    ja = jax.device_put(a)
+    for _ in range(20):   # compiles, then the runs' programs
+        comp.run(a, backend="numba")
+        jax.block_until_ready(jf(ja))
+    tn, tj = interleaved(lambda: comp.run(a, backend="numba"), lambda: jax.block_until_ready(jf(ja)),
+                         budget=budget, min_reps=200, max_reps=20000)
+    n, j = statistics.median(tn) * 1e6, statistics.median(tj) * 1e6
+    return {"numba_us": n, "jax_us": j, "numba_over_jax": n / j, "load_average": os.getloadavg()[0]}
+
+
 def _size_label(n):
     return f"{n // MiB} MiB" if n >= MiB else f"{n // 1024} KiB"
 
@@ -358,6 +377,8 @@ def render(data, bw_for_table=None):
         f"{blas.get('version', '')} with {blas.get('architecture', '?')} kernels on {blas.get('num_threads', '?')} "
         f"threads (OPENBLAS_CORETYPE {data['openblas_coretype']}); copy bandwidth {_bw_text(data, bw)} (read + write); "
         f"dispatch overhead {data['dispatch_overhead_us']:.1f} us per op (8x8)"
+        + (f"; a whole run of a one-op module {data['run_overhead']['numba_us']:.1f} us against jax.jit's "
+           f"{data['run_overhead']['jax_us']:.1f} us" if data.get("run_overhead") else "")
         + (f"; the 1-minute load average while the points were measured: {min(loads):.1f} to {max(loads):.1f} "
            f"(median {statistics.median(loads):.1f}), the machine being shared" if loads else "")
         + _one_thread_note(data["sweep"] + data["programs"])
@@ -407,7 +428,7 @@ def assemble(out):
         for r in d["programs"]:
             data["programs"][(r["program"], r["hlo"])] = r
         bws.append(d["copy_bandwidth_gbs"])
-        for k in ("dispatch_overhead_us", "blas", "machine", "openblas_coretype", "first_call"):
+        for k in ("dispatch_overhead_us", "run_overhead", "blas", "machine", "openblas_coretype", "first_call"):
             if d.get(k):
                 data[k] = d[k]
     data["sweep"] = list(data["sweep"].values())
@@ -501,6 +522,9 @@ def main(argv=None):
              "machine": info, "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "unset")}
     extra["machine"]["load_average_after"] = os.getloadavg()
     print(f"dispatch overhead per op on 8x8: {extra['dispatch_overhead_us']:.1f} us")
+    extra["run_overhead"] = run_overhead()
+    print("per-run overhead, a + 1 of f32[4,4]: numba {numba_us:.1f} us, jax.jit {jax_us:.1f} us, "
+          "numba/jax {numba_over_jax:.2f} (load {load_average:.1f})".format(**extra["run_overhead"]))
     if not args.no_latency:
         extra["first_call"] = {f"{n} [{lay}]": first_call_latency(n, lay) for n, lay in LATENCY_CASES}
         for n, lat in extra["first_call"].items():

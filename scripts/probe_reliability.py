@@ -101,9 +101,16 @@ def main(argv=None):
     parser.add_argument("--backends", default="numpy,numba", help="backends symbolic and parsed cases run on")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--show", type=int, default=3, help="findings shown per kind")
-    parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="seconds a worker may stay silent before its case counts as a hang")
+    parser.add_argument("--case-seconds", type=float, default=60,
+                        help="seconds after which a case is interrupted in its worker (a never-ending "
+                             "While is legal; anything else still running then counts as a hang)")
+    parser.add_argument("--progress", type=int, default=0, help="print a line every this many cases")
     parser.add_argument("--findings", help="write every finding (case and outcome) to this file")
     args = parser.parse_args(argv)
+    # the worker reads it when it starts; it must stop a case before the worker's own limit
+    os.environ["FUZZ_CASE_SECONDS"] = str(min(args.case_seconds, args.timeout * 0.8))
     cats = args.only or ["builder", "run", "parser", "widgets", "check"]
     backends = tuple(args.backends.split(","))
     rng = random.Random(args.seed)
@@ -111,6 +118,21 @@ def main(argv=None):
     table, shown, everything = {}, collections.defaultdict(list), collections.defaultdict(list)
     corpus = fuzzkit.corpus_texts()
     t0 = time.time()
+    # findings are written as they are found, and progress shown, so a long run can be
+    # looked at (and cut short) before it ends
+    out = open(args.findings, "w", buffering=1) if args.findings else None
+    done = [0]
+
+    def tick(verdict, case, outcome):
+        done[0] += 1
+        if verdict != "fine":
+            everything[verdict].append((case, outcome))
+            if out:
+                out.write(f"{verdict}\t{case!r}\t{outcome!r}\n")
+        if args.progress and done[0] % args.progress == 0:
+            print(f"{time.time() - t0:.0f} s: {done[0]} cases, findings "
+                  f"{dict((k, len(v)) for k, v in everything.items())}", file=sys.stderr, flush=True)
+
     try:
         if "builder" in cats:
             cases = list(builder_cases())
@@ -120,8 +142,8 @@ def main(argv=None):
             for case in cases:
                 who, verdict, outcome = run_builder(worker, case, backends)
                 counts[verdict] += 1
+                tick(verdict, case, outcome)
                 if verdict != "fine":
-                    everything[verdict].append((case, outcome))
                     if len(shown[verdict]) < args.show:
                         shown[verdict].append((case, outcome))
             table["builder, every op, symbolic and eager"] = (len(cases), counts)
@@ -136,8 +158,8 @@ def main(argv=None):
                     outcome = worker.call_safe("run_args_case", text, bad_args[0], backends)
                     verdict = fuzzkit.classify_args(outcome, bad_args[1])
                 counts[verdict] += 1
+                tick(verdict, (name, repr(bad_args)[:2000]), outcome)
                 if verdict != "fine":
-                    everything[verdict].append(((name, repr(bad_args)[:2000]), outcome))
                     if len(shown[verdict]) < args.show:
                         shown[verdict].append(((name, repr(bad_args)[:200]), outcome))
             table["comp.run arguments, huge sizes"] = (len(cases), counts)
@@ -153,8 +175,8 @@ def main(argv=None):
                 outcome = worker.call_safe("run_hlo_case", text, backends)
                 verdict = fuzzkit.classify_hlo(outcome)
                 counts[verdict] += 1
+                tick(verdict, (name, text), outcome)
                 if verdict != "fine":
-                    everything[verdict].append(((name, text), outcome))
                     if len(shown[verdict]) < args.show:
                         shown[verdict].append(((name, text[:3000]), outcome))
             table["HLO parser (mutated real modules)"] = (len(texts), counts)
@@ -171,24 +193,23 @@ def main(argv=None):
                 outcome = worker.call_safe(run, *case)
                 verdict = classify(outcome)
                 counts[verdict] += 1
+                tick(verdict, case, outcome)
                 if verdict != "fine":
-                    everything[verdict].append((case, outcome))
                     if len(shown[verdict]) < args.show:
                         shown[verdict].append((repr(case)[:300], outcome))
             table[title] = (len(cases), counts)
     finally:
         worker.close()
+        if out:
+            out.close()
     print(f"\n{time.time() - t0:.0f} s; backends {', '.join(backends)}\n")
     print("| probe | tried | crash | silent wrong result / illegal accepted | memory blow-up | bare or unnamed error |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, (n, c) in table.items():
         print(f"| {name} | {n:,} | {c['crash'] + c['hang']} | {c['accepted'] + c['disagree'] + c['modified']} | "
               f"{c['memory']} | {c['bare'] + c['unnamed']} |")
-    if args.findings:
-        with open(args.findings, "w") as f:
-            for verdict, items in everything.items():
-                for case, outcome in items:
-                    f.write(f"{verdict}\t{case!r}\t{outcome!r}\n")
+    for name, (n, c) in table.items():
+        print(f"{name}: {dict(c)}")
     for verdict, items in shown.items():
         print(f"\n== {verdict} ==")
         for case, outcome in items:

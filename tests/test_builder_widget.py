@@ -4,6 +4,7 @@ import shutil
 
 import numpy as np
 import pytest
+import traitlets
 
 import xla_explorer as xe
 from xla_explorer.ops import registry
@@ -346,6 +347,19 @@ def test_builder_run_box(widgets):
     bw.inputs["i"].value = "random(3)"
     bw._run_button.click()
     assert bw.run_error == "" and bw._errors["input i"].value == ""
+    # what the student typed is quoted cut short: 5,000 digits do not come back whole
+    for typed in ("9" * 5000, "[" + ", ".join(["1.5"] * 3000) + "]", "nope" * 2000):
+        bw.inputs["i"].value = typed
+        bw._run_button.click()
+        assert bw.run_error and len(bw.run_error) < 400 and "characters" in bw.run_error, bw.run_error[:500]
+        assert len(bw._errors["input i"].value) < 800
+    bw.attrs_text = "offset_dims=" + "9" * 5000
+    bw.add()
+    assert bw.error and len(bw.error) < 400
+    with pytest.raises(traitlets.TraitError) as info:
+        bw.op_name = "Nope" * 5000
+    assert len(str(info.value).split("; ops:")[0]) < 200
+    bw.inputs["i"].value = "random(3)"
     with pytest.raises(Exception, match="not available"):
         bw.backend = "tpu"
     if "numba" in bw._backend.options:

@@ -119,7 +119,9 @@ def test_memory_estimate_bounds_what_the_reference_allocates(dtype):
     for ex in exs:
         peak, estimate = memkit.measure(ex)
         assert peak <= estimate, f"{ex}: {peak:,} bytes allocated, estimated {estimate:,}"
-        if peak > 1 << 17 and estimate > (8 if ex.opcode in ("reduce", "map", "scan", "sort", "fft") else 4) * peak:
+        # reduce's figure follows its region (an add region: 4x, a maximum 1.5x)
+        slack = 5 if ex.opcode == "reduce" else 8 if ex.opcode in ("map", "scan", "sort", "fft") else 4
+        if peak > 1 << 17 and estimate > slack * peak:
             loose.append((ex, peak, estimate))
     assert not loose, loose
 
@@ -537,3 +539,90 @@ def test_dynamic_sizes_are_checked_at_run_time_on_every_backend(backend):
                                              r"f32\[7\]"):
         seven.run(np.ones(3, F32), np.ones(3, F32), backend=backend)
     np.testing.assert_array_equal(seven.run(np.ones(7, F32), np.ones(7, F32), backend=backend), [2] * 7)
+
+
+# -- a Ctrl-C that lands while LLVM hands Numba a kernel's machine code ------------------------
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")   # the interrupt Python drops
+@pytest.mark.parametrize("kind", ["region kernel", "fused loop"])
+def test_an_interrupt_lost_inside_llvm_is_an_interrupt_and_the_next_run_works(kind, tmp_path, monkeypatch):
+    # Python runs a signal handler inside LLVM's object-cache callback, where an exception
+    # cannot propagate: it was printed as "Exception ignored", the kernel compiled anyway,
+    # and Numba's cache write then failed with "no compiled object yet" -- which the run
+    # reported as an ExecutionError (the probe's unexplained case).  The callback is made
+    # to raise here, as a Ctrl-C at that instant does.
+    from numba.core.registry import cpu_target
+    from xla_explorer.executors import jit_cache
+    monkeypatch.setattr(jit_cache, "_dir", tmp_path)     # a kernel compiled afresh, not loaded from disk
+    b = xe.XlaBuilder("interrupted")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (4, 5)), "x")
+    if kind == "region kernel":   # a combiner seen nowhere else: a new generated kernel
+        xe.Reduce(x, F32(0), lambda a, c: xe.Add(xe.Max(a, c), xe.Constant(a.builder, F32(0.8125))), dimensions=[1])
+    else:
+        y = x
+        for k in range(7):
+            y = xe.Tanh(xe.Mul(y, x)) if k % 2 else xe.Atan2(y, x)
+    comp = b.build()
+    arg = np.arange(20, dtype=F32).reshape(4, 5) / 7
+    engine = cpu_target.target_context.codegen()._engine._ee
+    notify = engine._object_cache_notify
+
+    def interrupted(module, buf):
+        raise KeyboardInterrupt
+
+    engine._object_cache_notify = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt, match="interrupted while Numba compiled the kernel of "
+                           + ("Reduce" if kind == "region kernel" else "a fused loop")):
+            comp.run(arg, backend="numba")
+    finally:
+        engine._object_cache_notify = notify
+    np.testing.assert_allclose(comp.run(arg, backend="numba"), comp.run(arg, backend="numpy"), rtol=1e-6)
+
+
+# -- what the user typed is quoted cut short ---------------------------------------------------
+
+_HUGE = "q" * 100_000
+
+
+def _huge_echo_cases():
+    b = xe.XlaBuilder("echo")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (3,)), "x")
+    comp = b.build(xe.Neg(x))
+    line = "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  ROOT r = %s\n}"
+    return [
+        ("Shape.parse", lambda: xe.Shape.parse(_HUGE + "[3]")),
+        ("Shape", lambda: xe.Shape(_HUGE, (3,))),
+        ("ConvertElementType", lambda: xe.ConvertElementType(x, _HUGE)),
+        ("Compare", lambda: xe.Compare(x, x, comparison_direction=_HUGE)),
+        ("line 4", lambda: xe.parse_hlo(line % f"f32[3] add(x, {_HUGE})")),
+        ("line 4", lambda: xe.parse_hlo(line % f"f32[3] {_HUGE}(x)").run(np.ones(3, F32))),   # parses: graphs show it
+        ("line 4", lambda: xe.parse_hlo(line % f"pred[3] compare(x, x), direction={_HUGE}")),
+        ("line 4", lambda: xe.parse_hlo(line % f"f32[3] transpose(x), dimensions={{{_HUGE}}}")),
+        ("line 4", lambda: xe.parse_hlo(line % f"{_HUGE}[3] negate(x)")),
+        ("line 4", lambda: xe.parse_hlo(line % f"f32[3] constant({{{_HUGE}}})")),
+        ("run", lambda: comp.run(np.ones(3, F32), backend=_HUGE)),
+        ("argument 0", lambda: comp.run("9" * 5000)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_huge_echo_cases())))
+def test_errors_quote_huge_user_text_cut_short(case):
+    names, call = _huge_echo_cases()[case]
+    with pytest.raises((xe.ShapeError, xe.HloParseError, xe.ExecutionError, NotImplementedError)) as info:
+        call()
+    message = str(info.value)
+    assert len(message) < 600 and names in message, message[:1000]
+
+
+def test_verification_remembers_a_rule_s_answer_not_a_declared_shape():
+    # the shape rule's answer is remembered per (opcode, operand shapes, attributes) within
+    # a module; each instruction's declared shape is still compared with it
+    text = ("HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  a = f32[3] add(x, x)\n"
+            "  b = f32[4] add(x, x)\n  ROOT r = f32[3] add(a, x)\n}")
+    with pytest.raises(xe.ShapeError, match=r"b \(line 5\): the module declares f32\[4\]"):
+        xe.parse_hlo(text).run(np.ones(3, F32))
+    text = ("HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n  a = f32[3,2] transpose(x), dimensions={1,0}\n"
+            "  ROOT b = f32[2,3] transpose(x), dimensions={1,0}\n}")
+    with pytest.raises(xe.ShapeError, match=r"b \(line 5\)"):
+        xe.parse_hlo(text).run(np.ones((2, 3), F32))

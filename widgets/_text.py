@@ -12,6 +12,7 @@ import re
 import types
 
 import numpy as np
+from xla_explorer.errors import quote
 from xla_explorer.ops import registry
 
 #: arrays with at most this many elements are printed in full; bigger ones are summarised
@@ -201,9 +202,9 @@ def split_attrs(text):
     try:
         call = ast.parse(src, mode="eval").body
     except SyntaxError as e:
-        raise ValueError(f"attributes: cannot read {text!r} as keyword=value pairs ({e.msg})") from None
+        raise ValueError(f"attributes: cannot read {quote(text)} as keyword=value pairs ({e.msg})") from None
     if not isinstance(call, ast.Call) or call.args or any(k.arg is None for k in call.keywords):
-        raise ValueError(f"attributes: expected keyword=value pairs, got {text!r}")
+        raise ValueError(f"attributes: expected keyword=value pairs, got {quote(text)}")
     return {k.arg: _restore(ast.get_source_segment(src, k.value), found) for k in call.keywords}
 
 
@@ -216,7 +217,7 @@ def parse_value(text, names=None):
     try:
         node = ast.parse(src, mode="eval").body
     except SyntaxError as e:
-        raise ValueError(f"cannot read {text!r} ({e.msg})") from None
+        raise ValueError(f"cannot read {quote(text)} ({e.msg})") from None
     return _value(node, names, text, found)
 
 
@@ -224,7 +225,7 @@ def _value(node, names, text, found):
     if isinstance(node, ast.Name):
         if node.id in names:
             return names[node.id]
-        raise ValueError(f"unknown name {found.get(node.id, node.id)!r} in {text!r} (use a literal, an op "
+        raise ValueError(f"unknown name {quote(found.get(node.id, node.id))} in {quote(text)} (use a literal, an op "
                          "function such as Add, or the name of a value)")
     if isinstance(node, (ast.List, ast.Tuple)):
         items = [_value(e, names, text, found) for e in node.elts]
@@ -232,7 +233,7 @@ def _value(node, names, text, found):
     try:
         value = ast.literal_eval(node)
     except ValueError:
-        raise ValueError(f"cannot read {text!r}: expected a Python literal") from None
+        raise ValueError(f"cannot read {quote(text)}: expected a Python literal") from None
     return _restore(value, found) if isinstance(value, str) else value
 
 
@@ -365,7 +366,7 @@ def make_input(text, shape, seed=0):
             return tuple(make_input(text, s, seed + k) for k, s in enumerate(shape.tuple_shapes))
         value = parse_value(text)
         if not isinstance(value, tuple) or len(value) != len(shape.tuple_shapes):
-            raise ValueError(f"expected a tuple of {len(shape.tuple_shapes)} values for {shape}, got {text!r}")
+            raise ValueError(f"expected a tuple of {len(shape.tuple_shapes)} values for {shape}, got {quote(text)}")
         return tuple(make_input(repr(v), s) for v, s in zip(value, shape.tuple_shapes))
     dtype = dtypes.to_numpy(shape.element_type)
     dims = tuple(shape.dims)
@@ -392,12 +393,12 @@ def make_input(text, shape, seed=0):
     value = parse_value(text)
     arr = np.asarray(value)
     if arr.dtype == object:
-        raise ValueError(f"cannot make an array of {text!r}")
+        raise ValueError(f"cannot make an array of {quote(text)}")
     if arr.shape != dims:
-        raise ValueError(f"{text!r} has shape {list(arr.shape)}, the parameter is {shape}")
+        raise ValueError(f"{quote(text)} has shape {list(arr.shape)}, the parameter is {shape}")
     out = arr.astype(dtype)
     if np.dtype(dtype).kind in "iub" and arr.dtype.kind == "f" and not np.array_equal(out, arr):
-        raise ValueError(f"{text!r} has fractions; the parameter is {shape}")
+        raise ValueError(f"{quote(text)} has fractions; the parameter is {shape}")
     return out
 
 
@@ -426,13 +427,13 @@ def expression_code(text, names):
     try:
         tree = ast.parse(src, mode="eval")
     except SyntaxError as e:
-        raise ValueError(f"cannot read {text!r} ({e.msg})") from None
+        raise ValueError(f"cannot read {quote(text)} ({e.msg})") from None
 
     class Swap(ast.NodeTransformer):
         def visit_Name(self, node):
             name = found.get(node.id, node.id)
             if name not in names:
-                raise ValueError(f"unknown name {name!r} in {text!r}")
+                raise ValueError(f"unknown name {quote(name)} in {quote(text)}")
             return ast.copy_location(ast.parse(names[name], mode="eval").body, node)
 
         def visit_Constant(self, node):

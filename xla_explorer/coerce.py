@@ -13,7 +13,7 @@ import reprlib
 
 import numpy as np
 
-from .errors import ShapeError
+from .errors import ShapeError, quote
 
 _repr = reprlib.Repr()
 _repr.maxlist = _repr.maxtuple = 8
@@ -145,7 +145,7 @@ def as_str(op, arg, v, choices=None):
         if all(c == c.upper() for c in choices):
             v = v.upper()
         if v not in choices:
-            raise ShapeError(f"{op}: {arg}={v!r} is not one of {', '.join(choices)}")
+            raise ShapeError(f"{op}: {arg}={quote(v)} is not one of {', '.join(choices)}")
     return v
 
 

@@ -11,7 +11,7 @@ import os
 import re
 
 from . import dtypes
-from .errors import ShapeError
+from .errors import ShapeError, quote
 
 #: a dimension must be below this (XLA stores sizes as int64)
 MAX_DIMENSION = 1 << 63
@@ -309,7 +309,7 @@ class _ShapeText:
             self.error("an element type (f32, s32, pred, ...) or '('")
         name = m.group(1)
         if name not in dtypes.ALL_TYPES:
-            self.error(f"a known element type, not {name!r}")
+            self.error(f"a known element type, not {quote(name)}")
         self.pos = m.end()
         if name == "token":
             if self.peek() == "[":

@@ -70,3 +70,20 @@ def load_source(prefix, source):
         spec.loader.exec_module(module)
         _modules[name] = module
         return module
+
+
+def interrupted_compile(error):
+    """Whether ``error`` (or an exception it came from) is Numba's ``RuntimeError: no
+    compiled object yet``: a Ctrl-C (or any signal whose handler raises) delivered while
+    LLVM called back into Python to hand over a kernel's machine code.  Python cannot raise
+    from that callback: it prints the ``KeyboardInterrupt`` as "Exception ignored", LLVM
+    goes on, and Numba -- the kernel compiled and registered in its dispatcher, which works
+    -- then fails to write it to its disk cache (nothing is written).  The interrupt is
+    what the user asked for: the executor raises it again (the next run uses the kernel)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, RuntimeError) and str(error).startswith("no compiled object yet"):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

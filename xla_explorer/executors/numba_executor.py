@@ -17,8 +17,9 @@ from .. import fpenv, progress
 from ..errors import ExecutionError, ShapeError
 from ..ops import registry
 from .. import shapes
-from ..hlo.verify import run_shape
+from ..hlo.verify import _dynamic_operands, run_shape
 from ..shapes import check_size
+from . import fusion as _fusion
 from .fusion import fusion_plan, plan_module
 from .loopgen import broadcast_strides
 from .numba_setup import enter_run, leave_run
@@ -94,25 +95,36 @@ class CpuBackend:
         return self._cpu.elementwise.flush_denormals(value)
 
     def run_group(self, group, values):
+        return self.group_runner(group, "flush" if fpenv.flushing() else "ieee")(values)
+
+    def group_runner(self, group, mode):
+        """``group``'s fused loop as a function of its input values, for the environment
+        ``mode`` (the loop's source depends on it): compiled, sized and typed once."""
+        runners = group.__dict__.setdefault("_cpu", {})
+        runner = runners.get(mode)
+        if runner is not None:
+            return runner
         cpu = self._cpu
-        mode = "flush" if fpenv.flushing() else "ieee"    # the loop's source depends on it
-        prepared = group.__dict__.setdefault("_cpu", {}).get(mode)
-        if prepared is None:
-            src, compiled, static = cpu.fused.compile_loop(group)
-            shape = group.root.shape
-            # what every run needs, computed once: sizes, the carrier types in and out
-            prepared = group._cpu[mode] = (compiled, static, int(np.prod(shape.dims, dtype=np.int64)),
-                                           _carrier_dtype(shape.element_type), shape,
-                                           [_carrier_dtype(i.shape.element_type) for i in src.inputs])
-        compiled, static, n, out_dtype, shape, wants = prepared
-        out = cpu.shape.empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
-        inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
-                  else _as_carrier(v, w) for v, w in zip(values, wants)]
-        cpu.fused.run_loop(compiled, n, out, inputs, static)
-        out = out.reshape(shape.dims)
-        if out.dtype != shape.dtype:
-            out = out.astype(shape.dtype)
-        return out
+        src, compiled, static = cpu.fused.compile_loop(group)
+        shape = group.root.shape
+        # what every run needs, computed once: sizes, the carrier types in and out
+        n = int(np.prod(shape.dims, dtype=np.int64))
+        out_dtype = _carrier_dtype(shape.element_type)
+        wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
+        dims, final_dtype = shape.dims, shape.dtype
+        empty, run_loop = cpu.shape.empty, cpu.fused.run_loop
+
+        def runner(values):
+            out = empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
+            inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
+                      else _as_carrier(v, w) for v, w in zip(values, wants)]
+            run_loop(compiled, n, out, inputs, static)
+            out = out.reshape(dims)
+            if out.dtype != final_dtype:
+                out = out.astype(final_dtype)
+            return out
+        runners[mode] = runner
+        return runner
 
 
 def _carrier_dtype(t):
@@ -255,14 +267,19 @@ def run_op(inst, values, ctx, backend, clean=None):
             values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
         out = kernel(*values, shape=shape, **kwargs)
-    except (NotImplementedError, ExecutionError, ShapeError) as e:
+    except Exception as e:
+        _raise_named(e, opdef, inst, backend)
+    return backend.flush(out) if flush_result else out
+
+
+def _raise_named(e, opdef, inst, backend):
+    """Re-raise a kernel's exception ``e`` naming the op and the instruction."""
+    if isinstance(e, (NotImplementedError, ExecutionError, ShapeError)):
         named = name_instruction(e, f"{opdef.name} {inst.name}", inst.name)
         if named is None:
-            raise
+            raise e
         raise named from e
-    except Exception as e:
-        raise ExecutionError(f"{opdef.name} {inst.name} ({backend.name} kernel): {type(e).__name__}: {e}") from e
-    return backend.flush(out) if flush_result else out
+    raise ExecutionError(f"{opdef.name} {inst.name} ({backend.name} kernel): {type(e).__name__}: {e}") from e
 
 
 def _denormal_rule(opdef, inst, kwargs):
@@ -365,14 +382,25 @@ def _device_tree(v, backend):
 
 def evaluate(computation, args, ctx, backend, on_value=None):
     plan = fusion_plan(computation, fuse=backend.fuse)
+    # a computation run before runs its program (``_program``: the steps decided once);
+    # a first run, a run over a lowered size limit, a run watched value by value walk it
+    program = _program(computation, plan, backend) if on_value is None else None
     # the run's progress, for a notebook's progress bar (a first run compiles its kernels:
     # announced); nested computations run inside the outer run's task
-    if progress.current() is not None:
+    if progress._running:
+        if program is not None:
+            return program.run(args, ctx, backend, None)
         return _evaluate(computation, plan, args, ctx, backend, on_value, None)
-    first = not computation.__dict__.get("_ran_on_" + backend.layer)
+    flag = "_ran_on_" + backend.layer
+    if program is not None and not progress._listeners and computation.__dict__.get(flag):
+        return program.run(args, ctx, backend, None)   # nobody listens: no task at all
+    first = not computation.__dict__.get(flag)
     with progress.task(f"{backend.layer}: {computation.name}", total=len(plan.steps), announce=first) as t:
-        out = _evaluate(computation, plan, args, ctx, backend, on_value, t)
-    computation.__dict__["_ran_on_" + backend.layer] = True
+        if program is not None:
+            out = program.run(args, ctx, backend, t)
+        else:
+            out = _evaluate(computation, plan, args, ctx, backend, on_value, t)
+    computation.__dict__[flag] = True
     return out
 
 
@@ -424,14 +452,161 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task):
         for o in reads:
             if plan.last_use.get(o) == k and o is not root and o in env:
                 del env[o]
+    # every step ran once in this environment: its kernels compiled, its sizes counted,
+    # its denormal rules known -- what later runs need is decided now
+    if _program(computation, plan, backend) is None:
+        _programs(computation)[_program_key(backend)] = _Program.build(computation, plan, backend)
     return env[root]
+
+
+# -- run programs ----------------------------------------------------------------------------
+#
+# A computation's walk decides the same things on every run: which steps run (the fusion
+# plan), each kernel and its keyword arguments, the static sizes and their check against
+# the size limit, what to flush around each kernel, which values die after which step.
+# After a first run (which compiles the kernels and fills those caches) they are decided
+# once, into a ``_Program``: a list of steps, each a function of its operand values, the
+# slots of those values and the slots that die after it.  A later run converts its
+# arguments, calls the steps in order and returns -- about a microsecond per step.
+
+
+def _programs(computation):
+    return computation.__dict__.setdefault("_numba_programs", {})
+
+
+def _program_key(backend):
+    return (backend.layer, backend.fuse, "flush" if fpenv.flushing() else "ieee")
+
+
+def _program(computation, plan, backend):
+    """The computation's program for this backend and environment, or None (not run yet,
+    its plan changed, or a size over the limit in force: the walk then says which)."""
+    program = computation.__dict__.get("_numba_programs", {}).get(_program_key(backend))
+    if program is None or program.plan is not plan or program.max_bytes > shapes.MAX_BYTES:
+        return None
+    return program
+
+
+class _Program:
+    """A computation's steps for one backend and environment (see above)."""
+
+    __slots__ = ("plan", "steps", "labels", "nslots", "params", "root", "max_bytes")
+
+    def run(self, args, ctx, backend, task):
+        env = [None] * self.nslots
+        for slot, a in zip(self.params, args):
+            env[slot] = a
+        if task is None or task is progress.QUIET:
+            for fn, ins, out, dead in self.steps:
+                env[out] = fn([env[i] for i in ins], ctx, backend)
+                for d in dead:
+                    env[d] = None
+        else:
+            n = len(self.plan.steps)
+            task.advance(n - len(self.steps))   # the parameters' steps: nothing to do
+            for k, (fn, ins, out, dead) in enumerate(self.steps):
+                task.note(f"step {k + 1 + n - len(self.steps)} of {n}: {self.labels[k]}")
+                env[out] = fn([env[i] for i in ins], ctx, backend)
+                task.advance()
+                for d in dead:
+                    env[d] = None
+        return env[self.root]
+
+    @classmethod
+    def build(cls, computation, plan, backend):
+        self = cls()
+        self.plan = plan
+        slot = {}
+        for k, step in enumerate(plan.steps):
+            slot[step.inst] = k
+        for p in computation.parameters:
+            slot.setdefault(p, len(slot))
+        self.nslots = len(slot)
+        self.params = [slot[p] for p in computation.parameters]
+        root = computation.root
+        self.root = slot[root]
+        flushing = fpenv.flushing()
+        clean = set() if flushing else None   # as _evaluate tracks it (static: no value decides)
+        steps, labels, max_bytes = [], [], 0
+        for k, step in enumerate(plan.steps):
+            inst = step.inst
+            reads = step.group.inputs if step.group is not None else inst.operands
+            dead = tuple(sorted({slot[o] for o in reads if plan.last_use.get(o) == k and o is not root}))
+            if step.group is not None:
+                groot = step.group.root
+                max_bytes = max(max_bytes, _SIZES[groot])
+                fn = _group_step(step.group, backend, "flush" if flushing else "ieee")
+                label = f"a fused loop of {len(step.group.members)} ops"
+            elif inst.opcode == "parameter":   # its value is in its slot from the start
+                continue
+            else:
+                fn, size = _op_step(inst, backend, None if clean is None else [o in clean for o in inst.operands])
+                max_bytes = max(max_bytes, size)
+                label = inst.name
+            if clean is not None and _clean_after(inst, step, clean):
+                clean.add(inst)
+            steps.append((fn, tuple(slot[o] for o in reads), k, dead))
+            labels.append(label)
+        self.steps, self.labels, self.max_bytes = steps, labels, max_bytes
+        return self
+
+
+def _group_step(group, backend, mode):
+    runner = getattr(backend, "group_runner", None)
+    if runner is not None:
+        run_loop = runner(group, mode)
+        return lambda values, ctx, backend: run_loop(values)
+    return lambda values, ctx, backend: backend.run_group(group, values)
+
+
+def _op_step(inst, backend, clean):
+    """One instruction's step: (function of its operand values, the bytes it allocates)."""
+    op = inst.opcode
+    if op == "tuple":
+        return (lambda values, ctx, backend: tuple(values)), 0
+    if op == "get-tuple-element":
+        index = inst.attrs["index"]
+        return (lambda values, ctx, backend: values[0][index]), 0
+    if op == "constant":
+        literal = inst.attrs["literal"]
+        return (lambda values, ctx, backend: backend.constant(literal)), 0
+    kernel = registry.LAYERS.get(backend.layer, {}).get(op)
+    if op in _CONTROL or op == "scan" or kernel is None or _dynamic_operands(inst) \
+            or inst not in _SIZES or inst not in _RULES and fpenv.flushing():
+        # control flow, simulated devices, run-time shapes: the walk's own code
+        return (lambda values, ctx, backend: run_op(inst, values, ctx, backend, clean)), 0
+    opdef = registry.get(op)
+    table = registry.LAYERS[backend.layer]
+    shape = inst.shape
+    kwargs = _KWARGS.get(inst)      # None: an attribute is a computation, bound per run (its context)
+    needs_ctx = getattr(kernel, "needs_context", False) or opdef.needs_context
+    mask, flush_result = _RULES[inst] if fpenv.flushing() else ((), False)
+    if clean is not None:
+        mask = [m and not c for m, c in zip(mask, clean)]
+    mask = tuple(mask) if any(mask) else None
+
+    def step(values, ctx, backend):
+        if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
+            return run_op(inst, values, ctx, backend, clean)
+        kw = kwargs
+        if kw is None:
+            kw = bind(inst.attrs, ctx, backend)
+        if needs_ctx:
+            kw = dict(kw, ctx=ctx)
+        if mask is not None:
+            values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
+        try:
+            out = kernel(*values, shape=shape, **kw)
+        except Exception as e:
+            _raise_named(e, opdef, inst, backend)
+        return backend.flush(out) if flush_result else out
+    return step, _SIZES[inst]
 
 
 def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels=None):
     backend = _backend(device, fuse)
-    if ctx is None and _partitioned(module):
-        from ..hlo.verify import verify
-        verify(module)
+    mplan = _module_plan(module, backend)
+    if ctx is None and mplan.partitioned:
         from . import spmd
         from .reference import run_on_devices
         info = spmd.SpmdInfo(module)
@@ -439,30 +614,73 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
         def work(c):
             return run(module, args, device, fuse, ctx=c)
         return run_on_devices(work, info.num_replicas, info.num_partitions, channels=channels, spmd=info)[0]
-    entry = module.entry
-    args = [_device_tree(a, backend) for a in entry_arguments(module, args)]
-    # one compile budget for the whole module (fused loops; the CPU's region kernels)
-    plan_module(module, fuse=backend.fuse)
-    if backend.layer == "cpu":
-        backend._cpu.reduction.budget_regions(module)
+    args = mplan.arguments(module, args, backend)
     ctx = ctx or ExecutionContext(channels=channels)
     # one thread when other processes keep the cores busy (numba_setup.enter_run)
     threads = enter_run() if device == "cpu" else 0
     try:
-        out = evaluate(entry, args, ctx, backend, on_value)
+        out = evaluate(module.entry, args, ctx, backend, on_value)
+    except Exception as e:
+        from .jit_cache import interrupted_compile
+        if interrupted_compile(e):   # a Ctrl-C that Python lost inside LLVM's code generation
+            where = str(e).split(" (", 1)[0] if isinstance(e, ExecutionError) else "a fused loop"
+            raise KeyboardInterrupt(f"interrupted while Numba compiled the kernel of {where} (the "
+                                    f"kernel is kept for this process: run again)") from e
+        raise
     finally:
         leave_run(threads)
-    return conform(_host_tree(out, backend), entry.root.shape, module.name)
+    if type(out) is np.ndarray and out.dtype == mplan.result_dtype and out.shape == mplan.result_dims:
+        return out   # what conform returns for it
+    return conform(_host_tree(out, backend), module.entry.root.shape, module.name)
 
 
-def _partitioned(module):
-    """spmd.is_partitioned, remembered on the module (it reads every instruction: tens of
-    microseconds a call); recomputed when the entry changes."""
-    from . import spmd
-    key = (module.entry, len(module.entry.instructions))
-    cached = module.__dict__.get("_numba_partitioned")
+class _ModulePlan:
+    """What every run of a module decides the same way until its entry changes: it is
+    verified (``hlo.verify``), fusion-planned with one budget (``plan_module``), its region
+    kernels budgeted, partitioned or not; the parameters' exact dtypes and static dims,
+    the result's."""
+
+    def __init__(self, module, backend):
+        from ..hlo.verify import verify
+        from . import spmd
+        verify(module)
+        # (spmd.is_partitioned reads every instruction: tens of microseconds a call)
+        self.partitioned = spmd.is_partitioned(module)
+        # one compile budget for the whole module (fused loops; the CPU's region kernels)
+        plan_module(module, fuse=backend.fuse)
+        if backend.layer == "cpu":
+            backend._cpu.reduction.budget_regions(module)
+        entry = module.entry
+        self.params = [(p.shape.dtype, p.shape.dims) if p.shape.is_array and p.shape.is_static else (None, None)
+                       for p in entry.parameters]
+        rs = entry.root.shape
+        self.result_dtype, self.result_dims = (rs.dtype, rs.dims) if rs.is_array and rs.is_static else (None, None)
+
+    def arguments(self, module, args, backend):
+        """``entry_arguments``: an array of the parameter's exact dtype and dims is taken as
+        it is (what ``as_argument`` returns for it); anything else goes through it."""
+        if type(args) is tuple and len(args) == len(self.params):
+            out = []
+            for a, (dtype, dims) in zip(args, self.params):
+                if type(a) is np.ndarray and a.dtype == dtype and a.shape == dims:
+                    out.append(a)
+                else:
+                    break
+            else:
+                return out if backend.layer == "cpu" else [backend.to_device(a) for a in out]
+        return [_device_tree(a, backend) for a in entry_arguments(module, args)]
+
+
+def _module_plan(module, backend):
+    """The module's ``_ModulePlan``, remembered until the entry (its length, its root) or
+    the compile budgets change."""
+    entry = module.entry
+    key = (entry, len(entry.instructions), entry.root, _fusion.MAX_FUSED_LOOPS,
+           backend._cpu.reduction.MAX_REGION_KERNELS if backend.layer == "cpu" else None)
+    plans = module.__dict__.setdefault("_numba_plans", {})
+    cached = plans.get((backend.layer, backend.fuse))
     if cached is None or cached[0] != key:
-        cached = module.__dict__["_numba_partitioned"] = (key, spmd.is_partitioned(module))
+        cached = plans[(backend.layer, backend.fuse)] = (key, _ModulePlan(module, backend))
     return cached[1]
 
 

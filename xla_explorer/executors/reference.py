@@ -127,7 +127,7 @@ class ExecutionContext:
                  rendezvous=None, channels=None, rng_seed=0, spmd=None):
         self.replica_id, self.partition_id = replica_id, partition_id
         self.num_replicas, self.num_partitions = num_replicas, num_partitions
-        self.rendezvous = rendezvous or Rendezvous(1)
+        self._rendezvous = rendezvous   # one device's is made when first used (a run rarely does)
         #: simulated host channels: {"infeed": [...], "outfeed": [...], channel_id: [...]}
         self.channels = channels if channels is not None else {}
         self._rng_seed, self._rng = rng_seed, None   # the generator is made when first used
@@ -138,6 +138,16 @@ class ExecutionContext:
         #: a ``trace.Recorder`` when the run is traced (``comp.trace``), else None
         self.tracer = None
         self._counters = {}
+
+    @property
+    def rendezvous(self):
+        if self._rendezvous is None:
+            self._rendezvous = Rendezvous(1)
+        return self._rendezvous
+
+    @rendezvous.setter
+    def rendezvous(self, value):
+        self._rendezvous = value
 
     @property
     def rng(self):

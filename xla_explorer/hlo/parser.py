@@ -17,7 +17,7 @@ that a computation earlier in the text used already gets a ``.N`` suffix (``lhs.
 """
 import re
 
-from ..errors import HloParseError, ShapeError
+from ..errors import HloParseError, ShapeError, quote
 from ..ops import registry
 from ..shapes import _ShapeText
 from .attrs import parse_attribute_list, split_top
@@ -384,7 +384,7 @@ def _fill(inst, operand_text, attr_text, by_name, resolve):
         for part in split_top(operand_text):
             name = part.split()[-1].lstrip("%") if part.split() else ""
             if name not in by_name:
-                raise HloParseError(f"operand {part!r} is not an instruction of this computation")
+                raise HloParseError(f"operand {quote(part)} is not an instruction of this computation")
             inst.operands.append(by_name[name])
     raw = parse_attribute_list(attr_text) if attr_text.strip() else []
     op = registry.OPS.get(opcode)

@@ -1,0 +1,131 @@
+"""The numba/cuda executors' run programs (``numba_executor._Program``): decided once after a
+first run, reused by later runs, and set aside when what they decided changes -- the module,
+the argument's dtype or shape, the size limit, the denormal environment."""
+import numpy as np
+import pytest
+
+import xla_explorer as xe
+
+pytest.importorskip("numba")
+
+from xla_explorer.executors import numba_executor  # noqa: E402
+
+F32 = np.float32
+
+
+def _module(n=4):
+    b = xe.XlaBuilder("plan")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (n, n)), "x")
+    t = xe.Transpose(xe.Add(x, x), [1, 0])          # a fused loop, then a kernel
+    return b.build(xe.Mul(t, xe.Constant(b, F32(3))))
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """The programs built, as (computation name, flush mode)."""
+    made = []
+    real = numba_executor._Program.build.__func__
+
+    def build(cls, computation, plan, backend):
+        made.append((computation.name, numba_executor._program_key(backend)[2]))
+        return real(cls, computation, plan, backend)
+    monkeypatch.setattr(numba_executor._Program, "build", classmethod(build))
+    return made
+
+
+def _want(x):
+    return ((x + x).T * F32(3)).astype(F32)
+
+
+def test_a_program_is_built_once_and_reused(builds):
+    comp = _module()
+    x = np.arange(16, dtype=F32).reshape(4, 4)
+    for _ in range(4):
+        np.testing.assert_array_equal(comp.run(x, backend="numba"), _want(x))
+    assert [name for name, _ in builds] == ["plan"]
+    programs = comp.entry.__dict__["_numba_programs"]
+    (program,) = programs.values()
+    assert [s[1] for s in program.steps] and program.max_bytes == 64
+
+
+def test_other_dtypes_and_shapes_are_refused_or_converted_as_before(builds):
+    comp = _module()
+    x = np.arange(16, dtype=F32).reshape(4, 4)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    with pytest.raises(xe.ExecutionError, match=r"argument 0 .*expected f32\[4,4\].* dtype float64"):
+        comp.run(x.astype(np.float64), backend="numba")
+    with pytest.raises(xe.ExecutionError, match=r"expected f32\[4,4\] but the argument has shape \[2, 8\]"):
+        comp.run(x.reshape(2, 8), backend="numba")
+    # a nested list of exact values is converted; a transposed (non-contiguous) array is fine
+    np.testing.assert_array_equal(comp.run(x.tolist(), backend="numba"), _want(x))
+    np.testing.assert_array_equal(comp.run(x.T, backend="numba"), _want(x.T))
+    s32 = xe.XlaBuilder("s")
+    comp32 = s32.build(xe.Add(xe.Parameter(s32, 0, xe.Shape("s32", ()), "i"), xe.Constant(s32, np.int32(1))))
+    assert comp32.run(2, backend="numba") == 3 and comp32.run(2, backend="numba") == 3
+    with pytest.raises(xe.ExecutionError, match="not exactly an integer"):
+        comp32.run(2.9, backend="numba")
+    assert len(builds) == 2   # one program each: the refused and converted arguments built none
+
+
+def test_an_edited_module_gets_a_new_plan(builds):
+    comp = _module()
+    x = np.arange(16, dtype=F32).reshape(4, 4)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    other = xe.XlaBuilder("other")
+    y = xe.Parameter(other, 0, xe.Shape("f32", (4, 4)), "y")
+    comp.entry = other.build(xe.Neg(y)).entry
+    np.testing.assert_array_equal(comp.run(x, backend="numba"), -x)
+    np.testing.assert_array_equal(comp.run(x, backend="numba"), -x)
+    assert [name for name, _ in builds] == ["plan", "other"]
+
+
+def test_a_lowered_size_limit_is_checked_again():
+    comp = _module(64)    # 16 KiB values
+    x = np.ones((64, 64), F32)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    old = xe.set_size_limit(8 << 10)
+    try:
+        with pytest.raises(xe.SizeLimitError, match="16,384 bytes|16 KiB|16384"):
+            comp.run(x, backend="numba")
+    finally:
+        xe.set_size_limit(old)
+    np.testing.assert_array_equal(comp.run(x, backend="numba"), _want(x))
+
+
+def test_the_denormal_environment_has_a_program_each(builds):
+    b = xe.XlaBuilder("denormal")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (3,)), "x")
+    comp = b.build(xe.Mul(xe.Transpose(x, [0]), xe.Constant(b, F32(1))))
+    tiny = np.array([1e-40, 1.0, -1e-41], F32)
+    for _ in range(3):
+        np.testing.assert_array_equal(comp.run(tiny, backend="numba", denormals="ieee"), tiny)
+        np.testing.assert_array_equal(comp.run(tiny, backend="numba", denormals="flush"), [0, 1, 0])
+    assert sorted(builds) == [("denormal", "flush"), ("denormal", "ieee")]
+
+
+def test_a_swapped_kernel_is_called(monkeypatch):
+    """A program holds no stale kernel: a kernel table changed after the first runs is read."""
+    comp = _module()
+    x = np.ones((4, 4), F32)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    from xla_explorer.ops import registry
+    monkeypatch.delitem(registry.LAYERS["cpu"], "transpose")
+    with pytest.raises(NotImplementedError, match="transpose"):
+        comp.run(x, backend="numba")
+
+
+def test_progress_listeners_still_see_every_step():
+    from xla_explorer import progress
+    comp = _module()
+    x = np.ones((4, 4), F32)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    events = []
+    with progress.listening(events.append):
+        comp.run(x, backend="numba")
+    task = events[-1].task
+    assert events[-1].kind == "end" and task.status == "done" and task.done == task.total == len(comp.fusion_plan().steps)
