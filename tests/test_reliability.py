@@ -119,7 +119,9 @@ def test_memory_estimate_bounds_what_the_reference_allocates(dtype):
     for ex in exs:
         peak, estimate = memkit.measure(ex)
         assert peak <= estimate, f"{ex}: {peak:,} bytes allocated, estimated {estimate:,}"
-        if peak > 1 << 17 and estimate > (8 if ex.opcode in ("reduce", "map", "scan", "sort", "fft") else 4) * peak:
+        # reduce's figure follows its region (an add region: 4x, a maximum 1.5x)
+        slack = 5 if ex.opcode == "reduce" else 8 if ex.opcode in ("map", "scan", "sort", "fft") else 4
+        if peak > 1 << 17 and estimate > slack * peak:
             loose.append((ex, peak, estimate))
     assert not loose, loose
 

@@ -16,19 +16,23 @@ with the ``dims`` and strides (in elements, negative for a reversal) computed pe
 Python and passed as run-time int64 arrays: a transpose permutes the source strides, a
 reverse negates them, a slice multiplies them.  ``plan_copy`` first merges dimensions
 that are contiguous on both sides and drops size-1 dimensions, so a plain copy is one
-run, and a transposed copy is walked in square tiles (``_tile_row``) so that both the reads
-and the writes stay within a few cache lines per tile.
+run, and a transposed copy is walked in tiles (``_tile_row``) so that both the reads and
+the writes stay within a few cache lines per tile, a plain one transposed in registers
+(``_block_transpose``: vector loads, shuffles, vector stores).
 
 ``broadcast`` and ``iota`` have no kernel here: the fusion plan makes every one of them a
 fused loop (a lone one is a one-member loop group), so the executor never asks for one.
 """
 import functools
 import itertools
+import os
 import sys
 import threading
 
 import numpy as np
-from numba import njit, uint64
+from llvmlite import ir
+from numba import njit, types, uint64
+from numba.extending import intrinsic
 
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
 from . import kernel
@@ -176,60 +180,92 @@ def threads():
     return numba().get_num_threads()
 
 
-_pool = None
-_pool_lock = threading.Lock()
+class _Job:
+    """One ``in_threads`` call: its parts, claimed in turn by whichever thread is free."""
+
+    __slots__ = ("fn", "args", "n", "per", "parts", "claim", "done", "finished", "errors")
+
+    def work(self):
+        while True:
+            c = next(self.claim)   # next() of an itertools.count is atomic under the GIL
+            if c >= self.parts:
+                return
+            try:
+                self.fn(c * self.per, min(self.n, (c + 1) * self.per), *self.args)
+            except BaseException as e:  # noqa: BLE001 - re-raised by the caller
+                self.errors.append(e)
+            if next(self.done) == self.parts - 1:
+                self.finished.release()   # the last part: the caller may go on
+
+
+def _worker(inbox):
+    while True:
+        inbox.get().work()
+
+
+_inboxes = []   # one queue.SimpleQueue per worker thread
+_workers_lock = threading.Lock()
+
+
+def _workers(count):
+    """The inboxes of ``count`` worker threads (started on first use; daemons, blocked on
+    their inbox between jobs, so they cost nothing while idle)."""
+    if len(_inboxes) < count:
+        import queue
+        with _workers_lock:
+            while len(_inboxes) < count:
+                inbox = queue.SimpleQueue()
+                threading.Thread(target=_worker, args=(inbox,), name=f"xla_explorer_kernel_{len(_inboxes)}",
+                                 daemon=True).start()
+                _inboxes.append(inbox)
+    return _inboxes
+
+
+def _forget_workers():   # a forked child has none of its parent's threads
+    _inboxes.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
 
 
 def in_threads(fn, n, parallel, *args):
     """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into about four parts per
-    Numba thread, which the calling thread and a small pool of Python threads take in turn
-    (``fn`` is a ``nogil`` Numba function, so they run at once).  The caller waits only for
-    parts another thread has started: when another process holds a core and a pool thread
-    does not get to run, the caller does its parts too instead of waiting for it.  This
-    costs tens of microseconds more than a ``prange`` launch, so it is for large work; it
-    saves the compilation of a parallel wrapper (over a second each, cold) and does not
-    spin-wait when another process wants the core."""
-    global _pool
+    Numba thread, which the calling thread and worker threads take in turn (``fn`` is a
+    ``nogil`` Numba function, so they run at once).  The caller waits only for parts another
+    thread has started: when another process holds a core and a worker does not get to
+    run, the caller does its parts too instead of waiting for it.
+
+    A launch costs about 10-15 us on this project's 2-core machines (an OpenMP ``prange``
+    launch with passive workers about 9 us; ``concurrent.futures`` with a semaphore, used
+    before, 40 us): the workers wait on a ``queue.SimpleQueue`` (a lock in C) and the last
+    part to finish releases one lock the caller waits on, so a launch is two thread
+    wake-ups and a few Python steps per part.  It saves the compilation of a parallel
+    wrapper (over a second each, cold) and does not spin-wait when another process wants
+    the core."""
     k = min(threads(), n) if parallel else 1
     if k <= 1:
         fn(0, n, *args)
         return
-    if _pool is None or _pool._max_workers < k - 1:
-        with _pool_lock:
-            if _pool is None or _pool._max_workers < k - 1:
-                from concurrent.futures import ThreadPoolExecutor
-                _pool = ThreadPoolExecutor(k - 1, thread_name_prefix="xla_explorer_kernel")
+    job = _Job()
     parts = min(n, 4 * k)
-    per = -(-n // parts)
-    parts = -(-n // per)
-    claim = itertools.count()   # next() is atomic under the GIL
-    done = threading.Semaphore(0)
-    errors = []
-
-    def work():
-        mine = 0
-        while True:
-            c = next(claim)
-            if c >= parts:
-                return mine
-            try:
-                fn(c * per, min(n, (c + 1) * per), *args)
-            except BaseException as e:  # noqa: BLE001 - re-raised by the caller
-                errors.append(e)
-            done.release()
-            mine += 1
-
+    job.per = per = -(-n // parts)
+    job.parts = -(-n // per)
+    job.fn, job.args, job.n = fn, args, n
+    job.claim, job.done = itertools.count(), itertools.count()
+    job.errors = []
+    job.finished = threading.Lock()
+    job.finished.acquire()
     # compile (or load) fn for these argument types here, on an empty range, before other
     # threads call it: Numba compiling one function in several threads at once can fail
     # ("no compiled object yet for <Library ...>")
     fn(0, 0, *args)
-    for _ in range(k - 1):
-        _pool.submit(work)
-    work()
-    for _ in range(parts):  # every part, whoever took it
-        done.acquire()
-    if errors:
-        raise errors[0]
+    for inbox in _workers(k - 1)[:k - 1]:
+        inbox.put(job)
+    job.work()
+    job.finished.acquire()   # every part done, whoever took it
+    if job.errors:
+        raise job.errors[0]
 
 
 def row_major_strides(dims):
@@ -319,6 +355,42 @@ def _offsets(row, dims, dstr, sstr, last):
     return do, so
 
 
+def _lanes(itemsize):
+    """Elements of ``itemsize`` bytes in a 64-byte vector (a cache line, an AVX-512 register)."""
+    return max(1, 64 // itemsize)
+
+
+@intrinsic
+def _copy_even(typingctx, dst, do, src, so):
+    """``dst[do:do + n] = src[so:so + 2n:2]`` for n = ``_lanes`` of the element: two vector
+    loads and one shuffle that keeps the even lanes.  (LLVM vectorises the scalar loop
+    with a gather instruction, slower than scalar code on this project's machines.)
+    Reads ``src[so + 2n - 1]``, one element past the last it copies.  Element types that
+    are not integers (c128 words) are moved one element at a time."""
+
+    def codegen(context, builder, sig, args):
+        dstv, dov, srcv, sov = args
+        dptr = builder.gep(context.make_array(sig.args[0])(context, builder, dstv).data, [dov])
+        sptr = builder.gep(context.make_array(sig.args[2])(context, builder, srcv).data, [sov])
+        elt = context.get_data_type(sig.args[0].dtype)
+        size = context.get_abi_sizeof(elt)
+        n = _lanes(size)
+        i64 = ir.IntType(64)
+        if not isinstance(elt, ir.IntType):
+            for j in range(n):
+                v = builder.load(builder.gep(sptr, [ir.Constant(i64, 2 * j)]))
+                builder.store(v, builder.gep(dptr, [ir.Constant(i64, j)]))
+            return context.get_dummy_value()
+        vec = ir.VectorType(elt, n)
+        lo = builder.load(builder.bitcast(sptr, vec.as_pointer()), align=size)
+        hi = builder.load(builder.bitcast(builder.gep(sptr, [ir.Constant(i64, n)]), vec.as_pointer()), align=size)
+        even = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(ir.IntType(32), n), list(range(0, 2 * n, 2))))
+        builder.store(even, builder.bitcast(dptr, vec.as_pointer()), align=size)
+        return context.get_dummy_value()
+
+    return types.void(dst, do, src, so), codegen
+
+
 @njit(inline="always", **_opts)
 def _copy_run(dst, do, ds, src, so, ss, j0, j1):
     # positions are cast to unsigned: Numba then knows they are not negative (no
@@ -331,6 +403,14 @@ def _copy_run(dst, do, ds, src, so, ss, j0, j1):
     elif ds == 1 and ss == -1:  # a reversed row
         for j in range(j0, j1):
             dst[uint64(do + j)] = src[uint64(so - j)]
+    elif ds == 1 and ss == 2:  # every other element (x[..., ::2]): vectors of the even lanes
+        n = 64 // dst.itemsize if dst.itemsize < 64 else 1
+        j = j0
+        while j + n < j1:  # (one element left at least: _copy_even reads one past its last)
+            _copy_even(dst, do + j, src, so + 2 * j)
+            j += n
+        for j in range(j, j1):
+            dst[uint64(do + j)] = src[uint64(so + 2 * j)]
     else:
         for j in range(j0, j1):
             dst[uint64(do + j * ds)] = src[uint64(so + j * ss)]
@@ -378,10 +458,90 @@ def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
             d -= 1
 
 
+def _block_transpose(n):
+    """A Numba intrinsic ``f(dst, do, dstride, src, so, sstride)``: the ``n`` x ``n`` block
+    whose row r is ``src[so + r * sstride:][:n]`` written transposed, its column c to
+    ``dst[do + c * dstride:][:n]``.  The rows are loaded as ``n``-lane vectors and
+    transposed in registers by log2(n) rounds of two-input shuffles (each round swaps the
+    off-diagonal h x h sub-blocks of every 2h x 2h block, h = n/2, ..., 1), then stored as
+    vectors: a transposition LLVM does not find on its own (its loops of scalar loads and
+    stores ran 1.3x (power-of-two rows) to 4x slower for f32, 5x for u8/u16).  Element
+    types that are not integers (c128 words) are moved one element at a time."""
+
+    def codegen(context, builder, sig, args):
+        dstv, dov, dsv, srcv, sov, ssv = args
+        dst = context.make_array(sig.args[0])(context, builder, dstv).data
+        src = context.make_array(sig.args[3])(context, builder, srcv).data
+        elt = context.get_data_type(sig.args[0].dtype)
+        i64 = ir.IntType(64)
+
+        def at(ptr, base, stride, r):
+            return builder.gep(ptr, [builder.add(base, builder.mul(stride, ir.Constant(i64, r)))])
+
+        if not isinstance(elt, ir.IntType):
+            for r in range(n):
+                for c in range(n):
+                    v = builder.load(builder.gep(at(src, sov, ssv, r), [ir.Constant(i64, c)]))
+                    builder.store(v, builder.gep(at(dst, dov, dsv, c), [ir.Constant(i64, r)]))
+            return context.get_dummy_value()
+        vec = ir.VectorType(elt, n)
+        align = context.get_abi_sizeof(elt)
+        rows = [builder.load(builder.bitcast(at(src, sov, ssv, r), vec.as_pointer()), align=align)
+                for r in range(n)]
+        h = n // 2
+        while h:
+            keep = ir.Constant(ir.VectorType(ir.IntType(32), n), [j if not j & h else n + j - h for j in range(n)])
+            swap = ir.Constant(ir.VectorType(ir.IntType(32), n), [j + h if not j & h else n + j for j in range(n)])
+            for r in range(n):
+                if not r & h:
+                    a, b = rows[r], rows[r + h]
+                    rows[r] = builder.shuffle_vector(a, b, keep)
+                    rows[r + h] = builder.shuffle_vector(a, b, swap)
+            h //= 2
+        for c in range(n):
+            builder.store(rows[c], builder.bitcast(at(dst, dov, dsv, c), vec.as_pointer()), align=align)
+        return context.get_dummy_value()
+
+    def typer(typingctx, dst, do, dstride, src, so, sstride):
+        return types.void(dst, do, dstride, src, so, sstride), codegen
+
+    typer.__name__ = f"_transpose{n}x{n}"
+    return intrinsic(typer)
+
+
+_transpose8 = _block_transpose(8)
+_transpose16 = _block_transpose(16)
+
+
+@njit(inline="always", **_opts)
+def _tile_vec(dst, do, da, src, so, ss, ni, nj, vb):
+    """The ``ni`` x ``nj`` tile ``dst[do + i * da + j] = src[so + j * ss + i]`` (a plain
+    transposition): ``vb`` x ``vb`` register blocks (``_transpose8``/``16``) over the part
+    they cover, element by element along the edges.  The blocks go along i (the source's
+    rows) innermost: each source line is read whole by consecutive blocks."""
+    fi = ni - ni % vb
+    fj = nj - nj % vb
+    for j in range(0, fj, vb):
+        for i in range(0, fi, vb):
+            if vb == 16:
+                _transpose16(dst, do + i * da + j, da, src, so + j * ss + i, ss)
+            else:
+                _transpose8(dst, do + i * da + j, da, src, so + j * ss + i, ss)
+    for i in range(fi, ni):   # the rows of the result below the blocks
+        o = do + i * da
+        for j in range(nj):
+            dst[uint64(o + j)] = src[uint64(so + j * ss + i)]
+    for i in range(fi):       # and the columns right of them
+        o = do + i * da
+        for j in range(fj, nj):
+            dst[uint64(o + j)] = src[uint64(so + j * ss + i)]
+
+
 @njit(**_opts)
-def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf):
+def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb):
     """Row of tiles ``w``: the other dimensions' index and the tile's place along ``a``;
-    then every tile along the last dimension, through ``buf``: read the source along
+    then every tile along the last dimension: register blocks (``_tile_vec``) when both
+    contiguous sides have unit steps, otherwise through ``buf``: read the source along
     ``a`` (contiguous there), write the result along the last dimension (contiguous)."""
     r = dims.shape[0]
     outer = w // na
@@ -400,23 +560,13 @@ def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf):
     ni = min(dims[a], i0 + tile) - i0
     da, sa = dstr[a], sstr[a]
     ds, ss = dstr[r - 1], sstr[r - 1]
+    if sa == 1 and ds == 1:
+        # a plain transposition (unit steps on both contiguous sides): register blocks
+        # over the whole row of tiles
+        _tile_vec(dst, do + i0 * da, da, src, so + i0, ss, ni, dims[r - 1], vb)
+        return
     for j0 in range(0, dims[r - 1], tile):
         nj = min(dims[r - 1], j0 + tile) - j0
-        if sa == 1 and ds == 1:
-            # a plain transposition (unit steps on both contiguous sides): slices, so that
-            # both loops are contiguous runs LLVM vectorises
-            for j in range(nj):
-                s = so + (j0 + j) * ss + i0
-                row = src[s:s + ni]
-                bj = buf[j * tile:j * tile + ni]
-                for i in range(ni):
-                    bj[i] = row[i]
-            for i in range(ni):
-                o = do + (i0 + i) * da + j0
-                orow = dst[o:o + nj]
-                for j in range(nj):
-                    orow[j] = buf[uint64(j * tile + i)]
-            continue
         for j in range(nj):
             s = so + (j0 + j) * ss + i0 * sa
             for i in range(ni):
@@ -428,7 +578,7 @@ def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf):
 
 
 @njit(**_opts)
-def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
+def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, vb):
     """Rows of tiles [w0, w1): ``tile`` x ``tile`` blocks of dimension ``a`` and the last
     one.  A transposition reads a column of the source and writes a row of the result; a
     block copied through a small buffer reads whole cache lines of the source and writes
@@ -437,7 +587,7 @@ def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
     na = (dims[a] + tile - 1) // tile
     buf = np.empty(tile * tile, dst.dtype)
     for w in range(w0, w1):
-        _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf)
+        _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb)
 
 
 def run_copy(plan, dst, dbase, src, sbase):
@@ -452,7 +602,9 @@ def run_copy(plan, dst, dbase, src, sbase):
     if plan.tile:
         a, tile = plan.tile_dim, plan.tile
         items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
-        in_threads(_tiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile)
+        vb = 16 if dst.dtype.itemsize == 4 else 8   # register blocks of whole lines for f32
+        in_threads(_tiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile,
+                   vb)
     else:
         nch = -(-int(plan.dims[-1]) // plan.chunk)
         items = nch * (plan.n // int(plan.dims[-1]))
