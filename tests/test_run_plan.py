@@ -109,6 +109,19 @@ def test_the_denormal_environment_has_a_program_each(builds):
     assert sorted(builds) == [("denormal", "flush"), ("denormal", "ieee")]
 
 
+def test_a_reduce_flushes_its_denormal_operand_in_every_run():
+    """(the cpu reduce flushes its operand in its own pass: ``flush=`` from the program too)"""
+    b = xe.XlaBuilder("sum")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (2, 3)), "x")
+    comp = b.build(xe.Reduce(x, np.float32(0), lambda a, c: xe.Add(a, c), [1]))
+    tiny = np.array([[1e-40, 2e-40, 1e-40], [1.0, 1e-40, 2.0]], F32)
+    ieee = comp.run(tiny, denormals="ieee")
+    for _ in range(3):
+        np.testing.assert_array_equal(comp.run(tiny, backend="numba", denormals="flush"), [0, 3])
+        np.testing.assert_array_equal(comp.run(tiny, backend="numba", denormals="ieee"), ieee)
+    assert ieee[0] != 0
+
+
 def test_a_swapped_kernel_is_called(monkeypatch):
     """A program holds no stale kernel: a kernel table changed after the first runs is read."""
     comp = _module()

@@ -601,6 +601,7 @@ def _op_step(inst, backend, clean):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     mask = tuple(mask) if any(mask) else None
+    flushes_operands = getattr(kernel, "flushes_operands", False)
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
@@ -611,7 +612,10 @@ def _op_step(inst, backend, clean):
         if needs_ctx:
             kw = dict(kw, ctx=ctx)
         if mask is not None:
-            values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
+            if flushes_operands:   # (in its own pass over them: cpu reduce)
+                kw = dict(kw, flush=mask)
+            else:
+                values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
         try:
             out = kernel(*values, shape=shape, **kw)
         except Exception as e:
