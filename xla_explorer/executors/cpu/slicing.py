@@ -20,8 +20,8 @@ from numba import njit, prange, uint64
 from ...ops.slicing import _adjusted_start_indices
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD
 from . import kernel
-from .shape import (as_result, copy_words, gathered_copy, new_words, row_major_strides, strided_copy, threads,
-                    words)
+from .shape import (as_result, copy_words, gathered_copy, in_threads, new_words, row_major_strides, strided_copy,
+                    threads, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -45,11 +45,59 @@ def dynamic_slice(operand, *start_indices, shape, slice_sizes):
 @kernel("dynamic-update-slice")
 def dynamic_update_slice(operand, update, *start_indices, shape):
     adjusted_start_indices = _adjusted_start_indices(start_indices, operand.shape, update.shape)
-    result = copy_words(operand)
-    op_strides = row_major_strides(operand.shape)
-    base = sum(s * st for s, st in zip(adjusted_start_indices, op_strides))
-    strided_copy(result, base, op_strides, words(update), 0, row_major_strides(update.shape), update.shape)
+    n = shape.numel
+    rows = n // shape.dims[-1] if n and shape.dims else 0
+    if update.size == 0 or rows < 4 * threads():
+        # nothing to place, or too few rows to share: the operand's copy, then the update
+        result = copy_words(operand)
+        if update.size:
+            op_strides = row_major_strides(operand.shape)
+            base = sum(s * st for s, st in zip(adjusted_start_indices, op_strides))
+            strided_copy(result, base, op_strides, words(update), 0, row_major_strides(update.shape), update.shape)
+        return as_result(result, shape)
+    # one pass: every row of the result written once, from the operand or the update
+    result = new_words(shape, n)
+    in_threads(_dus_rows, rows, n >= MOVE_PARALLEL_THRESHOLD, result, words(operand), words(update),
+               np.array(shape.dims, np.int64), np.array(adjusted_start_indices, np.int64),
+               np.array(update.shape, np.int64))
     return as_result(result, shape)
+
+
+@njit(**_opts)
+def _dus_rows(w0, w1, out, x, u, dims, start, udims):
+    """Rows [w0, w1) of a dynamic-update-slice's result (rows of the last dimension): the
+    operand's row, with the update's row in [start, start + update width) where the row
+    lies inside the update along every outer dimension."""
+    r = dims.shape[0]
+    width = dims[r - 1]
+    c0 = start[r - 1]
+    uw = udims[r - 1]
+    for w in range(w0, w1):
+        rem = w
+        urow = 0
+        ustride = 1
+        inside = True
+        for d in range(r - 2, -1, -1):
+            t = rem % dims[d] - start[d]
+            rem //= dims[d]
+            if t < 0 or t >= udims[d]:
+                inside = False
+                break
+            urow += t * ustride
+            ustride *= udims[d]
+        o = w * width
+        if not inside:
+            for k in range(width):
+                out[uint64(o + k)] = x[uint64(o + k)]
+            continue
+        for k in range(c0):
+            out[uint64(o + k)] = x[uint64(o + k)]
+        uo = urow * uw
+        oc = o + c0
+        for k in range(uw):
+            out[uint64(oc + k)] = u[uint64(uo + k)]
+        for k in range(c0 + uw, width):
+            out[uint64(o + k)] = x[uint64(o + k)]
 
 
 # -- Pad ----------------------------------------------------------------------------------------
