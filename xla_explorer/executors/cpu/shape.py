@@ -290,11 +290,12 @@ class CopyPlan:
     with the way to walk it: rows of the last dimension (``chunk`` elements per work item)
     or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
 
-    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk")
+    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile")
 
     def __repr__(self):
         return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
-                f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk})")
+                f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk}, "
+                f"row_tile={self.row_tile})")
 
 
 def merge_dims(dims, *strides):
@@ -333,6 +334,17 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
         if abs(sstr[a]) < abs(sstr[-1]) and mdims[a] >= 4:
             plan.tile_dim = a
             plan.tile = {1: 128, 2: 64, 4: 64}.get(itemsize, 32)
+    # short rows contiguous on both sides, the rows before them in another order in the
+    # source (a transposition of blocks: [a, b, 64] -> [b, a, 64]): walked in tiles of
+    # ``row_tile`` source-neighbour rows, so that the reads are runs of about 1 KiB too
+    # (rows one by one in the result's order: 0.32 ms for 4 MiB of rows of 64 f32; tiles
+    # of 4 rows 0.12 ms, NumPy's plain copy 0.09 ms)
+    plan.row_tile = 0
+    if r >= 3 and sstr[-1] == 1 and dstr[-1] == 1 and mdims[-1] * itemsize <= 512:
+        a = min(range(r - 1), key=lambda d: abs(sstr[d]))
+        if a != r - 2 and abs(sstr[a]) == mdims[-1] and abs(sstr[a]) < abs(sstr[r - 2]) and mdims[a] >= 2:
+            plan.tile_dim = a
+            plan.row_tile = max(2, min(16, 1024 // (mdims[-1] * itemsize)))
     rows = plan.n // mdims[-1]
     plan.chunk = mdims[-1]
     if rows < 4 * nthreads and mdims[-1] >= 8192:
@@ -590,6 +602,40 @@ def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, vb):
         _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb)
 
 
+@njit(**_opts)
+def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
+    """Tiles [w0, w1) of rows: ``tile`` rows along dimension ``a`` (neighbours in the
+    source) times all rows along dimension r - 2 (neighbours in the result), rows of the
+    last dimension with unit steps on both sides; the other dimensions' index and the
+    tile's place along ``a`` from the work item."""
+    r = dims.shape[0]
+    L = dims[r - 1]
+    na = (dims[a] + tile - 1) // tile
+    for w in range(w0, w1):
+        outer = w // na
+        ta = w - outer * na
+        do = dbase
+        so = sbase
+        rem = outer
+        for d in range(r - 3, -1, -1):
+            if d == a:
+                continue
+            c = rem % dims[d]
+            rem //= dims[d]
+            do += c * dstr[d]
+            so += c * sstr[d]
+        i0 = ta * tile
+        i1 = min(dims[a], i0 + tile)
+        for j in range(dims[r - 2]):
+            dj = do + j * dstr[r - 2]
+            sj = so + j * sstr[r - 2]
+            for i in range(i0, i1):
+                o = dj + i * dstr[a]
+                s = sj + i * sstr[a]
+                for k in range(L):
+                    dst[uint64(o + k)] = src[uint64(s + k)]
+
+
 def run_copy(plan, dst, dbase, src, sbase):
     """Run a CopyPlan: ``dst`` and ``src`` are flat word arrays of one dtype.
 
@@ -605,6 +651,10 @@ def run_copy(plan, dst, dbase, src, sbase):
         vb = 16 if dst.dtype.itemsize == 4 else 8   # register blocks of whole lines for f32
         in_threads(_tiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile,
                    vb)
+    elif plan.row_tile:
+        a, tile = plan.tile_dim, plan.row_tile
+        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
+        in_threads(_rowtiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile)
     else:
         nch = -(-int(plan.dims[-1]) // plan.chunk)
         items = nch * (plan.n // int(plan.dims[-1]))
