@@ -32,6 +32,7 @@ import threading
 import numpy as np
 from llvmlite import ir
 from numba import njit, types, uint64
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
@@ -403,6 +404,22 @@ def _copy_even(typingctx, dst, do, src, so):
     return types.void(dst, do, src, so), codegen
 
 
+@intrinsic
+def _move(typingctx, dst, do, src, so, n):
+    """``dst[do:do + n] = src[so:so + n]`` by ``llvm.memmove`` (the C library's memmove: a
+    long run copied at NumPy's speed; the element loop ran 20-25% slower inside the copy
+    kernels)."""
+
+    def codegen(context, builder, sig, args):
+        dstv, dov, srcv, sov, nv = args
+        d = builder.gep(context.make_array(sig.args[0])(context, builder, dstv).data, [dov])
+        s = builder.gep(context.make_array(sig.args[2])(context, builder, srcv).data, [sov])
+        cgutils.raw_memmove(builder, d, s, nv, context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype)))
+        return context.get_dummy_value()
+
+    return types.void(dst, do, src, so, n), codegen
+
+
 @njit(inline="always", **_opts)
 def _copy_run(dst, do, ds, src, so, ss, j0, j1):
     # positions are cast to unsigned: Numba then knows they are not negative (no
@@ -410,8 +427,11 @@ def _copy_run(dst, do, ds, src, so, ss, j0, j1):
     if j1 - j0 == 1:  # one element (an element gather): no loop to set up
         dst[uint64(do + j0 * ds)] = src[uint64(so + j0 * ss)]
     elif ds == 1 and ss == 1:
-        for j in range(j0, j1):
-            dst[uint64(do + j)] = src[uint64(so + j)]
+        if j1 - j0 >= 64:   # (a shorter run is copied faster by the loop than by a call)
+            _move(dst, do + j0, src, so + j0, j1 - j0)
+        else:
+            for j in range(j0, j1):
+                dst[uint64(do + j)] = src[uint64(so + j)]
     elif ds == 1 and ss == -1:  # a reversed row
         for j in range(j0, j1):
             dst[uint64(do + j)] = src[uint64(so - j)]
