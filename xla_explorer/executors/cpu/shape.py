@@ -726,17 +726,38 @@ def reverse(operand, *, shape, dimensions):
 @kernel("concatenate")
 def concatenate(*operands, shape, dimension):
     # operand k fills, in every row of the dimensions before `dimension`, the run that
-    # starts after the runs of operands 0..k-1
+    # starts after the runs of operands 0..k-1: one copy plan per operand, all of them
+    # run as the work items of one launch (one wait for the threads, not one per operand)
     out = new_words(shape)
     outer = product(shape.dims[:dimension])
     row = product(shape.dims[dimension:])
     inner = product(shape.dims[dimension + 1:])
-    offset = 0
+    pieces = []   # (first work item, items, plan, where in out, the operand's words)
+    offset = items = 0
     for x in operands:
         run = product(x.shape[dimension:])
         if run and outer:
-            strided_copy(out, offset * inner, (row, 1), words(x), 0, (run, 1), (outer, run))
+            plan = plan_copy((outer, run), (row, 1), (run, 1), out.dtype.itemsize, threads())
+            nch = -(-int(plan.dims[-1]) // plan.chunk)
+            k = nch * (plan.n // int(plan.dims[-1]))
+            pieces.append((items, k, plan, nch, offset * inner, words(x)))
+            items += k
         offset += x.shape[dimension]
+    if len(pieces) == 1:
+        _, _, plan, _, dbase, src = pieces[0]
+        run_copy(plan, out, dbase, src, 0)
+    elif pieces:
+        for _, _, plan, nch, dbase, src in pieces:   # compiled (loaded) before threads call it
+            _rows_range(0, 0, out, dbase, src, 0, plan.dims, plan.dstr, plan.sstr, plan.chunk, nch)
+
+        def part(lo, hi):
+            for first, k, plan, nch, dbase, src in pieces:
+                a, b = max(lo, first), min(hi, first + k)
+                if a < b:
+                    _rows_range(a - first, b - first, out, dbase, src, 0, plan.dims, plan.dstr, plan.sstr,
+                                plan.chunk, nch)
+
+        in_threads(part, items, shape.numel >= MOVE_PARALLEL_THRESHOLD)
     return as_result(out, shape)
 
 
