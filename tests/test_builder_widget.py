@@ -4,6 +4,7 @@ import shutil
 
 import numpy as np
 import pytest
+import traitlets
 
 import xla_explorer as xe
 from xla_explorer.ops import registry
@@ -355,6 +356,9 @@ def test_builder_run_box(widgets):
     bw.attrs_text = "offset_dims=" + "9" * 5000
     bw.add()
     assert bw.error and len(bw.error) < 400
+    with pytest.raises(traitlets.TraitError) as info:
+        bw.op_name = "Nope" * 5000
+    assert len(str(info.value).split("; ops:")[0]) < 200
     bw.inputs["i"].value = "random(3)"
     with pytest.raises(Exception, match="not available"):
         bw.backend = "tpu"

@@ -535,19 +535,23 @@ def test_conv_nhwc_blocks_and_depthwise():
 
 def test_conv_3x3_takes_winograd(monkeypatch):
     """3x3 stride-1 convolutions of real size run Winograd F(2x2, 3x3): odd output sizes
-    (edge tiles cut), asymmetric and negative padding, reversed windows, f32 and f64."""
+    (edge tiles cut), asymmetric and negative padding, reversed windows, f32 and f64, NCHW."""
     from xla_explorer.executors.cpu import linalg as klin
     calls = []
     original = klin._winograd
     monkeypatch.setattr(klin, "_winograd", lambda *a: calls.append(1) or original(*a))
     rng = np.random.default_rng(12)
-    for t, lhs, pad, rev in [(F32, (2, 30, 30, 16), "SAME", None), (F32, (1, 33, 31, 16), [(2, 0), (1, 3)], None),
-                             ("f64", (2, 31, 40, 16), [(-1, 2), (0, 0)], [True, False])]:
+    nhwc, nchw = ("NHWC", "HWIO", "NHWC"), ("NCHW", "OIHW", "NCHW")
+    for t, lhs, rhs, pad, rev, dn in [
+            (F32, (2, 30, 30, 16), (3, 3, 16, 64), "SAME", None, nhwc),
+            (F32, (1, 33, 31, 16), (3, 3, 16, 64), [(2, 0), (1, 3)], None, nhwc),
+            ("f64", (2, 31, 40, 16), (3, 3, 16, 64), [(-1, 2), (0, 0)], [True, False], nhwc),
+            (F32, (2, 16, 33, 31), (64, 16, 3, 3), [(2, 0), (1, 2)], [False, True], nchw)]:
         b = xe.XlaBuilder("winograd")
-        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, (3, 3, 16, 64)), [1, 1], pad,
-                                             dimension_numbers=("NHWC", "HWIO", "NHWC"), window_reversal=rev))
+        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs), [1, 1], pad,
+                                             dimension_numbers=dn, window_reversal=rev))
         check(comp, *_args(rng, comp), rtol=1e-4, atol=5e-4)
-    assert len(calls) == 3
+    assert len(calls) == 4
 
 
 # -- Fft, Cholesky, TriangularSolve, batch norms ------------------------------------------------

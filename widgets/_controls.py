@@ -11,6 +11,7 @@ import ast
 import ipywidgets as w
 import traitlets
 
+from xla_explorer.errors import quote
 from xla_explorer.ops.arguments import EXPRESSION_REGIONS
 from xla_explorer.playground import DEFAULT, SOURCES, Source, as_source
 
@@ -221,7 +222,7 @@ def parse_optional_int(text):
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"{text!r} is not an integer (leave it empty for the default)") from None
+        raise ValueError(f"{quote(text)} is not an integer (leave it empty for the default)") from None
 
 
 def parse_literal(text):
@@ -231,7 +232,7 @@ def parse_literal(text):
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise ValueError(f"cannot read {text!r}: write lists of integers, such as [[0, 1], [2, 3]]") from None
+        raise ValueError(f"cannot read {quote(text)}: write lists of integers, such as [[0, 1], [2, 3]]") from None
 
 
 class ArrayInput(Composite):

@@ -21,6 +21,7 @@ import ipywidgets as w
 
 import xla_explorer as xe
 from xla_explorer.computation import XlaComputation
+from xla_explorer.errors import quote
 from xla_explorer.ops import registry
 
 from ._text import (attribute_params, buildable_ops, call_with_accepted, doc_html, expression_code, fault_of,
@@ -245,7 +246,7 @@ class BuilderWidget(w.VBox):
         if name in self._ops:  # an opcode
             name = self._ops[name][0].name
         if name not in self._by_name:
-            raise traitlets.TraitError(f"unknown op {name!r}; ops: {', '.join(sorted(self._by_name))}")
+            raise traitlets.TraitError(f"unknown op {quote(name)}; ops: {', '.join(sorted(self._by_name))}")
         return name
 
     @traitlets.observe("op_name")
@@ -389,7 +390,7 @@ class BuilderWidget(w.VBox):
         if not self.op_name:
             raise _Refused("choose an op", "op")
         fn, names = self.function, self._names()
-        args = [self._read(t, f"operand {k} ({t!r})", names) for k, t in enumerate(self.operands)]
+        args = [self._read(t, f"operand {k} ({quote(t)})", names) for k, t in enumerate(self.operands)]
         attrs = {}
         try:
             texts = split_attrs(self.attrs_text)
@@ -498,7 +499,7 @@ class BuilderWidget(w.VBox):
         # instructions by name): a nested builder's parameters are named after it
         name = name or (f"p{number}" if self.parent is None else f"{self.name}_p{number}")
         if name in self._all_value_names() or name in self._session.subs or name == self._root_widget().name:
-            self._show(None, _Refused(f"Parameter: the name {name!r} is taken", "parameter"))
+            self._show(None, _Refused(f"Parameter: the name {quote(name)} is taken", "parameter"))
             return None
         state = self._transaction()
         try:
@@ -522,7 +523,7 @@ class BuilderWidget(w.VBox):
         clash = [n for n in names if n in self.values]
         if clash:
             self._rollback(state)
-            self._show(None, _Refused(f"{self.op_name}: the name {clash[0]!r} is taken", control or "add"))
+            self._show(None, _Refused(f"{self.op_name}: the name {quote(clash[0])} is taken", control or "add"))
             return None
         saved = dict(self.values), dict(self._code_names), self._module
         var = identifier(names[0] if len(names) == 1 and names else f"{self.op_name.lower()}_out",
@@ -599,12 +600,12 @@ class BuilderWidget(w.VBox):
 
     def _check_sub_name(self, name):
         if not isinstance(name, str) or not name.isidentifier():
-            raise _Refused(f"a sub-computation needs a name that is a Python identifier, got {name!r}",
+            raise _Refused(f"a sub-computation needs a name that is a Python identifier, got {quote(name)}",
                            "computation name")
         if name in self._session.subs or name == self._root_widget().name:
-            raise _Refused(f"a computation named {name!r} exists already", "computation name")
+            raise _Refused(f"a computation named {quote(name)} exists already", "computation name")
         if name in self._functions() or name in self._all_value_names():
-            raise _Refused(f"{name!r} names an op function or a value already: pick another name",
+            raise _Refused(f"{quote(name)} names an op function or a value already: pick another name",
                            "computation name")
 
     def _root_widget(self):
@@ -755,7 +756,7 @@ class BuilderWidget(w.VBox):
     def _valid_root(self, proposal):
         name = proposal["value"]
         if name and name not in self.values:
-            raise traitlets.TraitError(f"root: no value named {name!r}; the values are {', '.join(self.values)}")
+            raise traitlets.TraitError(f"root: no value named {quote(name)}; the values are {', '.join(self.values)}")
         if name != self.root and self._frozen():
             raise traitlets.TraitError(self._frozen())
         return name
@@ -836,7 +837,7 @@ class BuilderWidget(w.VBox):
     def _valid_backend(self, proposal):
         options = available_backends()
         if proposal["value"] not in options:
-            raise traitlets.TraitError(f"backend {proposal['value']!r} is not available here; "
+            raise traitlets.TraitError(f"backend {quote(proposal['value'])} is not available here; "
                                        f"available: {', '.join(options)}")
         return proposal["value"]
 

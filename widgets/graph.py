@@ -26,6 +26,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("GraphWidget needs anywidget: pip install 'xla_explorer[widgets]' (or pip install anywidget)") from e
 
+from xla_explorer.errors import quote
 from xla_explorer.render import graph_of
 from xla_explorer.render.graph import FORMATS
 
@@ -218,7 +219,7 @@ class GraphWidget(anywidget.AnyWidget):
             try:
                 k = int(content.get("k"))
             except (TypeError, ValueError):
-                self.error = f"invocation: a run number 0..{self.max_invocation}, not {content.get('k')!r}"
+                self.error = f"invocation: a run number 0..{self.max_invocation}, not {quote(content.get('k'))}"
                 return
             self.show_invocation(k)
 

@@ -14,6 +14,7 @@ import traitlets
 import ipywidgets as w
 
 import xla_explorer as xe
+from xla_explorer.errors import quote
 
 from ._text import (animate_function, call_with_accepted, format_access, format_diff, format_value, highlight_svg,
                     pre, scrolled_svg, svg_of, value_html)
@@ -312,9 +313,9 @@ class StepperWidget(w.VBox):
             try:
                 self.trace._check_name(name)
             except KeyError as e:
-                raise traitlets.TraitError(f"breakpoint {b!r}: {str(e).strip(chr(34))}") from None
+                raise traitlets.TraitError(f"breakpoint {quote(b)}: {str(e).strip(chr(34))}") from None
             if inv and not inv.isdigit():
-                raise traitlets.TraitError(f"breakpoint {b!r}: after '#' comes an invocation number, got {inv!r}")
+                raise traitlets.TraitError(f"breakpoint {quote(b)}: after '#' comes an invocation number, got {quote(inv)}")
         return list(proposal["value"])
 
     @traitlets.observe("position")
@@ -439,7 +440,7 @@ class StepperWidget(w.VBox):
             return
         name, _, inv = text.partition("#")
         if inv and not inv.isdigit():
-            self._refuse(f"run to {text!r}: after '#' comes an invocation number", "run to")
+            self._refuse(f"run to {quote(text)}: after '#' comes an invocation number", "run to")
         else:
             self.run_to(name, int(inv) if inv else None)
         self._run_to.value = ""

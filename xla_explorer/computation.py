@@ -145,9 +145,8 @@ def _backend(name):
     try:
         target = BACKENDS[name]
     except (KeyError, TypeError):
-        from .coerce import short
         from .errors import ExecutionError, quote
-        raise ExecutionError(f"run: unknown backend {quote(name) if isinstance(name, str) else short(name)}; available: {', '.join(sorted(BACKENDS))}") from None
+        raise ExecutionError(f"run: unknown backend {quote(name)}; available: {', '.join(sorted(BACKENDS))}") from None
     if callable(target):
         return target
     fn = _RESOLVED.get(target)

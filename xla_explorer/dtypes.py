@@ -53,7 +53,7 @@ BITWISE = INTEGRAL | PRED
 def check_type(name):
     if not isinstance(name, str) or name not in ALL_TYPES:
         from .errors import ShapeError, quote   # a ValueError, as before, and a project error
-        raise ShapeError(f"unknown XLA element type {quote(name) if isinstance(name, str) else repr(name)[:80]}; "
+        raise ShapeError(f"unknown XLA element type {quote(name)}; "
                          f"known: {', '.join(sorted(ALL_TYPES))}")
     return name
 

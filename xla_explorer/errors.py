@@ -8,8 +8,13 @@ QUOTE_CHARS = 60
 
 def quote(text, limit=QUOTE_CHARS):
     """``repr(text)`` for an error message: whole when short, else its first ``limit``
-    characters, "..." and its length."""
-    text = str(text)
+    characters, "..." and its length (something else than text: its repr, cut alike)."""
+    if not isinstance(text, str):
+        try:
+            shown = repr(text)
+        except Exception:  # noqa: BLE001 - a user object whose repr fails
+            return f"<{type(text).__name__} object>"
+        return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown):,} characters)"
     if len(text) <= limit:
         return repr(text)
     return f"{text[:limit]!r}... ({len(text):,} characters)"
