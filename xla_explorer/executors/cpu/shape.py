@@ -222,8 +222,10 @@ def _workers(count):
     return _inboxes
 
 
-def _forget_workers():   # a forked child has none of its parent's threads
+def _forget_workers():   # a forked child has none of its parent's threads (and no holder of the lock)
+    global _workers_lock
     _inboxes.clear()
+    _workers_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

@@ -10,18 +10,19 @@ Pad writes each row of the result (its last dimension) once: a row that lies in 
 interior padding of an outer dimension is all ``padding_value``; any other row is
 filled and then receives its operand row at ``edge_padding_low + j * (interior + 1)``
 (negative edge padding crops: only the operand elements that land inside are copied).
-The rows (and pieces of long rows) are independent, so they run in parallel.
+The rows (and pieces of long rows) are independent, so they run in parallel
+(``shape.in_threads``).
 """
 import functools
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
 from ...ops.slicing import _adjusted_start_indices
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD
 from . import kernel
-from .shape import (as_result, copy_words, gathered_copy, in_threads, new_words, row_major_strides, strided_copy,
-                    threads, words)
+from .shape import (_move, as_result, copy_words, gathered_copy, in_threads, new_words, row_major_strides,
+                    strided_copy, threads, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -156,8 +157,11 @@ def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
         # edge padding, the operand row, edge padding
         for k in range(k0, lo + jl):
             out[uint64(o + k)] = pad
-        for j in range(jl, jh):
-            out[uint64(o + lo + j)] = src[uint64(s + j)]
+        if jh - jl >= 64:
+            _move(out, o + lo + jl, src, s + jl, jh - jl)
+        else:
+            for j in range(jl, jh):
+                out[uint64(o + lo + j)] = src[uint64(s + j)]
         for k in range(lo + jh, k1):
             out[uint64(o + k)] = pad
     elif st == 2:
@@ -180,27 +184,11 @@ def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
             out[uint64(o + lo + j * st)] = src[uint64(s + j)]
 
 
-@njit(parallel=True, **_opts)
-def pad_par(out, src, pad, low, step, size, rdims, j0, j1, chunk):
-    """Every row of the result (parallel over rows and pieces of long rows): padding, or
-    an operand row spread out."""
-    r = rdims.shape[0]
-    nch = (rdims[r - 1] + chunk - 1) // chunk
-    items = nch
-    for d in range(r - 1):
-        items *= rdims[d]
-    for w in prange(items):
-        _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch)
-
-
 @njit(**_opts)
-def pad_ser(out, src, pad, low, step, size, rdims, j0, j1, chunk):
-    r = rdims.shape[0]
-    nch = (rdims[r - 1] + chunk - 1) // chunk
-    items = nch
-    for d in range(r - 1):
-        items *= rdims[d]
-    for w in range(items):
+def _pad_range(w0, w1, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
+    """Work items [w0, w1): rows of the result (pieces of ``chunk`` positions of long rows):
+    padding, or an operand row spread out."""
+    for w in range(w0, w1):
         _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch)
 
 
@@ -218,6 +206,9 @@ def pad(operand, padding_value, *, shape, padding_config):
         chunk = width
         if n // width < 4 * threads() and width >= 8192:  # few long rows: cut them
             chunk = max(4096, -(-width // (4 * threads())))
-        (pad_par if n >= MOVE_PARALLEL_THRESHOLD else pad_ser)(out, words(operand), pad_word, low, step, size,
-                                                          rdims, j0, j1, chunk)
+        nch = -(-width // chunk)
+        # shared by in_threads (not a prange loop): the caller takes the parts a descheduled
+        # worker has not started, and no parallel wrapper to compile
+        in_threads(_pad_range, nch * (n // width), n >= MOVE_PARALLEL_THRESHOLD, out, words(operand), pad_word, low,
+                   step, size, rdims, j0, j1, chunk, nch)
     return as_result(out, shape)
