@@ -278,7 +278,10 @@ def run_op(inst, values, ctx, backend, clean=None):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     if any(mask):
-        values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
+        if getattr(kernel, "flushes_operands", False):  # (in its own pass over them: cpu reduce)
+            kwargs = dict(kwargs, flush=tuple(mask))
+        else:
+            values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
         out = kernel(*values, shape=shape, **kwargs)
     except Exception as e:
