@@ -105,6 +105,9 @@ class CpuBackend:
         if runner is not None:
             return runner
         cpu = self._cpu
+        if group.kind == "gather":   # a gather with its start indices' computation
+            runner = runners[mode] = cpu.indexing.fused_gather_runner(group, mode)
+            return runner
         src, compiled, static = cpu.fused.compile_loop(group)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
@@ -125,6 +128,20 @@ class CpuBackend:
             return out
         runners[mode] = runner
         return runner
+
+
+def run_substeps(group, values, backend):
+    """A group the backend has no fused kernel for (``fusion.GatherFusion`` on CUDA): the
+    steps it replaced, in order, each size guarded before it allocates."""
+    env = dict(zip(group.inputs, values))
+    for s in group.substeps:
+        if s.group is not None:
+            root = s.group.root
+            _check_size(root, root.shape, root.opcode, _carrier_dtype(root.shape.element_type).itemsize)
+            env[s.inst] = backend.run_group(s.group, [env[x] for x in s.group.inputs])
+        else:
+            env[s.inst] = run_op(s.inst, [env[o] for o in s.inst.operands], None, backend)
+    return env[group.root]
 
 
 def _carrier_dtype(t):
@@ -261,7 +278,10 @@ def run_op(inst, values, ctx, backend, clean=None):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     if any(mask):
-        values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
+        if getattr(kernel, "flushes_operands", False):  # (in its own pass over them: cpu reduce)
+            kwargs = dict(kwargs, flush=tuple(mask))
+        else:
+            values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
         out = kernel(*values, shape=shape, **kwargs)
     except Exception as e:

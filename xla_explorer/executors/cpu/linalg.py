@@ -577,11 +577,19 @@ def _winograd(x, w, pads, out_sp, ct):
     # rows 2i..2i+3 and columns 2j..2j+3 of it (a negative padding crops)
     H, W = x.shape[1], x.shape[2]
     (lo_h, _), (lo_w, _) = pads
-    xp = np.zeros((B, 2 * th + 2, 2 * tw + 2, C), ct)
+    # (pooled and only its border zeroed: np.zeros' fresh pages page-faulted on every call)
+    Hp, Wp = 2 * th + 2, 2 * tw + 2
+    xp = empty((B, Hp, Wp, C), ct)
     h0, w0 = max(0, lo_h), max(0, lo_w)
-    h1, w1 = min(2 * th + 2, lo_h + H), min(2 * tw + 2, lo_w + W)
+    h1, w1 = min(Hp, lo_h + H), min(Wp, lo_w + W)
     if h1 > h0 and w1 > w0:
+        xp[:, :h0] = 0
+        xp[:, h1:] = 0
+        xp[:, h0:h1, :w0] = 0
+        xp[:, h0:h1, w1:] = 0
         xp[:, h0:h1, w0:w1] = x[:, h0 - lo_h:h1 - lo_h, w0 - lo_w:w1 - lo_w]
+    else:
+        xp[...] = 0
 
     def work(t0, scratch):
         V, M = scratch
@@ -609,9 +617,9 @@ _WINO_MIN = 1 << 20
 def _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols, strides, pads,
                  ld, rd, is_float, ct):
     """The convolution as im2col + matrix products: result [G, rows, Og]."""
-    result = np.zeros((groups, rows, Og), ct if is_float else np.int64)
     if not (rows and kcols and Og and x.size):
-        return result
+        return np.zeros((groups, rows, Og), ct if is_float else np.int64)
+    result = empty((groups, rows, Og), ct if is_float else np.int64)  # every row written below
     in_sizes = tuple(x.shape[1:-1])
     geometry = _window_geometry(in_sizes, tuple(out_sp), tuple(k_sizes), tuple(strides), tuple(pads), tuple(ld),
                                 tuple(rd))
@@ -639,6 +647,30 @@ def _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes
     return result
 
 
+#: (operand shapes and types, attributes) -> the dimension numbers and the geometry
+_CONV_SETUPS = {}
+
+
+def _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, window_reversal,
+                dimension_numbers):
+    """spec's dimension numbers and ``_conv_geometry`` for these operands, remembered: they
+    parse the labels and build Shapes, about 50 us a call -- a tenth of a small
+    convolution's time."""
+    key = (lhs.shape, lhs.dtype.str, rhs.shape, rhs.dtype.str,
+           repr((window_strides, padding, lhs_dilation, rhs_dilation, window_reversal, dimension_numbers)))
+    setup = _CONV_SETUPS.get(key)
+    if setup is None:
+        dn = spec._dimension_numbers("Convolution", dimension_numbers, lhs.ndim)
+        setup = dn, spec._conv_geometry(
+            "Convolution", Shape.of(lhs), Shape.of(rhs), window_strides=window_strides, padding=padding,
+            lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation, window_reversal=window_reversal,
+            dimension_numbers=dn)
+        if len(_CONV_SETUPS) >= 256:
+            _CONV_SETUPS.clear()
+        _CONV_SETUPS[key] = setup
+    return setup
+
+
 @kernel("convolution", note="im2col or Winograd F(2x2,3x3) (Numba) + BLAS (np.matmul)")
 def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
                 window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
@@ -652,11 +684,8 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
                                     lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
                                     window_reversal=window_reversal, dimension_numbers=dimension_numbers,
                                     feature_group_count=feature_group_count, batch_group_count=batch_group_count)
-    dn = spec._dimension_numbers("Convolution", dimension_numbers, lhs.ndim)
-    strides, pads, ld, rd, rev = spec._conv_geometry(
-        "Convolution", Shape.of(lhs), Shape.of(rhs), window_strides=window_strides, padding=padding,
-        lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation, window_reversal=window_reversal,
-        dimension_numbers=dn)
+    dn, (strides, pads, ld, rd, rev) = _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                                   window_reversal, dimension_numbers)
     n = len(strides)
     t = shape.element_type
     types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
@@ -670,12 +699,10 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     groups = max(int(feature_group_count), int(batch_group_count))
     batch_groups = int(batch_group_count) > 1
     # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
-    x = contiguous(np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions,
-                                                dn.input_feature_dimension)))
-    x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
+    xv = np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension))
     w = np.transpose(rhs, dn.rhs_order)
     w = np.flip(w, axis=tuple(2 + i for i in range(n) if rev[i]))
-    B, C = x.shape[0], x.shape[-1]
+    B, C = xv.shape[0], xv.shape[-1]
     O, I = w.shape[0], w.shape[1]
     Og, Bg = O // groups, (B // groups if batch_groups else B)
     out_b = shape.dims[dn.output_batch_dimension]
@@ -683,10 +710,19 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     k_sizes = tuple(w.shape[2:])
     rows = out_b * int(np.prod(out_sp, dtype=np.int64))   # output rows per group
     kcols = int(np.prod(k_sizes, dtype=np.int64)) * I      # patch length
-    if _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O) and x.size:
-        result = _winograd(x, np.ascontiguousarray(w.astype(ct, copy=False)), pads, out_sp, ct)[None]
+    if _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O) and xv.size:
+        # Winograd copies x into its padded input anyway: from the (NCHW: transposed) view
+        # itself where NumPy's strided copy is quick -- few features (an image's 3
+        # channels: 3x faster than transposing first) or a small input -- else from x
+        # made contiguous by the tiled transposition first (NumPy's copy of a large
+        # transposed view is 4x slower)
+        x = xv if C <= 4 or xv.size <= 1 << 16 else contiguous(xv)
+        result = _winograd(x.astype(ct, copy=False), np.ascontiguousarray(w.astype(ct, copy=False)), pads,
+                           out_sp, ct)[None]
         result = result.reshape((1, rows, O))
     else:  # im2col: w as [G, window..., I, Og] -> [G, kcols, Og]
+        x = contiguous(xv)
+        x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
         wmat = np.moveaxis(w.reshape((groups, Og, I) + k_sizes), (1, 2), (-1, -2)).reshape(groups, kcols, Og)
         wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
         result = _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols,
