@@ -601,6 +601,7 @@ def _op_step(inst, backend, clean):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     mask = tuple(mask) if any(mask) else None
+    own_flush = mask is not None and getattr(kernel, "flushes_operands", False)  # (as run_op: cpu reduce)
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
@@ -610,7 +611,9 @@ def _op_step(inst, backend, clean):
             kw = bind(inst.attrs, ctx, backend)
         if needs_ctx:
             kw = dict(kw, ctx=ctx)
-        if mask is not None:
+        if own_flush:
+            kw = dict(kw, flush=mask)
+        elif mask is not None:
             values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
         try:
             out = kernel(*values, shape=shape, **kw)
