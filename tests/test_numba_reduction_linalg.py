@@ -580,12 +580,13 @@ def test_conv_3x3_takes_winograd(monkeypatch):
             (F32, (2, 30, 30, 16), (3, 3, 16, 64), "SAME", None, nhwc),
             (F32, (1, 33, 31, 16), (3, 3, 16, 64), [(2, 0), (1, 3)], None, nhwc),
             ("f64", (2, 31, 40, 16), (3, 3, 16, 64), [(-1, 2), (0, 0)], [True, False], nhwc),
-            (F32, (2, 16, 33, 31), (64, 16, 3, 3), [(2, 0), (1, 2)], [False, True], nchw)]:
+            (F32, (2, 16, 33, 31), (64, 16, 3, 3), [(2, 0), (1, 2)], [False, True], nchw),
+            (F32, (2, 3, 64, 63), (64, 3, 3, 3), "SAME", None, nchw)]:  # an image's 3 channels
         b = xe.XlaBuilder("winograd")
         comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs), [1, 1], pad,
                                              dimension_numbers=dn, window_reversal=rev))
         check(comp, *_args(rng, comp), rtol=1e-4, atol=5e-4)
-    assert len(calls) == 4
+    assert len(calls) == 5
 
 
 # -- Fft, Cholesky, TriangularSolve, batch norms ------------------------------------------------

@@ -699,12 +699,10 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     groups = max(int(feature_group_count), int(batch_group_count))
     batch_groups = int(batch_group_count) > 1
     # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
-    x = contiguous(np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions,
-                                                dn.input_feature_dimension)))
-    x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
+    xv = np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension))
     w = np.transpose(rhs, dn.rhs_order)
     w = np.flip(w, axis=tuple(2 + i for i in range(n) if rev[i]))
-    B, C = x.shape[0], x.shape[-1]
+    B, C = xv.shape[0], xv.shape[-1]
     O, I = w.shape[0], w.shape[1]
     Og, Bg = O // groups, (B // groups if batch_groups else B)
     out_b = shape.dims[dn.output_batch_dimension]
@@ -712,10 +710,19 @@ def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=
     k_sizes = tuple(w.shape[2:])
     rows = out_b * int(np.prod(out_sp, dtype=np.int64))   # output rows per group
     kcols = int(np.prod(k_sizes, dtype=np.int64)) * I      # patch length
-    if _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O) and x.size:
-        result = _winograd(x, np.ascontiguousarray(w.astype(ct, copy=False)), pads, out_sp, ct)[None]
+    if _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O) and xv.size:
+        # Winograd copies x into its padded input anyway: from the (NCHW: transposed) view
+        # itself where NumPy's strided copy is quick -- few features (an image's 3
+        # channels: 3x faster than transposing first) or a small input -- else from x
+        # made contiguous by the tiled transposition first (NumPy's copy of a large
+        # transposed view is 4x slower)
+        x = xv if C <= 4 or xv.size <= 1 << 16 else contiguous(xv)
+        result = _winograd(x.astype(ct, copy=False), np.ascontiguousarray(w.astype(ct, copy=False)), pads,
+                           out_sp, ct)[None]
         result = result.reshape((1, rows, O))
     else:  # im2col: w as [G, window..., I, Og] -> [G, kcols, Og]
+        x = contiguous(xv)
+        x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
         wmat = np.moveaxis(w.reshape((groups, Og, I) + k_sizes), (1, 2), (-1, -2)).reshape(groups, kcols, Og)
         wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
         result = _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols,
