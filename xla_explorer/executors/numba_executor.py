@@ -601,7 +601,7 @@ def _op_step(inst, backend, clean):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     mask = tuple(mask) if any(mask) else None
-    own_flush = mask is not None and getattr(kernel, "flushes_operands", False)  # (as run_op: cpu reduce)
+    flushes_operands = getattr(kernel, "flushes_operands", False)
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
@@ -611,10 +611,11 @@ def _op_step(inst, backend, clean):
             kw = bind(inst.attrs, ctx, backend)
         if needs_ctx:
             kw = dict(kw, ctx=ctx)
-        if own_flush:
-            kw = dict(kw, flush=mask)
-        elif mask is not None:
-            values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
+        if mask is not None:
+            if flushes_operands:   # (in its own pass over them: cpu reduce)
+                kw = dict(kw, flush=mask)
+            else:
+                values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
         try:
             out = kernel(*values, shape=shape, **kw)
         except Exception as e:
@@ -677,13 +678,15 @@ class _ModulePlan:
         self.result_dtype, self.result_dims = (rs.dtype, rs.dims) if rs.is_array and rs.is_static else (None, None)
 
     def arguments(self, module, args, backend):
-        """``entry_arguments``: an array of the parameter's exact dtype and dims is taken as
-        it is (what ``as_argument`` returns for it); anything else goes through it."""
+        """``entry_arguments``: an array (or a NumPy scalar) of the parameter's exact dtype
+        and dims is taken as it is (what ``as_argument`` returns for it); anything else --
+        Python numbers and lists, other dtypes or shapes -- goes through it."""
         if type(args) is tuple and len(args) == len(self.params):
             out = []
             for a, (dtype, dims) in zip(args, self.params):
-                if type(a) is np.ndarray and a.dtype == dtype and a.shape == dims:
-                    out.append(a)
+                t = type(a)
+                if (t is np.ndarray or isinstance(a, np.generic)) and a.dtype == dtype and a.shape == dims:
+                    out.append(a if t is np.ndarray else np.asarray(a))
                 else:
                     break
             else:
