@@ -168,3 +168,23 @@ def test_float_sums_check_denormals_in_their_own_pass(t):
                         want = comp.run(xv, dt.type(init))
                         got = comp.run(xv, dt.type(init), backend="numba")
                     np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{dims} {where} {init} {env}")
+
+
+def test_reduce_window_sum_flushes_a_large_operand_after_a_scan_in_threads():
+    """A large ReduceWindow operand is scanned for denormals in threads (the kernel does
+    the executor's flushing): one found is flushed, as the reference does."""
+    tiny = np.finfo(np.float32).tiny
+    b = xe.XlaBuilder("pool")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (2, 600, 300)), "x")
+    comp = b.build(xe.ReduceWindow(x, np.float32(0), lambda a, c: xe.Add(a, c), (1, 3, 3), (1, 2, 2),
+                                   padding=[(0, 0), (1, 1), (1, 1)]))
+    for where in (None, 0, 2 * 600 * 300 - 1, 123457):
+        xv = np.full(2 * 600 * 300, tiny, np.float32)   # exact sums in any order (see above)
+        if where is not None:
+            xv[where] = tiny / 2
+        xv = xv.reshape(2, 600, 300)
+        for env in ("flush", "ieee"):
+            with xe.float_env(denormals=env):
+                want = comp.run(xv)
+                got = comp.run(xv, backend="numba")
+            np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{where} {env}")

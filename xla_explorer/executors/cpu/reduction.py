@@ -1970,6 +1970,28 @@ def _argminmax(plan, types, operands, inits, A, R, B):
 # ---------------------------------------------------------------------------------------
 # Reduce
 
+@njit(**_opts)
+def _denormal_parts(lo, hi, x, per, tiny, found):
+    """found[k] = whether part k (x[k * per:(k + 1) * per]) holds a denormal, parts [lo, hi)."""
+    for k in range(lo, hi):
+        found[k] = _has_denormal(x[k * per:(k + 1) * per], tiny)
+
+
+def _flushed(v):
+    """``flush_denormals(v)``, for a large f32 / f64 operand after a scan in threads (the
+    executor's scan is one thread, and almost never finds anything)."""
+    t = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(getattr(v, "dtype", None))
+    if t is not None and v.size >= MOVE_PARALLEL_THRESHOLD and v.flags.c_contiguous and fpenv.flushing(t):
+        flat = v.reshape(-1)
+        parts = 8 * _threads()
+        per = -(-flat.size // parts)
+        found = np.zeros(parts, np.bool_)
+        in_threads(_denormal_parts, parts, True, flat, per, flat.dtype.type(fpenv.TINY[t]), found)
+        if not found.any():
+            return v
+    return flush_denormals(v)
+
+
 @kernel("reduce")
 def reduce_kernel(*values, shape, computation, dimensions, flush=()):
     """``flush``: per value, whether the executor's denormal rule wants it flushed (the
@@ -1980,8 +2002,7 @@ def reduce_kernel(*values, shape, computation, dimensions, flush=()):
     types = [s.element_type for s in out_shapes]
     checked = n == 1 and types[0] in ("f32", "f64") and _standard_code(computation, types[0]) == ADD
     if any(flush):
-        values = [flush_denormals(v) if m and not (k == 0 and checked) else v
-                  for k, (v, m) in enumerate(zip(values, flush))]
+        values = [_flushed(v) if m and not (k == 0 and checked) else v for k, (v, m) in enumerate(zip(values, flush))]
     operands, inits = values[:n], values[n:]
     dims = tuple(np.shape(operands[0]))
     reduced = tuple(sorted(int(d) for d in dimensions))
@@ -2043,7 +2064,11 @@ def _reduce_geometry(dims, reduced):
 
 @kernel("reduce-window")
 def reduce_window_kernel(*values, shape, computation, window_dimensions, window_strides, padding,
-                         base_dilations=None, window_dilations=None):
+                         base_dilations=None, window_dilations=None, flush=()):
+    """``flush``: per value, whether the executor's denormal rule wants it flushed (done
+    here, the large operands' scan in threads)."""
+    if any(flush):
+        values = [_flushed(v) if m else v for v, m in zip(values, flush)]
     n = len(values) // 2
     operands, inits = values[:n], values[n:]
     out_shapes = list(shape.tuple_shapes) if shape.is_tuple else [shape]
@@ -2093,6 +2118,9 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
     res = [_from_carrier(o.reshape(out_dims), t) for o, t in zip(outs, types)]
     return tuple(res) if shape.is_tuple else res[0]
 
+
+#: the executor passes its denormal rule's mask as ``flush=`` instead of flushing first
+reduce_window_kernel.flushes_operands = True
 
 # ---------------------------------------------------------------------------------------
 # SelectAndScatter: pass 1 picks one operand element per window (parallel over windows),
