@@ -1003,8 +1003,10 @@ def scatter(*values, shape, update_computation, update_window_dims, inserted_win
                          int(index_vector_dim), tuple(input_batching_dims), tuple(scatter_indices_batching_dims))
     nthreads = threads()
     # every thread reads every scatter index: that pays when the windows are large enough
-    # for the combining to outweigh the reading
-    parallel = (nthreads > 1 and nupdates >= PARALLEL_THRESHOLD and total >= 2 * nthreads
+    # for the combining to outweigh the reading, and, an add an element, from as many
+    # updates as a copy (x.at[i].add(u), 2 threads, load 3, interleaved: 32768 updates
+    # 0.062 ms serial vs 0.109 parallel, 131072 updates 0.16 vs 0.23)
+    parallel = (nthreads > 1 and nupdates >= MOVE_PARALLEL_THRESHOLD and total >= 2 * nthreads
                 and nupdates >= 16 * plan.nsc)
     try:
         (par if parallel else ser)(nthreads, total, code, *outs, _indices(scatter_indices), *upds, plan.K,
