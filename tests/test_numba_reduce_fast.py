@@ -37,6 +37,13 @@ def _bits(a):
     return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
 
 
+def _one_nan(x, rng):
+    """x with a NaN of the sign bit set in each row, somewhere."""
+    rows = x.reshape(-1, x.shape[-1])
+    rows[np.arange(rows.shape[0]), rng.integers(0, x.shape[-1], rows.shape[0])] = -np.nan
+    return x
+
+
 def _values(rng, t, shape, kind):
     dt = xe.Shape(t, ()).dtype
     if t == "s32":
@@ -47,7 +54,8 @@ def _values(rng, t, shape, kind):
          "all equal": lambda: np.full(shape, rng.choice(specials)),
          "zero maximum": lambda: rng.choice([0.0, -0.0, -1.0], shape),
          "normal": lambda: rng.standard_normal(shape),
-         "denormals": lambda: rng.choice([0.0, -0.0, 1e-40, -1e-40, -1.0], shape)}[kind]().astype(dt)
+         "denormals": lambda: rng.choice([0.0, -0.0, 1e-40, -1e-40, -1.0], shape),
+         "negative NaN": lambda: _one_nan(rng.standard_normal(shape), rng)}[kind]().astype(dt)
     if kind == "specials" and x.size:   # NaNs with payloads of both signs: which NaN wins shows
         bits = x.view(np.uint32)
         nan = np.isnan(x)
@@ -101,3 +109,82 @@ def test_other_selection_regions_are_not_recognised():
     take = xe.Or(xe.Or(xe.Gt(bv, av), xe.Ne(bv, bv)), xe.And(xe.Eq(bv, av), xe.Lt(bi, ai)))
     region = b.build(xe.Tuple(xe.Select(take, bv, av), xe.Select(take, bi, ai)))
     assert kred._argminmax_plan(region.entry) is None
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_row_maximum_on_integer_keys_has_the_trees_bits(t, name):
+    """Reduce maximum / minimum along rows compares the floats' bits as integers; a NaN or
+    a zero result goes through fmax's rules: bit for bit the reference's (a NaN for a NaN),
+    over NaN payloads, +-0, infinities, all-equal rows, denormals (flushed or not), rows shorter
+    and longer than the vector loop."""
+    rng = np.random.default_rng(4)
+    dt = xe.Shape(t, ()).dtype
+    op = xe.Max if name == "max" else xe.Min
+    for shape in [(6, 33), (4, 100), (3, 1000)]:
+        b = xe.XlaBuilder("extreme")
+        x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
+        comp = b.build(xe.Reduce(x, xe.Parameter(b, 1, xe.Shape(t, ()), "init"), lambda a, c: op(a, c), [1]))
+        for kind in ["zeros", "specials", "all equal", "zero maximum", "normal", "denormals", "negative NaN"]:
+            xv = _values(rng, "f32", shape, kind).astype(dt)
+            if name == "min":
+                xv = -xv
+            for init in (-np.inf, np.inf, 0.0, -0.0, np.nan):
+                for env in ("flush", "ieee"):
+                    with xe.float_env(denormals=env):
+                        want = comp.run(xv, dt.type(init))
+                        got = comp.run(xv, dt.type(init), backend="numba")
+                    # (which NaN's payload a NaN result carries is not promised: fmax's rules)
+                    nan = np.isnan(want)
+                    np.testing.assert_array_equal(np.isnan(got), nan)
+                    np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan], err_msg=f"{kind} {init} {env}")
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_float_sums_check_denormals_in_their_own_pass(t):
+    """Under flushing a float sum's operand is checked for denormals by the kernel as it
+    sums (no scan before): one met, the operand is flushed and summed again.  Every layout
+    of the kernel: rows, one long row cut in parts, columns in blocks, narrow columns cut
+    in parts, two reduced groups; a denormal first, last, alone."""
+    dt = xe.Shape(t, ()).dtype
+    tiny = np.finfo(dt).tiny
+    rng = np.random.default_rng(5)
+    for dims, reduced in [((300, 1000), [1]), ((1, 400000), [1]), ((700, 600), [0]), ((3000, 100), [0]),
+                          ((40, 50, 200), [0, 2]), ((2, 20, 3, 10, 520), [1, 3]), ((7, 5), [1])]:
+        b = xe.XlaBuilder("sum")
+        x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+        comp = b.build(xe.Reduce(x, xe.Parameter(b, 1, xe.Shape(t, ()), "init"), lambda a, c: xe.Add(a, c), reduced))
+        n = int(np.prod(dims))
+        for where in (0, n - 1, int(rng.integers(0, n))):
+            # the smallest normal everywhere and one denormal (half of it): every sum is
+            # exact in any order, and tells whether the denormal counted (the result is
+            # normal, its flushing does not hide the difference)
+            xv = np.full(n, tiny, dt)
+            xv[where] = tiny / 2
+            xv = xv.reshape(dims)
+            for init in (0.0, -0.0, tiny / 2):
+                for env in ("flush", "ieee"):
+                    with xe.float_env(denormals=env):
+                        want = comp.run(xv, dt.type(init))
+                        got = comp.run(xv, dt.type(init), backend="numba")
+                    np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{dims} {where} {init} {env}")
+
+
+def test_reduce_window_sum_flushes_a_large_operand_after_a_scan_in_threads():
+    """A large ReduceWindow operand is scanned for denormals in threads (the kernel does
+    the executor's flushing): one found is flushed, as the reference does."""
+    tiny = np.finfo(np.float32).tiny
+    b = xe.XlaBuilder("pool")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (2, 600, 300)), "x")
+    comp = b.build(xe.ReduceWindow(x, np.float32(0), lambda a, c: xe.Add(a, c), (1, 3, 3), (1, 2, 2),
+                                   padding=[(0, 0), (1, 1), (1, 1)]))
+    for where in (None, 0, 2 * 600 * 300 - 1, 123457):
+        xv = np.full(2 * 600 * 300, tiny, np.float32)   # exact sums in any order (see above)
+        if where is not None:
+            xv[where] = tiny / 2
+        xv = xv.reshape(2, 600, 300)
+        for env in ("flush", "ieee"):
+            with xe.float_env(denormals=env):
+                want = comp.run(xv)
+                got = comp.run(xv, backend="numba")
+            np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{where} {env}")

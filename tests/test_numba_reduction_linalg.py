@@ -462,6 +462,40 @@ def test_dot_general(p, types, seed):
     check(comp, *_args(np.random.default_rng(seed), comp, low=-100, high=100))
 
 
+def test_dot_reads_strided_heads_in_place_and_keeps_its_bits_across_thread_counts():
+    """Attention's per-head product (batch dimensions 0 and 2 of [b, t, h, d], contracting
+    d): BLAS reads the heads as strided views; a product split over the worker threads by
+    rows or batch, and a Winograd convolution's blocks, give the same bits on one thread
+    (a busy machine's runs) and on two."""
+    import numba
+    rng = np.random.default_rng(7)
+    b = xe.XlaBuilder("heads")
+    comp = b.build(xe.DotGeneral(param(b, 0, F32, (2, 96, 4, 32)), param(b, 1, F32, (2, 96, 4, 32)),
+                                 lhs_contracting_dimensions=[3], rhs_contracting_dimensions=[3],
+                                 lhs_batch_dimensions=[0, 2], rhs_batch_dimensions=[0, 2]))
+    args = _args(rng, comp)
+    check(comp, *args, rtol=1e-4)
+    b = xe.XlaBuilder("rows")
+    rows = b.build(xe.DotGeneral(param(b, 0, F32, (200, 300)), param(b, 1, F32, (200, 150)),
+                                 lhs_contracting_dimensions=[0], rhs_contracting_dimensions=[0]))
+    rargs = _args(rng, rows)
+    b = xe.XlaBuilder("winograd")  # its tiles cut into blocks by size, the blocks shared by the threads
+    conv = b.build(xe.ConvGeneralDilated(param(b, 0, F32, (8, 16, 16, 32)), param(b, 1, F32, (3, 3, 32, 32)),
+                                         [1, 1], "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    cargs = _args(rng, conv)
+    before = numba.get_num_threads()
+    try:
+        got = []
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            got.append((comp.run(*args, backend="numba"), rows.run(*rargs, backend="numba"),
+                        conv.run(*cargs, backend="numba")))
+    finally:
+        numba.set_num_threads(before)
+    for one, two in zip(*got):
+        np.testing.assert_array_equal(one, two)
+
+
 def test_dot_big_batched_and_wrapping_integers():
     rng = np.random.default_rng(6)
     b = xe.XlaBuilder("bmm")
@@ -535,19 +569,24 @@ def test_conv_nhwc_blocks_and_depthwise():
 
 def test_conv_3x3_takes_winograd(monkeypatch):
     """3x3 stride-1 convolutions of real size run Winograd F(2x2, 3x3): odd output sizes
-    (edge tiles cut), asymmetric and negative padding, reversed windows, f32 and f64."""
+    (edge tiles cut), asymmetric and negative padding, reversed windows, f32 and f64, NCHW."""
     from xla_explorer.executors.cpu import linalg as klin
     calls = []
     original = klin._winograd
     monkeypatch.setattr(klin, "_winograd", lambda *a: calls.append(1) or original(*a))
     rng = np.random.default_rng(12)
-    for t, lhs, pad, rev in [(F32, (2, 30, 30, 16), "SAME", None), (F32, (1, 33, 31, 16), [(2, 0), (1, 3)], None),
-                             ("f64", (2, 31, 40, 16), [(-1, 2), (0, 0)], [True, False])]:
+    nhwc, nchw = ("NHWC", "HWIO", "NHWC"), ("NCHW", "OIHW", "NCHW")
+    for t, lhs, rhs, pad, rev, dn in [
+            (F32, (2, 30, 30, 16), (3, 3, 16, 64), "SAME", None, nhwc),
+            (F32, (1, 33, 31, 16), (3, 3, 16, 64), [(2, 0), (1, 3)], None, nhwc),
+            ("f64", (2, 31, 40, 16), (3, 3, 16, 64), [(-1, 2), (0, 0)], [True, False], nhwc),
+            (F32, (2, 16, 33, 31), (64, 16, 3, 3), [(2, 0), (1, 2)], [False, True], nchw),
+            (F32, (2, 3, 64, 63), (64, 3, 3, 3), "SAME", None, nchw)]:  # an image's 3 channels
         b = xe.XlaBuilder("winograd")
-        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, (3, 3, 16, 64)), [1, 1], pad,
-                                             dimension_numbers=("NHWC", "HWIO", "NHWC"), window_reversal=rev))
+        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs), [1, 1], pad,
+                                             dimension_numbers=dn, window_reversal=rev))
         check(comp, *_args(rng, comp), rtol=1e-4, atol=5e-4)
-    assert len(calls) == 3
+    assert len(calls) == 5
 
 
 # -- Fft, Cholesky, TriangularSolve, batch norms ------------------------------------------------

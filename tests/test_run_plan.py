@@ -65,6 +65,9 @@ def test_other_dtypes_and_shapes_are_refused_or_converted_as_before(builds):
     assert comp32.run(2, backend="numba") == 3 and comp32.run(2, backend="numba") == 3
     with pytest.raises(xe.ExecutionError, match="not exactly an integer"):
         comp32.run(2.9, backend="numba")
+    assert comp32.run(np.int32(5), backend="numba") == 6     # a NumPy scalar of the exact dtype
+    with pytest.raises(xe.ExecutionError, match="dtype int64"):
+        comp32.run(np.int64(5), backend="numba")
     assert len(builds) == 2   # one program each: the refused and converted arguments built none
 
 
@@ -106,6 +109,19 @@ def test_the_denormal_environment_has_a_program_each(builds):
     assert sorted(builds) == [("denormal", "flush"), ("denormal", "ieee")]
 
 
+def test_a_reduce_flushes_its_denormal_operand_in_every_run():
+    """(the cpu reduce flushes its operand in its own pass: ``flush=`` from the program too)"""
+    b = xe.XlaBuilder("sum")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (2, 3)), "x")
+    comp = b.build(xe.Reduce(x, np.float32(0), lambda a, c: xe.Add(a, c), [1]))
+    tiny = np.array([[1e-40, 2e-40, 1e-40], [1.0, 1e-40, 2.0]], F32)
+    ieee = comp.run(tiny, denormals="ieee")
+    for _ in range(3):
+        np.testing.assert_array_equal(comp.run(tiny, backend="numba", denormals="flush"), [0, 3])
+        np.testing.assert_array_equal(comp.run(tiny, backend="numba", denormals="ieee"), ieee)
+    assert ieee[0] != 0
+
+
 def test_a_swapped_kernel_is_called(monkeypatch):
     """A program holds no stale kernel: a kernel table changed after the first runs is read."""
     comp = _module()
@@ -129,3 +145,16 @@ def test_progress_listeners_still_see_every_step():
         comp.run(x, backend="numba")
     task = events[-1].task
     assert events[-1].kind == "end" and task.status == "done" and task.done == task.total == len(comp.fusion_plan().steps)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_the_cuda_simulator_runs_its_program(builds, fuse):
+    from xla_explorer.executors.cuda import simulated
+    if not simulated():
+        pytest.skip("the CUDA tests run in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+    from xla_explorer.executors.numba_executor import run_cuda
+    comp = _module()
+    x = np.arange(16, dtype=F32).reshape(4, 4)
+    for _ in range(3):
+        np.testing.assert_array_equal(run_cuda(comp, (x,), fuse=fuse), _want(x))
+    assert len(builds) == 1 and ("cuda", fuse) in {k[:2] for k in comp.entry.__dict__["_numba_programs"]}

@@ -18,6 +18,13 @@ element-wise ones: the reference's vectorised NumPy code; nothing to compile), a
 broadcast or iota as a loop of its own (one per kind, shared).  A 10,000-op element-wise
 chain, or 1,000 computations of 10 ops each, then compile a bounded amount of code
 instead of one loop of 10,000 statements or 1,000 loops.
+
+A gather whose start indices are computed element-wise and put together by a
+concatenate along the index vector dimension (``x[i, j]`` in JAX: each index wrapped,
+``select(i < 0, i + n, i)``, reshaped to ``[N, 1]``, concatenated to ``[N, 2]``) becomes a
+``GatherFusion``: one loop that computes each position's index components and gathers,
+as XLA fuses it, instead of loops, a concatenate and the gather, each a pass over the
+indices.  A backend without a kernel for it runs its original steps (``substeps``).
 """
 from ..ops import registry
 
@@ -51,6 +58,8 @@ def fusible(inst):
 class FusionGroup:
     """Instructions computed in one loop over ``root``'s elements."""
 
+    kind = "loop"
+
     def __init__(self, root):
         self.root = root
         self.members = [root]   # topological order once finalised
@@ -83,6 +92,29 @@ class FusionGroup:
         return f"<FusionGroup {self.root.name}: [{ops}] inputs [{', '.join(i.name for i in self.inputs)}]>"
 
 
+class GatherFusion(FusionGroup):
+    """A gather computed in one loop with its start indices: for each position (in the
+    order of the start indices without the index vector dimension), component ``k`` of
+    the index vector is ``components[k] = (instruction, m, c)``: component ``c`` of the
+    ``m`` that ``instruction`` (an input, or a member of ``elementwise``) holds along the
+    index vector dimension; m = 1: its value at the position (its flat order is the
+    positions').  ``elementwise``: the element-wise members as a FusionGroup (None when
+    there are none), computed at each position.  ``substeps``: the steps it replaces."""
+
+    kind = "gather"
+
+    def __init__(self, gather, components, elementwise, glue, substeps):
+        super().__init__(gather)
+        self.components = components
+        self.elementwise = elementwise
+        self.substeps = substeps
+        self.members = (list(elementwise.members) if elementwise is not None else []) + list(glue) + [gather]
+
+    def signature(self):
+        inner = self.elementwise.signature() if self.elementwise is not None else ""
+        return f"gather({inner})"
+
+
 class Step:
     __slots__ = ("inst", "group")
 
@@ -104,7 +136,10 @@ class FusionPlan:
     def __str__(self):
         lines = [f"fusion plan of {self.computation.name}:"]
         for s in self.steps:
-            if s.group is not None and len(s.group.members) > 1:
+            if s.group is not None and s.group.kind == "gather":
+                lines.append(f"  fused gather -> {s.group.root.name} {s.group.root.shape}: "
+                             + " -> ".join(m.opcode for m in s.group.members))
+            elif s.group is not None and len(s.group.members) > 1:
                 lines.append(f"  fused loop -> {s.group.root.name} {s.group.root.shape}: "
                              + " -> ".join(m.opcode for m in s.group.members))
             elif s.group is not None:
@@ -240,6 +275,8 @@ def fusion_plan(computation, fuse=True, kinds=None):
         elif inst is g.root and id(g) not in emitted:
             emitted.add(id(g))
             steps.append(Step(inst, g))
+    if fuse:
+        steps = _fuse_gathers(steps, users, order, computation, kinds)
     last_use = {}
     for k, s in enumerate(steps):
         reads = s.group.inputs if s.group is not None else s.inst.operands
@@ -248,3 +285,108 @@ def fusion_plan(computation, fuse=True, kinds=None):
     plan = FusionPlan(computation, steps, last_use)
     computation._fusion_plan = (fuse, plan)
     return plan
+
+
+def _fuse_gathers(steps, users, order, computation, kinds):
+    """The plan's steps with each gather whose start indices can be computed in its loop
+    made a ``GatherFusion`` (in place of the gather's step; the steps it absorbs removed)."""
+    step_of = {s.inst: s for s in steps}
+    replaced, dropped = {}, set()
+    for s in steps:
+        if s.group is None and s.inst.opcode == "gather":
+            fused = _gather_fusion(s.inst, step_of, users, order, computation)
+            if fused is None:
+                continue
+            key = ("gather", fused.root.operands[0].shape.element_type, fused.root.shape.rank,
+                   tuple((c[0].opcode, c[0].shape.element_type, c[1], c[2]) for c in fused.components),
+                   tuple(sorted(fused.root.attrs.items())),
+                   _loop_kind(fused.elementwise) if fused.elementwise is not None else None)
+            if key not in kinds and len(kinds) >= MAX_FUSED_LOOPS:
+                continue
+            kinds.add(key)
+            replaced[s.inst] = Step(s.inst, fused)
+            dropped.update(id(x) for x in fused.substeps if x is not s)
+    if not replaced:
+        return steps
+    return [replaced.get(s.inst, s) for s in steps if id(s) not in dropped]
+
+
+def _unit_glue(piece, ivd, step_of):
+    """The operand of ``piece`` when ``piece`` only adds the index vector dimension (size
+    1) to it -- a reshape, or a broadcast keeping the other dimensions in order -- so its
+    elements are the operand's in the same order; else None."""
+    dims = piece.shape.dims
+    if ivd >= len(dims) or dims[ivd] != 1 or piece not in step_of:
+        return None
+    x = piece.operands[0] if piece.operands else None
+    if x is None or not x.shape.is_array:
+        return None
+    if piece.opcode == "reshape" and step_of[piece].group is None:
+        return x
+    if (piece.opcode == "broadcast" and step_of[piece].group is not None
+            and step_of[piece].group.members == [piece]
+            and tuple(piece.attrs["broadcast_dimensions"]) == tuple(d for d in range(len(dims)) if d != ivd)):
+        return x
+    return None
+
+
+def _gather_fusion(gather, step_of, users, order, computation):
+    """A GatherFusion of ``gather`` with the instructions that compute its start indices
+    (element-wise loops of the positions' dimensions, the reshapes that add the index
+    vector dimension, the concatenate along it), or None when none can be absorbed."""
+    operand, indices = gather.operands
+    ivd = gather.attrs["index_vector_dim"]
+    idims = indices.shape.dims
+    if (not operand.shape.is_static or operand.shape.rank == 0 or not all(operand.shape.dims)
+            or not all(gather.attrs["slice_sizes"]) or not gather.shape.is_static or not gather.shape.numel
+            or not indices.shape.is_static or not gather.attrs["start_index_map"]):
+        return None
+
+    def exclusive(x, reader):   # x's value is needed by ``reader`` only: it need not be made
+        return x is not computation.root and users[x] == [reader] and x in step_of
+
+    absorbed, glue, components = [], [], []
+    group_dims = None   # the element-wise members, all of one shape: one loop over the positions
+    ew_groups = []
+    if ivd == len(idims):
+        pieces = [(indices, gather)]
+    elif indices.opcode == "concatenate" and indices.attrs["dimension"] == ivd and exclusive(indices, gather):
+        absorbed.append(step_of[indices])
+        glue.append(indices)
+        pieces = [(p, indices) for p in indices.operands]
+    else:
+        pieces = [(indices, gather)]
+    for piece, reader in pieces:
+        m = piece.shape.dims[ivd] if ivd < len(idims) else 1
+        x = _unit_glue(piece, ivd, step_of) if exclusive(piece, reader) else None
+        if x is not None:
+            absorbed.append(step_of[piece])
+            glue.append(piece)
+            piece, reader = x, piece
+        step = step_of.get(piece)
+        if (m == 1 and step is not None and step.group is not None and step.group.kind == "loop"
+                and step.group.root is piece and exclusive(piece, reader)
+                and (group_dims is None or piece.shape.dims == group_dims)):
+            group_dims = piece.shape.dims
+            absorbed.append(step)
+            ew_groups.append(step.group)
+        components += [(piece, m, c) for c in range(m)]
+    absorbed, glue, ew_groups = (list({id(x): x for x in lst}.values()) for lst in (absorbed, glue, ew_groups))
+    if not ew_groups and not (glue and glue[0] is indices and indices.opcode == "concatenate"):
+        return None   # nothing computed or assembled on the way: the gather's own kernel
+    elementwise = None
+    if ew_groups:
+        members = []
+        seen = set()
+        for g in ew_groups:
+            for mem in g.members:   # broadcasts / iotas may sit in several groups: once
+                if mem not in seen:
+                    seen.add(mem)
+                    members.append(mem)
+        members.sort(key=order.__getitem__)
+        elementwise = FusionGroup(members[-1])
+        elementwise.members = members
+        elementwise.finalise(order)
+    substeps = sorted(absorbed + [step_of[gather]], key=lambda st: order[st.inst])
+    fused = GatherFusion(gather, components, elementwise, sorted(glue, key=order.__getitem__), substeps)
+    return fused.finalise(order)

@@ -105,6 +105,9 @@ class CpuBackend:
         if runner is not None:
             return runner
         cpu = self._cpu
+        if group.kind == "gather":   # a gather with its start indices' computation
+            runner = runners[mode] = cpu.indexing.fused_gather_runner(group, mode)
+            return runner
         src, compiled, static = cpu.fused.compile_loop(group)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
@@ -125,6 +128,20 @@ class CpuBackend:
             return out
         runners[mode] = runner
         return runner
+
+
+def run_substeps(group, values, backend):
+    """A group the backend has no fused kernel for (``fusion.GatherFusion`` on CUDA): the
+    steps it replaced, in order, each size guarded before it allocates."""
+    env = dict(zip(group.inputs, values))
+    for s in group.substeps:
+        if s.group is not None:
+            root = s.group.root
+            _check_size(root, root.shape, root.opcode, _carrier_dtype(root.shape.element_type).itemsize)
+            env[s.inst] = backend.run_group(s.group, [env[x] for x in s.group.inputs])
+        else:
+            env[s.inst] = run_op(s.inst, [env[o] for o in s.inst.operands], None, backend)
+    return env[group.root]
 
 
 def _carrier_dtype(t):
@@ -261,7 +278,10 @@ def run_op(inst, values, ctx, backend, clean=None):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     if any(mask):
-        values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
+        if getattr(kernel, "flushes_operands", False):  # (in its own pass over them: cpu reduce)
+            kwargs = dict(kwargs, flush=tuple(mask))
+        else:
+            values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
         out = kernel(*values, shape=shape, **kwargs)
     except Exception as e:
@@ -581,6 +601,7 @@ def _op_step(inst, backend, clean):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     mask = tuple(mask) if any(mask) else None
+    flushes_operands = getattr(kernel, "flushes_operands", False)
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
@@ -591,7 +612,10 @@ def _op_step(inst, backend, clean):
         if needs_ctx:
             kw = dict(kw, ctx=ctx)
         if mask is not None:
-            values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
+            if flushes_operands:   # (in its own pass over them: cpu reduce)
+                kw = dict(kw, flush=mask)
+            else:
+                values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
         try:
             out = kernel(*values, shape=shape, **kw)
         except Exception as e:
@@ -654,13 +678,15 @@ class _ModulePlan:
         self.result_dtype, self.result_dims = (rs.dtype, rs.dims) if rs.is_array and rs.is_static else (None, None)
 
     def arguments(self, module, args, backend):
-        """``entry_arguments``: an array of the parameter's exact dtype and dims is taken as
-        it is (what ``as_argument`` returns for it); anything else goes through it."""
+        """``entry_arguments``: an array (or a NumPy scalar) of the parameter's exact dtype
+        and dims is taken as it is (what ``as_argument`` returns for it); anything else --
+        Python numbers and lists, other dtypes or shapes -- goes through it."""
         if type(args) is tuple and len(args) == len(self.params):
             out = []
             for a, (dtype, dims) in zip(args, self.params):
-                if type(a) is np.ndarray and a.dtype == dtype and a.shape == dims:
-                    out.append(a)
+                t = type(a)
+                if (t is np.ndarray or isinstance(a, np.generic)) and a.dtype == dtype and a.shape == dims:
+                    out.append(a if t is np.ndarray else np.asarray(a))
                 else:
                     break
             else:

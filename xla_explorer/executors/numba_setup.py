@@ -21,7 +21,9 @@ _done = False
 
 def numba():
     """Import numba (configured), or say how to get it."""
-    global _done
+    global _done, _nb
+    if _nb is not None:   # (kernels ask for it on every call: the import statement took ~0.3 us)
+        return _nb
     try:
         import numba as nb
     except ImportError:
@@ -37,7 +39,11 @@ def numba():
             except ImportError:
                 pass
         _report_compiles()
+    _nb = nb
     return nb
+
+
+_nb = None  # numba, imported and configured
 
 
 def _report_compiles():

@@ -48,6 +48,7 @@ from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba, sp
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
+from .elementwise import flush_denormals
 from .shape import contiguous, empty, in_threads, product
 
 nb = numba()
@@ -353,6 +354,53 @@ def _fold_halving(code, xs, acc, lanes, plain):
     return res, not plain or res != 0
 
 
+def _key_bits(xs):
+    """(xs viewed as signed integers of its width, the magnitude mask, infinity's bits, the
+    sign bit's position), all of that integer type (no widening in the loops): for f32 and
+    f64, chosen when Numba compiles."""
+    if xs.dtype == np.float32:
+        return xs.view(np.int32), np.int32(0x7FFFFFFF), np.int32(0x7F800000), np.int32(31)
+    return xs.view(np.int64), np.int64(0x7FFFFFFFFFFFFFFF), np.int64(0x7FF0000000000000), np.int64(63)
+
+
+@nb.extending.overload(_key_bits, inline="always")
+def _key_bits_impl(xs):
+    if xs.dtype == nb.types.float32:
+        return lambda xs: (xs.view(np.int32), np.int32(0x7FFFFFFF), np.int32(0x7F800000), np.int32(31))
+    return lambda xs: (xs.view(np.int64), np.int64(0x7FFFFFFFFFFFFFFF), np.int64(0x7FF0000000000000), np.int64(63))
+
+
+@njit(**_opts)
+def _max_keys(code, xs, acc, lanes):
+    """acc combined with xs by maximum / minimum, computed on integer keys: the float's
+    bits with the magnitude of the negative ones flipped order like the floats (-0.0 just
+    below +0.0), and an integer maximum vectorises where a float one with NaN rules does
+    not.  Returns (value, True), or (?, False) when a NaN is there (a magnitude above
+    infinity's) or the result is a zero: then fmax's rules (which NaN, the sign of zero)
+    decide.  The maximum of numbers does not depend on the order of combination, so
+    otherwise it is the tree's value.  (The halving fold it replaces wrote half the row
+    and spent two thirds of its time in its later, short passes.)  ``lanes``: scratch."""
+    bits, mag, inf, sign = _key_bits(xs)
+    best = bits[0] ^ ((bits[0] >> sign) & mag)
+    high = bits[0] & mag
+    if code == MAX:
+        for i in range(bits.shape[0]):
+            b = bits[i]
+            best = max(best, b ^ ((b >> sign) & mag))
+            high = max(high, b & mag)
+    else:
+        for i in range(bits.shape[0]):
+            b = bits[i]
+            best = min(best, b ^ ((b >> sign) & mag))
+            high = max(high, b & mag)
+    if high > inf:
+        return acc, False
+    out = _key_bits(lanes[:1])[0]
+    out[0] = best ^ ((best >> sign) & mag)
+    res = _op(code, acc, lanes[0])
+    return res, res != 0
+
+
 @njit(**_opts)
 def _fold_float(code, x, lo, hi, acc, lanes):
     """acc combined with x[lo:hi] (floats: add, multiply, maximum, minimum); ``lanes`` is
@@ -365,7 +413,7 @@ def _fold_float(code, x, lo, hi, acc, lanes):
         if code != MUL:
             # plain comparisons first; a NaN or a zero maximum (whose sign fmax decides) is
             # folded again with fmax's rules
-            res, ok = _fold_halving(code, xs, acc, lanes, True)
+            res, ok = _max_keys(code, xs, acc, lanes)
             if ok:
                 return res
         return _fold_halving(code, xs, acc, lanes, False)[0]
@@ -480,29 +528,62 @@ def _rows_by_type(code, x, base, out, obase, n):
 # Reduce with a standard combiner: x viewed as [A, R, B], out as [A, P, B]
 # (P > 1 cuts R into P parts for parallelism when A is small; a second pass joins them)
 
+@njit(fastmath={"reassoc"}, **_opts)
+def _sum_checked(xs, acc, tiny):
+    """``_sum_range`` that also tells whether xs holds a denormal (0 < |x| < tiny): the
+    flushing environment's check of the operand, in the same pass over it."""
+    den = False
+    for i in range(xs.shape[0]):
+        a = xs[i]
+        acc += a
+        den |= (abs(a) < tiny) & (a != 0)
+    return acc, den
+
+
 @njit(**_opts)
-def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes):
+def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny):
+    """Part t % P of row t // P; returns whether a denormal was met (``tiny`` > 0 only)."""
     a = t // P
     p = t - a * P
     r0 = p * chunk
     r1 = min(R, r0 + chunk)
     start = r0 if use_init else r0 + 1
+    den = False
     if B == 1:
         acc = init if use_init else x[a * R + r0]
-        out[t] = _fold(code, x, a * R + start, a * R + r1, acc, lanes)
+        if code == ADD and tiny > 0:
+            out[t], den = _sum_checked(x[a * R + start:a * R + r1], acc, tiny)
+            den |= (abs(acc) < tiny) & (acc != 0)
+        else:
+            out[t] = _fold(code, x, a * R + start, a * R + r1, acc, lanes)
     else:
         obase = t * B
         first = (a * R + r0) * B
         for b in range(B):
             out[obase + b] = init if use_init else x[first + b]
+        if tiny > 0:
+            den = _has_denormal(x[first:first + B], tiny)
         for r in range(start, r1):
             _rows(code, x, (a * R + r) * B, out, obase, B)
+            if tiny > 0:  # (the row just read, still in cache)
+                den |= _has_denormal(x[(a * R + r) * B:(a * R + r + 1) * B], tiny)
+    return den
 
 
 @njit(**_opts)
-def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out):
+def _has_denormal(xs, tiny):
+    den = False
+    for i in range(xs.shape[0]):
+        a = xs[i]
+        den |= (abs(a) < tiny) & (a != 0)
+    return den
+
+
+@njit(**_opts)
+def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out, tiny, den):
     """Tasks [lo, hi) of reducing x[A, R, B] over R (cut in P parts) into out[A, P, B].
-    Task t is part t % P of row t // P."""
+    Task t is part t % P of row t // P.  ``tiny`` > 0 (float sums under flushing): den[t]
+    tells whether task t read a denormal (the caller flushes and reduces again)."""
     chunk = (R + P - 1) // P
     lanes = np.empty(max(16, chunk // 2 + 1), x.dtype)
     if B == 1 and P == 1:
@@ -512,20 +593,28 @@ def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out):
         for t in range(lo, hi):
             acc = init if use_init else x[t * R]
             if code == ADD:
-                out[t] = _sum_range(x[t * R + s:(t + 1) * R], acc)
+                if tiny > 0:
+                    out[t], d = _sum_checked(x[t * R + s:(t + 1) * R], acc, tiny)
+                    den[t] = d | ((abs(acc) < tiny) & (acc != 0))
+                else:
+                    out[t] = _sum_range(x[t * R + s:(t + 1) * R], acc)
             else:
                 out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
         return
     for t in range(lo, hi):
-        _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes)
+        den[t] = _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny)
 
 
-def reduce_arb(x, A, R, B, P, code, init, use_init, out, parallel=False):
+def reduce_arb(x, A, R, B, P, code, init, use_init, out, parallel=False, tiny=None):
     """Reduce x[A, R, B] over R (cut in P parts) into out[A, P, B].  With ``parallel`` the
     A * P tasks are cut into one part per thread, run by Python threads on the one
     compiled (nogil) function (``shape.in_threads``): a ``prange`` twin would cost almost
-    2 s more compilation on a cold cache."""
-    in_threads(_arb_chunk, A * P, parallel, x, A, R, B, P, code, init, use_init, out)
+    2 s more compilation on a cold cache.  ``tiny``: (float sums under flushing) the
+    smallest normal; returns whether a denormal was read."""
+    den = np.zeros(A * P, np.bool_)
+    t = x.dtype.type(0 if tiny is None else tiny)
+    in_threads(_arb_chunk, A * P, parallel, x, A, R, B, P, code, init, use_init, out, t, den)
+    return bool(den.any())
 
 
 @functools.lru_cache(maxsize=512)
@@ -543,8 +632,9 @@ def _reduce_groups(dims, reduced):
     return tuple(groups)
 
 
-def _arb_pass(x, A, R, B, code, init, use_init):
-    """One reduction of x[A, R, B] over R; returns out[A, B] (flat)."""
+def _arb_pass(x, A, R, B, code, init, use_init, tiny=None):
+    """One reduction of x[A, R, B] over R; returns out[A, B] (flat), or None when ``tiny``
+    (float sums under flushing: the smallest normal) is given and x holds a denormal."""
     n = A * R * B
     parallel = n >= MOVE_PARALLEL_THRESHOLD
     P = 1
@@ -556,7 +646,8 @@ def _arb_pass(x, A, R, B, code, init, use_init):
             P = -(-R // chunk)
         parallel = A * P > 1
     out = np.empty(A * P * B, x.dtype)
-    reduce_arb(x, A, R, B, P, code, init, use_init and P == 1, out, parallel)
+    if reduce_arb(x, A, R, B, P, code, init, use_init and P == 1, out, parallel, tiny):
+        return None
     if P > 1:  # join the parts: [A, P, B] over P
         out2 = np.empty(A * B, x.dtype)
         reduce_arb(out, A, P, B, 1, code, init, use_init, out2)
@@ -564,20 +655,23 @@ def _arb_pass(x, A, R, B, code, init, use_init):
     return out
 
 
-def _reduce_standard(x, dims, reduced, code, init):
-    """Reduce carrier array ``x`` over ``reduced`` with a standard combiner; flat result."""
+def _reduce_standard(x, dims, reduced, code, init, tiny=None):
+    """Reduce carrier array ``x`` over ``reduced`` with a standard combiner; flat result.
+    ``tiny`` (float sums under flushing): the smallest normal: None is returned when x
+    holds a denormal (checked in the first pass over x, the only one reading it)."""
     groups = list(_reduce_groups(tuple(dims), frozenset(reduced)))
     x = x.reshape(-1)
     if not any(r for _, r in groups):  # nothing (or only size-1 dimensions) reduced
-        return _arb_pass(x, x.size, 1, 1, code, init, True)
+        return _arb_pass(x, x.size, 1, 1, code, init, True, tiny)
     while True:
         i = max(k for k, (_, r) in enumerate(groups) if r)
         last = sum(1 for _, r in groups if r) == 1
         A = product([s for s, _ in groups[:i]])
         B = product([s for s, _ in groups[i + 1:]])
-        x = _arb_pass(x, A, groups[i][0], B, code, init, last)
-        if last:
+        x = _arb_pass(x, A, groups[i][0], B, code, init, last, tiny)
+        if last or x is None:
             return x
+        tiny = None
         # drop the reduced group; its neighbours (both kept) merge
         rest = groups[:i] + groups[i + 1:]
         groups = []
@@ -1876,12 +1970,40 @@ def _argminmax(plan, types, operands, inits, A, R, B):
 # ---------------------------------------------------------------------------------------
 # Reduce
 
+@njit(**_opts)
+def _denormal_parts(lo, hi, x, per, tiny, found):
+    """found[k] = whether part k (x[k * per:(k + 1) * per]) holds a denormal, parts [lo, hi)."""
+    for k in range(lo, hi):
+        found[k] = _has_denormal(x[k * per:(k + 1) * per], tiny)
+
+
+def _flushed(v):
+    """``flush_denormals(v)``, for a large f32 / f64 operand after a scan in threads (the
+    executor's scan is one thread, and almost never finds anything)."""
+    t = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(getattr(v, "dtype", None))
+    if t is not None and v.size >= MOVE_PARALLEL_THRESHOLD and v.flags.c_contiguous and fpenv.flushing(t):
+        flat = v.reshape(-1)
+        parts = 8 * _threads()
+        per = -(-flat.size // parts)
+        found = np.zeros(parts, np.bool_)
+        in_threads(_denormal_parts, parts, True, flat, per, flat.dtype.type(fpenv.TINY[t]), found)
+        if not found.any():
+            return v
+    return flush_denormals(v)
+
+
 @kernel("reduce")
-def reduce_kernel(*values, shape, computation, dimensions):
+def reduce_kernel(*values, shape, computation, dimensions, flush=()):
+    """``flush``: per value, whether the executor's denormal rule wants it flushed (the
+    kernel does it: a float sum checks its operand in its own pass over it, and flushes
+    and reduces again only if it met a denormal; every other value is flushed here)."""
     n = len(values) // 2
-    operands, inits = values[:n], values[n:]
     out_shapes = list(shape.tuple_shapes) if shape.is_tuple else [shape]
     types = [s.element_type for s in out_shapes]
+    checked = n == 1 and types[0] in ("f32", "f64") and _standard_code(computation, types[0]) == ADD
+    if any(flush):
+        values = [_flushed(v) if m and not (k == 0 and checked) else v for k, (v, m) in enumerate(zip(values, flush))]
+    operands, inits = values[:n], values[n:]
     dims = tuple(np.shape(operands[0]))
     reduced = tuple(sorted(int(d) for d in dimensions))
     count = product([dims[d] for d in reduced])
@@ -1893,8 +2015,11 @@ def reduce_kernel(*values, shape, computation, dimensions):
     if code is not None:
         t = types[0]
         x = _to_carrier(operands[0], t)
-        init = _to_carrier(inits[0], t)[()]
-        flat = _reduce_standard(x, dims, reduced, code, x.dtype.type(init))
+        init = x.dtype.type(_to_carrier(inits[0], t)[()])
+        tiny = fpenv.TINY[t] if checked and flush and flush[0] else None
+        flat = _reduce_standard(x, dims, reduced, code, init, tiny)
+        if flat is None:  # a denormal in the operand (rare): flushed, reduced again
+            flat = _reduce_standard(_to_carrier(flush_denormals(operands[0]), t), dims, reduced, code, init)
         return _from_carrier(flat.reshape(result_dims), t)
     ok, why = _region_compiled(computation)
     if not ok:
@@ -1923,6 +2048,9 @@ def reduce_kernel(*values, shape, computation, dimensions):
     return tuple(res) if shape.is_tuple else res[0]
 
 
+#: the executor passes its denormal rule's mask as ``flush=`` instead of flushing first
+reduce_kernel.flushes_operands = True
+
 def _reduce_geometry(dims, reduced):
     """Reduce as a window spanning the reduced dimensions (one result per kept index)."""
     rank = len(dims)
@@ -1936,7 +2064,11 @@ def _reduce_geometry(dims, reduced):
 
 @kernel("reduce-window")
 def reduce_window_kernel(*values, shape, computation, window_dimensions, window_strides, padding,
-                         base_dilations=None, window_dilations=None):
+                         base_dilations=None, window_dilations=None, flush=()):
+    """``flush``: per value, whether the executor's denormal rule wants it flushed (done
+    here, the large operands' scan in threads)."""
+    if any(flush):
+        values = [_flushed(v) if m else v for v, m in zip(values, flush)]
     n = len(values) // 2
     operands, inits = values[:n], values[n:]
     out_shapes = list(shape.tuple_shapes) if shape.is_tuple else [shape]
@@ -1986,6 +2118,9 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
     res = [_from_carrier(o.reshape(out_dims), t) for o, t in zip(outs, types)]
     return tuple(res) if shape.is_tuple else res[0]
 
+
+#: the executor passes its denormal rule's mask as ``flush=`` instead of flushing first
+reduce_window_kernel.flushes_operands = True
 
 # ---------------------------------------------------------------------------------------
 # SelectAndScatter: pass 1 picks one operand element per window (parallel over windows),

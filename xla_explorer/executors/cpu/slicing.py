@@ -10,18 +10,19 @@ Pad writes each row of the result (its last dimension) once: a row that lies in 
 interior padding of an outer dimension is all ``padding_value``; any other row is
 filled and then receives its operand row at ``edge_padding_low + j * (interior + 1)``
 (negative edge padding crops: only the operand elements that land inside are copied).
-The rows (and pieces of long rows) are independent, so they run in parallel.
+The rows (and pieces of long rows) are independent, so they run in parallel
+(``shape.in_threads``).
 """
 import functools
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
 from ...ops.slicing import _adjusted_start_indices
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD
 from . import kernel
-from .shape import (as_result, copy_words, gathered_copy, new_words, row_major_strides, strided_copy, threads,
-                    words)
+from .shape import (_move, as_result, copy_words, gathered_copy, in_threads, new_words, row_major_strides,
+                    strided_copy, threads, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -45,11 +46,59 @@ def dynamic_slice(operand, *start_indices, shape, slice_sizes):
 @kernel("dynamic-update-slice")
 def dynamic_update_slice(operand, update, *start_indices, shape):
     adjusted_start_indices = _adjusted_start_indices(start_indices, operand.shape, update.shape)
-    result = copy_words(operand)
-    op_strides = row_major_strides(operand.shape)
-    base = sum(s * st for s, st in zip(adjusted_start_indices, op_strides))
-    strided_copy(result, base, op_strides, words(update), 0, row_major_strides(update.shape), update.shape)
+    n = shape.numel
+    rows = n // shape.dims[-1] if n and shape.dims else 0
+    if update.size == 0 or rows < 4 * threads():
+        # nothing to place, or too few rows to share: the operand's copy, then the update
+        result = copy_words(operand)
+        if update.size:
+            op_strides = row_major_strides(operand.shape)
+            base = sum(s * st for s, st in zip(adjusted_start_indices, op_strides))
+            strided_copy(result, base, op_strides, words(update), 0, row_major_strides(update.shape), update.shape)
+        return as_result(result, shape)
+    # one pass: every row of the result written once, from the operand or the update
+    result = new_words(shape, n)
+    in_threads(_dus_rows, rows, n >= MOVE_PARALLEL_THRESHOLD, result, words(operand), words(update),
+               np.array(shape.dims, np.int64), np.array(adjusted_start_indices, np.int64),
+               np.array(update.shape, np.int64))
     return as_result(result, shape)
+
+
+@njit(**_opts)
+def _dus_rows(w0, w1, out, x, u, dims, start, udims):
+    """Rows [w0, w1) of a dynamic-update-slice's result (rows of the last dimension): the
+    operand's row, with the update's row in [start, start + update width) where the row
+    lies inside the update along every outer dimension."""
+    r = dims.shape[0]
+    width = dims[r - 1]
+    c0 = start[r - 1]
+    uw = udims[r - 1]
+    for w in range(w0, w1):
+        rem = w
+        urow = 0
+        ustride = 1
+        inside = True
+        for d in range(r - 2, -1, -1):
+            t = rem % dims[d] - start[d]
+            rem //= dims[d]
+            if t < 0 or t >= udims[d]:
+                inside = False
+                break
+            urow += t * ustride
+            ustride *= udims[d]
+        o = w * width
+        if not inside:
+            for k in range(width):
+                out[uint64(o + k)] = x[uint64(o + k)]
+            continue
+        for k in range(c0):
+            out[uint64(o + k)] = x[uint64(o + k)]
+        uo = urow * uw
+        oc = o + c0
+        for k in range(uw):
+            out[uint64(oc + k)] = u[uint64(uo + k)]
+        for k in range(c0 + uw, width):
+            out[uint64(o + k)] = x[uint64(o + k)]
 
 
 # -- Pad ----------------------------------------------------------------------------------------
@@ -108,8 +157,11 @@ def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
         # edge padding, the operand row, edge padding
         for k in range(k0, lo + jl):
             out[uint64(o + k)] = pad
-        for j in range(jl, jh):
-            out[uint64(o + lo + j)] = src[uint64(s + j)]
+        if jh - jl >= 64:
+            _move(out, o + lo + jl, src, s + jl, jh - jl)
+        else:
+            for j in range(jl, jh):
+                out[uint64(o + lo + j)] = src[uint64(s + j)]
         for k in range(lo + jh, k1):
             out[uint64(o + k)] = pad
     elif st == 2:
@@ -132,27 +184,11 @@ def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
             out[uint64(o + lo + j * st)] = src[uint64(s + j)]
 
 
-@njit(parallel=True, **_opts)
-def pad_par(out, src, pad, low, step, size, rdims, j0, j1, chunk):
-    """Every row of the result (parallel over rows and pieces of long rows): padding, or
-    an operand row spread out."""
-    r = rdims.shape[0]
-    nch = (rdims[r - 1] + chunk - 1) // chunk
-    items = nch
-    for d in range(r - 1):
-        items *= rdims[d]
-    for w in prange(items):
-        _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch)
-
-
 @njit(**_opts)
-def pad_ser(out, src, pad, low, step, size, rdims, j0, j1, chunk):
-    r = rdims.shape[0]
-    nch = (rdims[r - 1] + chunk - 1) // chunk
-    items = nch
-    for d in range(r - 1):
-        items *= rdims[d]
-    for w in range(items):
+def _pad_range(w0, w1, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
+    """Work items [w0, w1): rows of the result (pieces of ``chunk`` positions of long rows):
+    padding, or an operand row spread out."""
+    for w in range(w0, w1):
         _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch)
 
 
@@ -170,6 +206,9 @@ def pad(operand, padding_value, *, shape, padding_config):
         chunk = width
         if n // width < 4 * threads() and width >= 8192:  # few long rows: cut them
             chunk = max(4096, -(-width // (4 * threads())))
-        (pad_par if n >= MOVE_PARALLEL_THRESHOLD else pad_ser)(out, words(operand), pad_word, low, step, size,
-                                                          rdims, j0, j1, chunk)
+        nch = -(-width // chunk)
+        # shared by in_threads (not a prange loop): the caller takes the parts a descheduled
+        # worker has not started, and no parallel wrapper to compile
+        in_threads(_pad_range, nch * (n // width), n >= MOVE_PARALLEL_THRESHOLD, out, words(operand), pad_word, low,
+                   step, size, rdims, j0, j1, chunk, nch)
     return as_result(out, shape)

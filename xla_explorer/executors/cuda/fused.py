@@ -65,7 +65,9 @@ def compile_loop(group):
 
 
 def run_group(backend, group, values):
-    from ..numba_executor import _static_params
+    from ..numba_executor import _static_params, run_substeps
+    if group.kind == "gather":   # no fused gather kernel on CUDA: the steps it replaced
+        return run_substeps(group, values, backend)
     mode = fpenv.get_float_env().denormals    # the loop's source depends on it
     prepared = group.__dict__.setdefault("_cuda", {}).get(mode)
     if prepared is None:
