@@ -421,11 +421,18 @@ from xla_explorer.executors.cpu.indexing import _place
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def elems(lo, hi, out, src, {args}):
-    """Single elements: out[i] = the element at position i's start, for i in [lo, hi)."""
+    """Single elements: out[i] = the element at position i's start, for i in [lo, hi), in
+    blocks: the offsets first (the index arithmetic vectorises), then the loads alone (all
+    in flight together): 1.5-1.75x faster than one position at a time on x[i, j]."""
 {setup}
-    for i in range(lo, hi):
-{body}
-        out[uint64(i)] = src[uint64(so)]
+    off = np.empty(1024, np.int64)
+    for b0 in range(lo, hi, 1024):
+        b1 = min(hi, b0 + 1024)
+        for i in range(b0, b1):
+{body12}
+            off[i - b0] = so
+        for q in range(b1 - b0):
+            out[uint64(b0 + q)] = src[uint64(off[q])]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -530,7 +537,8 @@ def _fused_gather_source(group):
     from .fused import _HEADER
     text = _HEADER + f"\n# fused gather: {group.signature()}; components " + \
         ", ".join(f"{x.shape.element_type}:{m}:{c}" + (":loop" if x in names else "") for x, m, c in group.components) + \
-        "\n" + _FUSED_GATHER_SOURCE.format(args=args, setup=indent(setup, 4), body=indent(body, 8))
+        "\n" + _FUSED_GATHER_SOURCE.format(args=args, setup=indent(setup, 4), body=indent(body, 8),
+                                           body12=indent(body, 12))
     return text, src, inputs
 
 
@@ -572,9 +580,8 @@ def fused_gather_runner(group, mode):
     module, plan, how, at, wants, static = _prepare_fused_gather(group)
     shape = group.root.shape
     n = shape.numel
-    # a random load and the index arithmetic an element: parallel from fewer elements on
-    # than a copy (x[i, j] of 65536 elements: 0.07 ms on two threads, 0.10 ms on one)
-    parallel = n >= (PARALLEL_THRESHOLD if how == "elements" else MOVE_PARALLEL_THRESHOLD)
+    # (x[i, j] of 65536 elements: 0.057 ms on one thread, 0.068 ms on two, load 13)
+    parallel = n >= MOVE_PARALLEL_THRESHOLD
     nb, nw, S, dmap, sl, nrows = plan.nb, plan.nb * plan.nrows, plan.S, plan.dmap, plan.sl, plan.nrows
     kernel = {"elements": module.elems_par if parallel else module.elems,
               "slices": module.slices_par if parallel else module.slices}.get(how)
