@@ -989,6 +989,10 @@ def _widget():
     return bw
 
 
+#: a widget's error longer than this quotes what was typed whole (5,000 digits came back)
+LONGEST_MESSAGE = 1000
+
+
 def run_widget_case(name, operands, text):
     """One student action on a BuilderWidget: no exception may escape, a refusal leaves the
     builder as it was with an error beside a control, and the widget stays usable (a Neg
@@ -1020,6 +1024,9 @@ def run_widget_case(name, operands, text):
             else:
                 outcome = {"kind": "ok", "message": ""}
                 bw.undo()
+        if len(outcome["message"]) > LONGEST_MESSAGE:   # shown beside the control: it quotes the input whole
+            return {"kind": "unnamed", "message": f"a message of {len(outcome['message']):,} characters: "
+                                                  f"{outcome['message'][:300]}"}
         bw.op_name, bw.operands, bw.attrs_text = "Neg", ["x"], ""
         if bw.add() is None:
             return {"kind": "broken", "message": f"Neg refused afterwards: {bw.error}"}

@@ -626,3 +626,18 @@ def test_verification_remembers_a_rule_s_answer_not_a_declared_shape():
             "  ROOT b = f32[2,3] transpose(x), dimensions={1,0}\n}")
     with pytest.raises(xe.ShapeError, match=r"b \(line 5\)"):
         xe.parse_hlo(text).run(np.ones((2, 3), F32))
+
+
+def test_send_and_recv_channels_are_ids_of_zero_or_more():
+    # -1 was accepted when building and ran into the reference's u32 context as a bare
+    # OverflowError; a channel beyond u32 runs (the context keeps the id modulo 2**32)
+    b = xe.XlaBuilder("channels")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (2,)), "x")
+    for call in (lambda: xe.Send(x, -1), lambda: xe.Recv(b, xe.Shape("f32", (2,)), -1)):
+        with pytest.raises(xe.ShapeError, match=r"(Send|Recv): channel_handle \(channel_id=-1\) must be"):
+            call()
+    b = xe.XlaBuilder("far_channel")
+    comp = b.build(xe.Neg(xe.Recv(b, xe.Shape("f32", (2,)), 2 ** 40)))
+    for backend in ("numpy", "numba"):
+        out = comp.run(backend=backend, channels={2 ** 40: [np.array([1, 2], F32)]})
+        np.testing.assert_array_equal(out, [-1, -2])

@@ -1162,17 +1162,30 @@ def _send_attrs():
     return (Attr("channel_id", "int"), Attr("is_host_transfer", "bool", default=False))
 
 
+def _check_channel(op, channel_id):
+    # a channel is an id >= 0 (as for the collectives); -1 reached the reference, whose
+    # context keeps the id as the u32 it declares, as a bare OverflowError
+    if channel_id is None or int(channel_id) < 0:
+        raise ShapeError(f"{op}: channel_handle (channel_id={channel_id}) must be an integer >= 0")
+
+
+def _u32_id(channel_id):
+    """The context's u32 element: the channel id (modulo 2**32, XLA's ids are int64)."""
+    return np.uint32(int(channel_id) & 0xFFFFFFFF)
+
+
 def _send_shape_rule(operand, token, *, channel_id, is_host_transfer=False):
     if not operand.is_array:                                                  # send_c1
         raise ShapeError(f"Send: the operand must be an array, got {operand}")
     _check_token("Send", token)                                               # send_c2
+    _check_channel("Send", channel_id)
     return Shape.tuple([operand, _U32, Shape.token()])
 
 
 def _send_reference(operand, token, *, shape, ctx, channel_id, is_host_transfer=False):
     from ..executors.reference import Token
     _put(ctx, channel_id, operand)
-    return (operand, np.uint32(channel_id), Token())
+    return (operand, _u32_id(channel_id), Token())
 
 
 def _send_done_shape_rule(context, *, channel_id, is_host_transfer=False):
@@ -1183,6 +1196,7 @@ def _send_done_shape_rule(context, *, channel_id, is_host_transfer=False):
 
 def _recv_shape_rule(token, *, shape, channel_id, is_host_transfer=False):
     _check_token("Recv", token)                                               # recv_c1
+    _check_channel("Recv", channel_id)
     if not shape.is_array:                                                    # recv_c2
         raise ShapeError(f"Recv: shape={shape} must be an array shape")
     return Shape.tuple([shape, _U32, Shape.token()])
@@ -1191,7 +1205,7 @@ def _recv_shape_rule(token, *, shape, channel_id, is_host_transfer=False):
 def _recv_reference(token, *, shape, ctx, channel_id, is_host_transfer=False):
     from ..executors.reference import Token
     data = shape.tuple_shapes[0]  # the buffer is filled by RecvDone
-    return (np.zeros(data.dims, data.dtype), np.uint32(channel_id), Token())
+    return (np.zeros(data.dims, data.dtype), _u32_id(channel_id), Token())
 
 
 def _recv_done_shape_rule(context, *, channel_id, is_host_transfer=False):

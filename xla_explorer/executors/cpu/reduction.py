@@ -370,6 +370,19 @@ def _key_bits_impl(xs):
     return lambda xs: (xs.view(np.int64), np.int64(0x7FFFFFFFFFFFFFFF), np.int64(0x7FF0000000000000), np.int64(63))
 
 
+def _narrow(v, like):
+    """v (an integer Numba widened to 64 bits) as the integer type of ``like``: keeps the
+    key loops in 32-bit lanes for f32 (vpmaxsd: 1.5x faster than in 64-bit lanes)."""
+    return type(like)(v)
+
+
+@nb.extending.overload(_narrow, inline="always")
+def _narrow_impl(v, like):
+    if like == nb.types.int32:
+        return lambda v, like: np.int32(v)
+    return lambda v, like: np.int64(v)
+
+
 @njit(**_opts)
 def _max_keys(code, xs, acc, lanes):
     """acc combined with xs by maximum / minimum, computed on integer keys: the float's
@@ -383,16 +396,18 @@ def _max_keys(code, xs, acc, lanes):
     bits, mag, inf, sign = _key_bits(xs)
     best = bits[0] ^ ((bits[0] >> sign) & mag)
     high = bits[0] & mag
+    best = _narrow(best, mag)
+    high = _narrow(high, mag)
     if code == MAX:
         for i in range(bits.shape[0]):
             b = bits[i]
-            best = max(best, b ^ ((b >> sign) & mag))
-            high = max(high, b & mag)
+            best = max(best, _narrow(b ^ ((b >> sign) & mag), mag))
+            high = max(high, _narrow(b & mag, mag))
     else:
         for i in range(bits.shape[0]):
             b = bits[i]
-            best = min(best, b ^ ((b >> sign) & mag))
-            high = max(high, b & mag)
+            best = min(best, _narrow(b ^ ((b >> sign) & mag), mag))
+            high = max(high, _narrow(b & mag, mag))
     if high > inf:
         return acc, False
     out = _key_bits(lanes[:1])[0]
