@@ -21,8 +21,9 @@ from numba import njit, uint64
 from ...ops.slicing import _adjusted_start_indices
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD
 from . import kernel
-from .shape import (_move, as_result, copy_words, gathered_copy, in_threads, new_words, row_major_strides,
-                    strided_copy, threads, words)
+from .shape import (POOL, _move, as_result, copy_words, gathered_copy, in_threads, new_words,
+                    prepared_gathered_copy, row_major_strides, serial, strided_copy, threads, word_dtype,
+                    word_reader, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -33,6 +34,19 @@ def slice_(operand, *, shape, start_indices, limit_indices, strides=None):
     op_strides = row_major_strides(operand.shape)
     base = sum(s * st for s, st in zip(start_indices, op_strides))
     return gathered_copy(operand, shape, base, tuple(s * st for s, st in zip(strides, op_strides)))
+
+
+def _slice_prepare(operand_shapes, *, shape, start_indices, limit_indices, strides=None):
+    dims = operand_shapes[0].dims
+    steps = strides or (1,) * len(dims)
+    op_strides = row_major_strides(dims)
+    base = sum(s * st for s, st in zip(start_indices, op_strides))
+    return prepared_gathered_copy(operand_shapes[0], shape, base, tuple(s * st for s, st in zip(steps, op_strides)),
+                                  lambda x: slice_(x, shape=shape, start_indices=start_indices,
+                                                   limit_indices=limit_indices, strides=strides))
+
+
+slice_.prepare = _slice_prepare
 
 
 @kernel("dynamic-slice")
@@ -62,6 +76,37 @@ def dynamic_update_slice(operand, update, *start_indices, shape):
                np.array(shape.dims, np.int64), np.array(adjusted_start_indices, np.int64),
                np.array(update.shape, np.int64))
     return as_result(result, shape)
+
+
+def _dus_prepare(operand_shapes, *, shape):
+    """The one-pass path of the kernel prepared (``shape.prepared_gathered_copy``'s rules):
+    the start indices are clamped per run, as the kernel clamps them."""
+    xs, us = operand_shapes[0], operand_shapes[1]
+    n = shape.numel if shape.is_array and shape.is_static else 0
+    rows = n // shape.dims[-1] if n and shape.dims else 0
+    if not serial(shape) or us.numel == 0 or rows < 4 * threads() or np.dtype(xs.dtype) != np.dtype(shape.dtype) \
+            or np.dtype(us.dtype) != np.dtype(shape.dtype):
+        return None
+    word = word_dtype(shape.dtype)
+    nbytes, dtype, dims = n * word.itemsize, shape.dtype, shape.dims
+    read_x, read_u = word_reader(xs), word_reader(us)
+    rdims = np.array(dims, np.int64)
+    udims = np.array(us.dims, np.int64)
+    odims, usizes = tuple(xs.dims), tuple(us.dims)
+    take = POOL.take
+
+    def run(operand, update, *start_indices):
+        x, u = read_x(operand), read_u(update)
+        if x is None or u is None:
+            return dynamic_update_slice(operand, update, *start_indices, shape=shape)
+        start = np.array(_adjusted_start_indices(start_indices, odims, usizes), np.int64)
+        out = take(nbytes).view(word)
+        _dus_rows(0, rows, out, x, u, rdims, start, udims)
+        return out.view(dtype).reshape(dims)
+    return run
+
+
+dynamic_update_slice.prepare = _dus_prepare
 
 
 @njit(**_opts)
@@ -212,3 +257,35 @@ def pad(operand, padding_value, *, shape, padding_config):
         in_threads(_pad_range, nch * (n // width), n >= MOVE_PARALLEL_THRESHOLD, out, words(operand), pad_word, low,
                    step, size, rdims, j0, j1, chunk, nch)
     return as_result(out, shape)
+
+
+def _pad_prepare(operand_shapes, *, shape, padding_config):
+    xs = operand_shapes[0]
+    if not serial(shape) or np.dtype(xs.dtype) != np.dtype(shape.dtype) or xs.numel == 0:
+        return None
+    n = shape.numel
+    word = word_dtype(shape.dtype)
+    nbytes, dtype, dims = n * word.itemsize, np.dtype(shape.dtype), shape.dims
+    low, step, size, rdims, j0, j1 = _pad_plan(tuple(xs.dims), tuple(dims), tuple(tuple(c) for c in padding_config))
+    width = dims[-1] if dims else 1
+    nch = 1   # (a serial pad's rows are not cut: the kernel cuts long rows only to share them)
+    chunk = width
+    if n // width < 4 * threads() and width >= 8192:
+        chunk = max(4096, -(-width // (4 * threads())))
+        nch = -(-width // chunk)
+    items = nch * (n // width)
+    read = word_reader(xs)
+    take = POOL.take
+
+    def run(operand, padding_value):
+        src = read(operand)
+        if src is None:
+            return pad(operand, padding_value, shape=shape, padding_config=padding_config)
+        out = take(nbytes).view(word)
+        pad_word = np.asarray(padding_value, dtype).reshape(-1).view(word)[0]
+        _pad_range(0, items, out, src, pad_word, low, step, size, rdims, j0, j1, chunk, nch)
+        return out.view(dtype).reshape(dims)
+    return run
+
+
+pad.prepare = _pad_prepare
