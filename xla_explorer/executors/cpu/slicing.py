@@ -166,35 +166,17 @@ def _pad_plan(operand_dims, result_dims, padding_config):
     return low, step, size, rdims, j0, j1
 
 
-@njit(**_opts)
-def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
-    """Result positions [k0, k1) of one row (``chunk`` of them: long rows are cut)."""
-    r = rdims.shape[0]
-    width = rdims[r - 1]
-    row = w // nch
-    k0 = (w - row * nch) * chunk
-    k1 = min(width, k0 + chunk)
-    o = row * width
-    # which operand row lands in result row `row`: per outer dimension invert
-    # result_index = edge_padding_low + operand_index * (interior_padding + 1)
-    rem = row
-    s = 0
-    sstride = size[r - 1]
-    padding = False
-    for d in range(r - 2, -1, -1):
-        i = rem % rdims[d]
-        rem //= rdims[d]
-        t = i - low[d]
-        if t < 0 or t % step[d] != 0 or t // step[d] >= size[d]:
-            padding = True  # edge or interior padding of an outer dimension
-            break
-        s += (t // step[d]) * sstride
-        sstride *= size[d]
-    lo = low[r - 1]
-    st = step[r - 1]
-    # the operand elements j of this row that land in [k0, k1): lo + j * st in it
-    jl = max(j0, -((lo - k0) // st))
-    jh = min(j1, -((lo - k1) // st))
+@njit(inline="always", **_opts)
+def _pad_cols(k0, k1, lo, st, j0, j1):
+    """The operand elements j of a row that land in result positions [k0, k1): lo + j * st in it."""
+    return max(j0, -((lo - k0) // st)), min(j1, -((lo - k1) // st))
+
+
+@njit(inline="always", **_opts)
+def _pad_span(out, o, k0, k1, src, s, padding, pad, lo, st, jl, jh):
+    """Result positions [k0, k1) of the row at ``o``: padding, or the operand row at ``s``
+    spread out (``lo``, ``st``: the last dimension's low padding and interior + 1; the
+    operand elements j in [jl, jh) land in [k0, k1), ``_pad_cols``)."""
     if padding or jh <= jl:
         for k in range(k0, k1):
             out[uint64(o + k)] = pad
@@ -227,6 +209,36 @@ def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
             out[uint64(o + k)] = pad
         for j in range(jl, jh):
             out[uint64(o + lo + j * st)] = src[uint64(s + j)]
+
+
+@njit(**_opts)
+def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
+    """Result positions [k0, k1) of one row (``chunk`` of them: long rows are cut)."""
+    r = rdims.shape[0]
+    width = rdims[r - 1]
+    row = w // nch
+    k0 = (w - row * nch) * chunk
+    k1 = min(width, k0 + chunk)
+    o = row * width
+    # which operand row lands in result row `row`: per outer dimension invert
+    # result_index = edge_padding_low + operand_index * (interior_padding + 1)
+    rem = row
+    s = 0
+    sstride = size[r - 1]
+    padding = False
+    for d in range(r - 2, -1, -1):
+        i = rem % rdims[d]
+        rem //= rdims[d]
+        t = i - low[d]
+        if t < 0 or t % step[d] != 0 or t // step[d] >= size[d]:
+            padding = True  # edge or interior padding of an outer dimension
+            break
+        s += (t // step[d]) * sstride
+        sstride *= size[d]
+    lo = low[r - 1]
+    st = step[r - 1]
+    jl, jh = _pad_cols(k0, k1, lo, st, j0, j1)
+    _pad_span(out, o, k0, k1, src, s, padding, pad, lo, st, jl, jh)
 
 
 @njit(**_opts)
@@ -274,6 +286,8 @@ def _pad_prepare(operand_shapes, *, shape, padding_config):
         chunk = max(4096, -(-width // (4 * threads())))
         nch = -(-width // chunk)
     items = nch * (n // width)
+    srow = _pad_row_offsets(low, step, size, rdims)
+    lo, st = int(low[-1]), int(step[-1])
     read = word_reader(xs)
     take = POOL.take
 
@@ -283,9 +297,47 @@ def _pad_prepare(operand_shapes, *, shape, padding_config):
             return pad(operand, padding_value, shape=shape, padding_config=padding_config)
         out = take(nbytes).view(word)
         pad_word = np.asarray(padding_value, dtype).reshape(-1).view(word)[0]
-        _pad_range(0, items, out, src, pad_word, low, step, size, rdims, j0, j1, chunk, nch)
+        _pad_rows(0, items, out, src, pad_word, srow, width, lo, st, j0, j1, chunk, nch)
         return out.view(dtype).reshape(dims)
     return run
 
 
 pad.prepare = _pad_prepare
+
+
+@njit(**_opts)
+def _pad_rows(w0, w1, out, src, pad, srow, width, lo, st, j0, j1, chunk, nch):
+    """``_pad_range`` with each result row's operand offset read from ``srow`` (-1: a row
+    of padding), computed once by the prepared kernel: no divisions per row (a 256 KiB pad
+    with interior padding of its rows spent most of its time on them)."""
+    if nch == 1:   # whole rows: the same columns in each
+        jl, jh = _pad_cols(0, width, lo, st, j0, j1)
+        for w in range(w0, w1):
+            s = srow[w]
+            _pad_span(out, w * width, 0, width, src, s, s < 0, pad, lo, st, jl, jh)
+        return
+    for w in range(w0, w1):
+        row = w // nch
+        k0 = (w - row * nch) * chunk
+        k1 = min(width, k0 + chunk)
+        jl, jh = _pad_cols(k0, k1, lo, st, j0, j1)
+        s = srow[row]
+        _pad_span(out, row * width, k0, k1, src, s, s < 0, pad, lo, st, jl, jh)
+
+
+def _pad_row_offsets(low, step, size, rdims):
+    """Per result row (row-major over every dimension but the last), the offset of the
+    operand row that lands in it, or -1 when it lies in edge or interior padding."""
+    r = len(rdims)
+    rows = int(np.prod(rdims[:-1], dtype=np.int64))
+    ok = np.ones(rows, bool)
+    s = np.zeros(rows, np.int64)
+    if r > 1:
+        idx = np.indices(tuple(int(d) for d in rdims[:-1])).reshape(r - 1, -1)
+        sstride = int(size[-1])
+        for d in range(r - 2, -1, -1):
+            t = idx[d] - low[d]
+            ok &= (t >= 0) & (t % step[d] == 0) & (t // step[d] < size[d])
+            s += (t // step[d]) * sstride
+            sstride *= int(size[d])
+    return np.where(ok, s, -1).astype(np.int64)
