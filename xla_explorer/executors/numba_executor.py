@@ -116,6 +116,24 @@ class CpuBackend:
         wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
         dims, final_dtype = shape.dims, shape.dtype
         empty, run_loop = cpu.shape.empty, cpu.fused.run_loop
+        if 0 < n < static[3] and n * out_dtype.itemsize < cpu.shape.BufferPool.MIN_BYTES:
+            # a small loop (a scalar index computation: dynamic-update-slice's clamps): its
+            # serial loop called directly, its output not pooled (what run_loop and empty
+            # do for it, without their Python steps: about 1 us of a 3 us scalar loop)
+            ser, (odims, inner, params, _) = compiled[1], static
+            np_empty = np.empty
+
+            def small_runner(values):
+                out = np_empty(n, out_dtype)
+                inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
+                          else _as_carrier(v, w) for v, w in zip(values, wants)]
+                ser(n, out, *inputs, odims, inner, inner, *params)
+                out = out.reshape(dims)
+                if out.dtype != final_dtype:
+                    out = out.astype(final_dtype)
+                return out
+            runners[mode] = small_runner
+            return small_runner
 
         def runner(values):
             out = empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
