@@ -895,6 +895,65 @@ def _deinterleave(xr, s, ph, L):
 
 
 @njit(**_opts)
+def _fold3_float(code, src, b0, b1, b2, os, use_start, start):
+    """os = ((c0 op c1) op c2) [op start] element-wise, c_w = src[b_w:b_w + len(os)]: the
+    fold of a 3-cell window (pooling) in one loop instead of a copy and two or three runs,
+    the same combines in the same order.  Sums and maxima only (False: not done)."""
+    n = os.shape[0]
+    x0 = src[b0:b0 + n]
+    x1 = src[b1:b1 + n]
+    x2 = src[b2:b2 + n]
+    if code == ADD:
+        if use_start:
+            for j in range(n):
+                os[j] = ((x0[j] + x1[j]) + x2[j]) + start
+        else:
+            for j in range(n):
+                os[j] = (x0[j] + x1[j]) + x2[j]
+        return True
+    if code == MAX and not use_start:
+        for j in range(n):
+            os[j] = fmax(fmax(x0[j], x1[j]), x2[j])
+        return True
+    return False
+
+
+@njit(**_opts)
+def _fold3_none(code, src, b0, b1, b2, os, use_start, start):
+    return False
+
+
+def _fold3(code, src, b0, b1, b2, os, use_start, start):
+    """``_fold3_float`` for floats, else False (chosen when Numba compiles the caller)."""
+    f = _fold3_float if src.dtype.kind == "f" else _fold3_none
+    return f.py_func(code, src, b0, b1, b2, os, use_start, start)
+
+
+@nb.extending.overload(_fold3)
+def _fold3_by_type(code, src, b0, b1, b2, os, use_start, start):
+    if isinstance(src.dtype, nb.types.Float):
+        return lambda code, src, b0, b1, b2, os, use_start, start: _fold3_float(code, src, b0, b1, b2, os,
+                                                                                use_start, start)
+    return lambda code, src, b0, b1, b2, os, use_start, start: _fold3_none(code, src, b0, b1, b2, os,
+                                                                           use_start, start)
+
+
+@njit(**_opts)
+def _deinterleave_at(xr, ph, e0, o0):
+    """ph[e0 + i] = xr[2 * i], ph[o0 + i] = xr[2 * i + 1]: a row's elements straight into
+    the two phases of its padded row (stride 2), wherever its first element falls."""
+    n = xr.shape[0]
+    h = n // 2
+    even = ph[e0:e0 + h]
+    odd = ph[o0:o0 + h]
+    for i in range(h):
+        even[i] = xr[2 * i]
+        odd[i] = xr[2 * i + 1]
+    if n % 2:
+        ph[e0 + h] = xr[n - 1]
+
+
+@njit(**_opts)
 def _copy_from(src, base, os):
     xs = src[base:base + os.shape[0]]
     for j in range(os.shape[0]):
@@ -1048,6 +1107,19 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                 xrow = a * N
                 if plain:
                     row = x[xrow - low:xrow - low + P]
+                elif s == 2 and bdil == 1:
+                    # the phases straight from the operand row (no padded copy): padded
+                    # position k is phase k % 2, index k // 2; element q is at k = q + low
+                    k_a, k_b = min(P, max(0, low)), max(0, min(P, low + N))
+                    for k in range(k_a):
+                        ph[(k % 2) * L + k // 2] = ident
+                    for k in range(max(k_a, k_b), P):
+                        ph[(k % 2) * L + k // 2] = ident
+                    if k_b > k_a:
+                        h = k_a // 2
+                        e0, o0 = (h, L + h) if k_a % 2 == 0 else (L + h, h + 1)
+                        _deinterleave_at(x[xrow + k_a - low:xrow + k_b - low], ph, e0, o0)
+                    row = x[0:0]  # (read nothing more: the phases are ready)
                 else:
                     row = ph[L * s + s:L * s + s + P]
                     # padded position k holds element q = (k - low) / bdil when that is one
@@ -1075,12 +1147,15 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                 elif s == 1:
                     for w in range(win):
                         bases[w] += xrow - low
-            if from_ph and s > 1 and nv:
+            if from_ph and s > 1 and nv and row.shape[0]:
                 _deinterleave(row, s, ph, L)
             # the fold of the window cells (and the start), one vectorised loop each
             if nv == 0:
                 for j in range(os.shape[0]):
                     os[j] = start
+            elif nv == 3 and _fold3(code, ph if from_ph else x, bases[0], bases[1], bases[2], os, use_start,
+                                    start):
+                pass
             else:
                 for w in range(nv + (1 if use_start else 0)):
                     if w == nv:
