@@ -602,6 +602,22 @@ def _op_step(inst, backend, clean):
         mask = [m and not c for m, c in zip(mask, clean)]
     mask = tuple(mask) if any(mask) else None
     flushes_operands = getattr(kernel, "flushes_operands", False)
+    # a kernel's ``prepare`` hook (cpu/shape.py): its Python set-up decided once for the
+    # step's static shapes and attributes; a function of the operand values, or None
+    prepare = getattr(kernel, "prepare", None)
+    fast = None
+    if prepare is not None and kwargs is not None and not needs_ctx and mask is None and not flush_result \
+            and all(o.shape.is_array and o.shape.is_static for o in inst.operands):
+        fast = prepare([o.shape for o in inst.operands], shape=shape, **kwargs)
+    if fast is not None:
+        def prepared_step(values, ctx, backend):
+            if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
+                return run_op(inst, values, ctx, backend, clean)
+            try:
+                return fast(*values)
+            except Exception as e:
+                _raise_named(e, opdef, inst, backend)
+        return prepared_step, _SIZES[inst]
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code

@@ -21,8 +21,9 @@ from numba import njit, uint64
 from ...ops.slicing import _adjusted_start_indices
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD
 from . import kernel
-from .shape import (_move, as_result, copy_words, gathered_copy, in_threads, new_words, row_major_strides,
-                    strided_copy, threads, words)
+from .shape import (POOL, _move, as_result, copy_words, gathered_copy, in_threads, new_words,
+                    prepared_gathered_copy, row_major_strides, serial, strided_copy, threads, word_dtype,
+                    word_reader, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -33,6 +34,19 @@ def slice_(operand, *, shape, start_indices, limit_indices, strides=None):
     op_strides = row_major_strides(operand.shape)
     base = sum(s * st for s, st in zip(start_indices, op_strides))
     return gathered_copy(operand, shape, base, tuple(s * st for s, st in zip(strides, op_strides)))
+
+
+def _slice_prepare(operand_shapes, *, shape, start_indices, limit_indices, strides=None):
+    dims = operand_shapes[0].dims
+    steps = strides or (1,) * len(dims)
+    op_strides = row_major_strides(dims)
+    base = sum(s * st for s, st in zip(start_indices, op_strides))
+    return prepared_gathered_copy(operand_shapes[0], shape, base, tuple(s * st for s, st in zip(steps, op_strides)),
+                                  lambda x: slice_(x, shape=shape, start_indices=start_indices,
+                                                   limit_indices=limit_indices, strides=strides))
+
+
+slice_.prepare = _slice_prepare
 
 
 @kernel("dynamic-slice")
@@ -62,6 +76,37 @@ def dynamic_update_slice(operand, update, *start_indices, shape):
                np.array(shape.dims, np.int64), np.array(adjusted_start_indices, np.int64),
                np.array(update.shape, np.int64))
     return as_result(result, shape)
+
+
+def _dus_prepare(operand_shapes, *, shape):
+    """The one-pass path of the kernel prepared (``shape.prepared_gathered_copy``'s rules):
+    the start indices are clamped per run, as the kernel clamps them."""
+    xs, us = operand_shapes[0], operand_shapes[1]
+    n = shape.numel if shape.is_array and shape.is_static else 0
+    rows = n // shape.dims[-1] if n and shape.dims else 0
+    if not serial(shape) or us.numel == 0 or rows < 4 * threads() or np.dtype(xs.dtype) != np.dtype(shape.dtype) \
+            or np.dtype(us.dtype) != np.dtype(shape.dtype):
+        return None
+    word = word_dtype(shape.dtype)
+    nbytes, dtype, dims = n * word.itemsize, shape.dtype, shape.dims
+    read_x, read_u = word_reader(xs), word_reader(us)
+    rdims = np.array(dims, np.int64)
+    udims = np.array(us.dims, np.int64)
+    odims, usizes = tuple(xs.dims), tuple(us.dims)
+    take = POOL.take
+
+    def run(operand, update, *start_indices):
+        x, u = read_x(operand), read_u(update)
+        if x is None or u is None:
+            return dynamic_update_slice(operand, update, *start_indices, shape=shape)
+        start = np.array(_adjusted_start_indices(start_indices, odims, usizes), np.int64)
+        out = take(nbytes).view(word)
+        _dus_rows(0, rows, out, x, u, rdims, start, udims)
+        return out.view(dtype).reshape(dims)
+    return run
+
+
+dynamic_update_slice.prepare = _dus_prepare
 
 
 @njit(**_opts)
@@ -121,35 +166,17 @@ def _pad_plan(operand_dims, result_dims, padding_config):
     return low, step, size, rdims, j0, j1
 
 
-@njit(**_opts)
-def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
-    """Result positions [k0, k1) of one row (``chunk`` of them: long rows are cut)."""
-    r = rdims.shape[0]
-    width = rdims[r - 1]
-    row = w // nch
-    k0 = (w - row * nch) * chunk
-    k1 = min(width, k0 + chunk)
-    o = row * width
-    # which operand row lands in result row `row`: per outer dimension invert
-    # result_index = edge_padding_low + operand_index * (interior_padding + 1)
-    rem = row
-    s = 0
-    sstride = size[r - 1]
-    padding = False
-    for d in range(r - 2, -1, -1):
-        i = rem % rdims[d]
-        rem //= rdims[d]
-        t = i - low[d]
-        if t < 0 or t % step[d] != 0 or t // step[d] >= size[d]:
-            padding = True  # edge or interior padding of an outer dimension
-            break
-        s += (t // step[d]) * sstride
-        sstride *= size[d]
-    lo = low[r - 1]
-    st = step[r - 1]
-    # the operand elements j of this row that land in [k0, k1): lo + j * st in it
-    jl = max(j0, -((lo - k0) // st))
-    jh = min(j1, -((lo - k1) // st))
+@njit(inline="always", **_opts)
+def _pad_cols(k0, k1, lo, st, j0, j1):
+    """The operand elements j of a row that land in result positions [k0, k1): lo + j * st in it."""
+    return max(j0, -((lo - k0) // st)), min(j1, -((lo - k1) // st))
+
+
+@njit(inline="always", **_opts)
+def _pad_span(out, o, k0, k1, src, s, padding, pad, lo, st, jl, jh):
+    """Result positions [k0, k1) of the row at ``o``: padding, or the operand row at ``s``
+    spread out (``lo``, ``st``: the last dimension's low padding and interior + 1; the
+    operand elements j in [jl, jh) land in [k0, k1), ``_pad_cols``)."""
     if padding or jh <= jl:
         for k in range(k0, k1):
             out[uint64(o + k)] = pad
@@ -185,6 +212,36 @@ def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
 
 
 @njit(**_opts)
+def _pad_piece(w, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
+    """Result positions [k0, k1) of one row (``chunk`` of them: long rows are cut)."""
+    r = rdims.shape[0]
+    width = rdims[r - 1]
+    row = w // nch
+    k0 = (w - row * nch) * chunk
+    k1 = min(width, k0 + chunk)
+    o = row * width
+    # which operand row lands in result row `row`: per outer dimension invert
+    # result_index = edge_padding_low + operand_index * (interior_padding + 1)
+    rem = row
+    s = 0
+    sstride = size[r - 1]
+    padding = False
+    for d in range(r - 2, -1, -1):
+        i = rem % rdims[d]
+        rem //= rdims[d]
+        t = i - low[d]
+        if t < 0 or t % step[d] != 0 or t // step[d] >= size[d]:
+            padding = True  # edge or interior padding of an outer dimension
+            break
+        s += (t // step[d]) * sstride
+        sstride *= size[d]
+    lo = low[r - 1]
+    st = step[r - 1]
+    jl, jh = _pad_cols(k0, k1, lo, st, j0, j1)
+    _pad_span(out, o, k0, k1, src, s, padding, pad, lo, st, jl, jh)
+
+
+@njit(**_opts)
 def _pad_range(w0, w1, out, src, pad, low, step, size, rdims, j0, j1, chunk, nch):
     """Work items [w0, w1): rows of the result (pieces of ``chunk`` positions of long rows):
     padding, or an operand row spread out."""
@@ -212,3 +269,75 @@ def pad(operand, padding_value, *, shape, padding_config):
         in_threads(_pad_range, nch * (n // width), n >= MOVE_PARALLEL_THRESHOLD, out, words(operand), pad_word, low,
                    step, size, rdims, j0, j1, chunk, nch)
     return as_result(out, shape)
+
+
+def _pad_prepare(operand_shapes, *, shape, padding_config):
+    xs = operand_shapes[0]
+    if not serial(shape) or np.dtype(xs.dtype) != np.dtype(shape.dtype) or xs.numel == 0:
+        return None
+    n = shape.numel
+    word = word_dtype(shape.dtype)
+    nbytes, dtype, dims = n * word.itemsize, np.dtype(shape.dtype), shape.dims
+    low, step, size, rdims, j0, j1 = _pad_plan(tuple(xs.dims), tuple(dims), tuple(tuple(c) for c in padding_config))
+    width = dims[-1] if dims else 1
+    nch = 1   # (a serial pad's rows are not cut: the kernel cuts long rows only to share them)
+    chunk = width
+    if n // width < 4 * threads() and width >= 8192:
+        chunk = max(4096, -(-width // (4 * threads())))
+        nch = -(-width // chunk)
+    items = nch * (n // width)
+    srow = _pad_row_offsets(low, step, size, rdims)
+    lo, st = int(low[-1]), int(step[-1])
+    read = word_reader(xs)
+    take = POOL.take
+
+    def run(operand, padding_value):
+        src = read(operand)
+        if src is None:
+            return pad(operand, padding_value, shape=shape, padding_config=padding_config)
+        out = take(nbytes).view(word)
+        pad_word = np.asarray(padding_value, dtype).reshape(-1).view(word)[0]
+        _pad_rows(0, items, out, src, pad_word, srow, width, lo, st, j0, j1, chunk, nch)
+        return out.view(dtype).reshape(dims)
+    return run
+
+
+pad.prepare = _pad_prepare
+
+
+@njit(**_opts)
+def _pad_rows(w0, w1, out, src, pad, srow, width, lo, st, j0, j1, chunk, nch):
+    """``_pad_range`` with each result row's operand offset read from ``srow`` (-1: a row
+    of padding), computed once by the prepared kernel: no divisions per row (a 256 KiB pad
+    with interior padding of its rows spent most of its time on them)."""
+    if nch == 1:   # whole rows: the same columns in each
+        jl, jh = _pad_cols(0, width, lo, st, j0, j1)
+        for w in range(w0, w1):
+            s = srow[w]
+            _pad_span(out, w * width, 0, width, src, s, s < 0, pad, lo, st, jl, jh)
+        return
+    for w in range(w0, w1):
+        row = w // nch
+        k0 = (w - row * nch) * chunk
+        k1 = min(width, k0 + chunk)
+        jl, jh = _pad_cols(k0, k1, lo, st, j0, j1)
+        s = srow[row]
+        _pad_span(out, row * width, k0, k1, src, s, s < 0, pad, lo, st, jl, jh)
+
+
+def _pad_row_offsets(low, step, size, rdims):
+    """Per result row (row-major over every dimension but the last), the offset of the
+    operand row that lands in it, or -1 when it lies in edge or interior padding."""
+    r = len(rdims)
+    rows = int(np.prod(rdims[:-1], dtype=np.int64))
+    ok = np.ones(rows, bool)
+    s = np.zeros(rows, np.int64)
+    if r > 1:
+        idx = np.indices(tuple(int(d) for d in rdims[:-1])).reshape(r - 1, -1)
+        sstride = int(size[-1])
+        for d in range(r - 2, -1, -1):
+            t = idx[d] - low[d]
+            ok &= (t >= 0) & (t % step[d] == 0) & (t // step[d] < size[d])
+            s += (t // step[d]) * sstride
+            sstride *= int(size[d])
+    return np.where(ok, s, -1).astype(np.int64)
