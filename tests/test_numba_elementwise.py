@@ -436,11 +436,13 @@ def _chain(t, n):
 
 
 @pytest.mark.parametrize("t, rtol", [("f32", 1e-5), ("bf16", 2e-2)])
-def test_fused_chain_parallel(t, rtol):
+def test_fused_chain_parallel(t, rtol, monkeypatch):
     """A chain of element-wise ops with broadcasts and scalar constants: two loops (the
     rank-1 chain is read through a broadcast by the rank-2 one), the second large enough to
     run its parallel version; both match the reference."""
-    n = 1 << 14  # 4 x n results: above the parallel threshold
+    from xla_explorer.executors.cpu import fused
+    n = 1 << 14  # 4 x n results: above the parallel threshold (lowered: arrays stay small)
+    monkeypatch.setattr(fused, "PARALLEL_THRESHOLD", 1 << 15)
     comp = _chain(t, n)
     groups = comp.fusion_plan().groups
     assert [len(g.members) for g in groups] == [14, 12]

@@ -20,8 +20,18 @@ import numpy as np
 
 from ..jit_cache import load_source
 from ..loopgen import LoopSource, broadcast_strides, iota_strides
-from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
 from .shape import merge_dims, threads
+
+#: from this many elements on a loop calling a transcendental function (or computing complex
+#: numbers) runs its ``prange`` version.  Not numba_setup's 1 << 15: a vectorised f32 exp
+#: costs about 0.4-0.7 ns an element, so a 64K-element loop (a 256 KiB softmax) does
+#: 25-45 us of work, less than two threads save after their launch and the next (serial)
+#: step's reads of what the other core wrote.  Whole f32 softmax, numba/JAX interleaved in
+#: one process, load 3-4, 2 threads, median of 300 (prange / serial exp loop): 256x256
+#: rows 250 / 184 us, columns 277 / 193; 512x256 rows 365 / 274; 1024x256 rows 814 / 608;
+#: 512x512 columns 653 / 501 (JAX 220-730).  (Element-wise loops: the same bits either way.)
+PARALLEL_THRESHOLD = 1 << 18
 
 _HEADER = """import math
 import cmath
