@@ -572,6 +572,23 @@ def _tile_vec(dst, do, da, src, so, ss, ni, nj, vb):
 
 
 @njit(**_opts)
+def _outer_bases(outer, last, a, dims, dstr, sstr, dbase, sbase):
+    """Offsets in the result and the source of the ``outer``-th index of dimensions
+    ``last``, ``last - 1``, ..., 0 without dimension ``a`` (the last one fastest)."""
+    do = dbase
+    so = sbase
+    rem = outer
+    for d in range(last, -1, -1):
+        if d == a:
+            continue
+        c = rem % dims[d]
+        rem //= dims[d]
+        do += c * dstr[d]
+        so += c * sstr[d]
+    return do, so
+
+
+@njit(**_opts)
 def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb):
     """Row of tiles ``w``: the other dimensions' index and the tile's place along ``a``;
     then every tile along the last dimension: register blocks (``_tile_vec``) when both
@@ -580,16 +597,7 @@ def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb)
     r = dims.shape[0]
     outer = w // na
     ta = w - outer * na
-    do = dbase
-    so = sbase
-    rem = outer
-    for d in range(r - 2, -1, -1):
-        if d == a:
-            continue
-        c = rem % dims[d]
-        rem //= dims[d]
-        do += c * dstr[d]
-        so += c * sstr[d]
+    do, so = _outer_bases(outer, r - 2, a, dims, dstr, sstr, dbase, sbase)
     i0 = ta * tile
     ni = min(dims[a], i0 + tile) - i0
     da, sa = dstr[a], sstr[a]
@@ -636,16 +644,7 @@ def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
     for w in range(w0, w1):
         outer = w // na
         ta = w - outer * na
-        do = dbase
-        so = sbase
-        rem = outer
-        for d in range(r - 3, -1, -1):
-            if d == a:
-                continue
-            c = rem % dims[d]
-            rem //= dims[d]
-            do += c * dstr[d]
-            so += c * sstr[d]
+        do, so = _outer_bases(outer, r - 3, a, dims, dstr, sstr, dbase, sbase)
         i0 = ta * tile
         i1 = min(dims[a], i0 + tile)
         for j in range(dims[r - 2]):
