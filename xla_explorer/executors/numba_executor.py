@@ -235,9 +235,10 @@ def _bound(inst, ctx, backend):
     kwargs = _KWARGS.get(inst)
     if kwargs is None:
         kwargs = bind(inst.attrs, ctx, backend)
-        if not any(isinstance(v, Region) for v in kwargs.values()):
-            _KWARGS[inst] = kwargs
-        return kwargs
+        if any(isinstance(v, Region) for v in kwargs.values()):
+            return kwargs
+        _KWARGS[inst] = kwargs
+    # a copy: run_op adds the run's ctx to it, which must not stay in the remembered dict
     return dict(kwargs)
 
 
@@ -295,9 +296,18 @@ def run_op(inst, values, ctx, backend, clean=None):
     mask, flush_result = _denormal_rule(opdef, inst, kwargs)
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
-    if any(mask):
-        if getattr(kernel, "flushes_operands", False):  # (in its own pass over them: cpu reduce)
-            kwargs = dict(kwargs, flush=tuple(mask))
+    return _call_kernel(kernel, values, shape, kwargs, tuple(mask) if any(mask) else None, flush_result,
+                        opdef, inst, backend)
+
+
+def _call_kernel(kernel, values, shape, kwargs, mask, flush_result, opdef, inst, backend):
+    """``kernel`` on ``values``: the operands ``mask`` marks (a tuple; None: none) flushed of
+    denormals first, or by the kernel in its own pass over them (``flushes_operands``: the
+    cpu reduce), the result flushed if ``flush_result``; a failure re-raised naming the op.
+    The walk's ``run_op`` and the run plan's steps both end here."""
+    if mask is not None:
+        if getattr(kernel, "flushes_operands", False):
+            kwargs = dict(kwargs, flush=mask)
         else:
             values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
     try:
@@ -619,7 +629,6 @@ def _op_step(inst, backend, clean):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     mask = tuple(mask) if any(mask) else None
-    flushes_operands = getattr(kernel, "flushes_operands", False)
     # a kernel's ``prepare`` hook (cpu/shape.py): its Python set-up decided once for the
     # step's static shapes and attributes; a function of the operand values, or None
     prepare = getattr(kernel, "prepare", None)
@@ -645,16 +654,7 @@ def _op_step(inst, backend, clean):
             kw = bind(inst.attrs, ctx, backend)
         if needs_ctx:
             kw = dict(kw, ctx=ctx)
-        if mask is not None:
-            if flushes_operands:   # (in its own pass over them: cpu reduce)
-                kw = dict(kw, flush=mask)
-            else:
-                values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
-        try:
-            out = kernel(*values, shape=shape, **kw)
-        except Exception as e:
-            _raise_named(e, opdef, inst, backend)
-        return backend.flush(out) if flush_result else out
+        return _call_kernel(kernel, values, shape, kw, mask, flush_result, opdef, inst, backend)
     return step, _SIZES[inst]
 
 
