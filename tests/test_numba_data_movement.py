@@ -440,6 +440,45 @@ def test_large_results_reuse_buffers_only_when_nothing_refers_to_them():
     assert sum(b.nbytes for b in POOL._buffers) <= POOL.limit
 
 
+def test_a_worker_that_has_not_woken_holds_no_array_of_a_finished_call():
+    """On a busy machine the caller of ``in_threads`` does every part itself while a worker
+    has not woken: the job then waits in the worker's inbox, and it must not keep the
+    call's arrays alive (the pool would take the result's buffer for one still in use,
+    and allocate afresh: the buffer-reuse test above failed so in whole-suite runs)."""
+    import sys
+    import threading
+
+    import numba
+    from xla_explorer.executors.cpu import shape as cpu_shape
+    if numba.get_num_threads() < 2:
+        pytest.skip("in_threads runs in the caller alone with one Numba thread")
+
+    @numba.njit(nogil=True, cache=False)
+    def fill(lo, hi, out):
+        for i in range(lo, hi):
+            out[i] = i
+
+    class Asleep:   # keeps the worker busy until the call is over: it takes no part
+        def __init__(self):
+            self.gate = threading.Event()
+
+        def work(self):
+            self.gate.wait(30)
+
+    asleep = Asleep()
+    for inbox in cpu_shape._workers(numba.get_num_threads() - 1):
+        inbox.put(asleep)
+    out = np.zeros(1000)
+    alone = sys.getrefcount(out)
+    try:
+        cpu_shape.in_threads(fill, out.size, True, out)
+        held = sys.getrefcount(out) - alone
+    finally:
+        asleep.gate.set()
+    assert held == 0
+    np.testing.assert_array_equal(out, np.arange(1000.0))
+
+
 def test_bf16_keeps_bits():
     x = np.array([[1.5, -0.0], [np.nan, 3.0]], ml_dtypes.bfloat16)
     check(lambda p: xe.Transpose(p, [1, 0]), x)

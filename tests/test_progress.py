@@ -146,6 +146,19 @@ def test_the_first_numba_run_loading_its_kernels_is_announced(events, monkeypatc
     assert end[2] == end[3] == len(cpu.FAMILIES) and end[5] == "done"
 
 
+def test_finished_tasks_are_remembered_with_their_time(events):
+    with progress.task("numpy: outer", total=1) as t:
+        with progress.task("replica 0"):
+            pass
+        t.advance()
+    with pytest.raises(KeyboardInterrupt):
+        with progress.task("numpy: stopped"):
+            raise KeyboardInterrupt
+    last = list(progress.finished)[-2:]   # the nested task is part of its outer one
+    assert [(t.label, t.status) for t in last] == [("numpy: outer", "done"), ("numpy: stopped", "interrupted")]
+    assert all(t.elapsed >= 0 and t.ended is not None for t in last)
+
+
 def test_text_when_nobody_listens_in_an_interactive_session(monkeypatch, capsys):
     monkeypatch.setattr(progress, "_interactive", lambda: True)
     with progress.task("numba: f", announce=True):

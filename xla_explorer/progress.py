@@ -31,6 +31,7 @@ A caller that must answer quickly (the op playground reruns a call on every clic
 the work: ``with progress.time_limit(2.0):`` makes the next ``beat`` after 2 s raise
 ``OutOfTime`` (an endless ``while`` loop beats once per iteration).
 """
+import collections
 import sys
 import threading
 import time
@@ -44,6 +45,10 @@ TICK = 0.5
 
 _listeners = []
 _running = []  # the tasks in progress, innermost last
+
+#: the last top-level tasks that ended (reported to a listener or announced), oldest first:
+#: what ran, how it ended and how long it took (``t.label``, ``t.status``, ``t.elapsed``)
+finished = collections.deque(maxlen=32)
 _limits = []   # (deadline, seconds) of the time_limit blocks, innermost last
 _compiling = []  # the kernels compiling now, outermost first (a kernel compiles those it calls)
 
@@ -143,6 +148,8 @@ class task:
         t.status = "done" if kind is None else "interrupted" if issubclass(kind, KeyboardInterrupt) else "failed"
         if t in _running:
             _running.remove(t)
+        if t.depth == 0:
+            finished.append(t)
         if _listeners:
             _emit("end", t)
         else:

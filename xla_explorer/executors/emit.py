@@ -327,10 +327,12 @@ def _pow(inst, a, b):
         f = "np.float32" if t == "c64" else "np.float64"
         return f"cpow({a}, {b}, {f}(0.5), {f}(1.0))"
     f = "np.float32" if _f32ish(t) else "np.float64"
+    bits = {"f32": 32, "f64": 64}.get(t, 0)  # whose signaling NaNs fpow checks
     if fpenv.flushing(t):   # a denormal base as XLA:CPU's pow reads it
         tiny, e = ("1.1754943508222875e-38", -150) if _f32ish(t) else ("2.2250738585072014e-308", -1075)
-        return f"fpow_ftz({a}, {b}, {f}(1.0), {f}({tiny}), {e})"
-    return f"fpow({a}, {b}, {f}(1.0))"
+        return (f"(fpow_of_denormal({a}, {b}, {f}(1.0), {e}) if {a} != 0 and abs({a}) < {f}({tiny}) "
+                f"else fpow({a}, {b}, {f}(1.0), {bits}))")
+    return f"fpow({a}, {b}, {f}(1.0), {bits})"
 
 
 @emitter("atan2")

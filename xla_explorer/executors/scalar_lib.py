@@ -263,22 +263,38 @@ def total_order_key64(x):
 
 
 @njit(**_opts)
-def fpow(a, b, one):
-    """a^b (C's pow); pow(1, y) = pow(x, 0) = 1 even for a signaling NaN (Numba's power
-    gives NaN there, the C library 1).  ``one`` is 1 in the operands' type."""
+def fpow(a, b, one, bits):
+    """a^b (C's pow): pow(1, y) = pow(x, +-0) = 1, but NaN when the other operand is a
+    signaling NaN (the C library's rule, XLA:CPU's, and the reference's: ``ops.elementwise``),
+    made explicit whatever the processor's libm path answers.  ``one`` is 1 in the operands'
+    type; ``bits``: 32 for f32, 64 for f64, 0 for the narrow floats computed in f32 (whose
+    signaling NaNs the reference reads as quiet: pow(1, y) = 1 there).  The bit test is
+    written here, not called: under the CUDA simulator this runs as Python, and a call to a
+    compiled helper would pass the NaN through a Python float, which quiets it."""
     r = np.power(a, b)
-    r = one if a == one else r
-    return one if b == 0 else r
+    if a == one or b == 0:
+        r = one
+        other = b if a == one else a
+        if bits == 32:
+            u = np.float32(other).view(np.uint32)
+            if (u & np.uint32(0x7FC00000)) == np.uint32(0x7F800000) and (u & np.uint32(0x003FFFFF)) != 0:
+                r = a + b
+        elif bits == 64:
+            v = np.float64(other).view(np.uint64)
+            if ((v & np.uint64(0x7FF8000000000000)) == np.uint64(0x7FF0000000000000)
+                    and (v & np.uint64(0x0007FFFFFFFFFFFF)) != 0):
+                r = a + b
+    return r
 
 
 @njit(**_opts)
-def fpow_ftz(a, b, one, tiny, exponent):
-    """fpow under XLA:CPU's DAZ: a denormal base reads as 2**exponent in magnitude
-    (ops.elementwise.xla_pow_of_denormal; -150 for f32, -1075 for f64), smaller than ``tiny``."""
-    if a != 0 and abs(a) < tiny:
-        sign = np.power(math.copysign(1.0, a), np.float64(b))
-        return one * (sign * np.exp2(exponent * np.float64(b)))
-    return fpow(a, b, one)
+def fpow_of_denormal(a, b, one, exponent):
+    """pow(a, b) of a denormal ``a`` under XLA:CPU's DAZ: it reads as 2**exponent in magnitude
+    (ops.elementwise.xla_pow_of_denormal; -150 for f32, -1075 for f64).  The emitter calls it
+    where ``a`` is denormal and ``fpow`` elsewhere (a conditional expression, not a call from
+    here to fpow, which the CUDA simulator would make through a Python float)."""
+    sign = np.power(math.copysign(1.0, a), np.float64(b))
+    return one * (sign * np.exp2(exponent * np.float64(b)))
 
 
 # -- narrow floats: round an f32 to a format, in f32 ------------------------------------------------

@@ -129,6 +129,10 @@ def _workers():
 #: a product of at least this many multiply-adds is split over the worker threads
 _SPLIT_WORK = 1 << 22
 
+#: how many parts a big product's rows are cut into: the process's thread count (Numba's
+#: pool), fixed whatever the threads running a call
+_ROW_CUTS = max(1, nb.config.NUMBA_NUM_THREADS)
+
 
 def in_blocks(work, starts, scratch, size):
     """``work(start, buffer)`` for every start, spread over our worker threads (each with
@@ -166,16 +170,30 @@ def matmul(a, w, out):
     B = math.prod(a.shape[:-2])
     _blas_enter()
     try:
-        n = _workers() if B * M * K * N >= _SPLIT_WORK else 1
-        if n <= 1:
-            np.matmul(a, w, out=out)
-            return out
-        if a.ndim > 2 and a.shape[0] >= n and w.shape[0] == a.shape[0]:  # split the (first) batch dimension
+        big = B * M * K * N >= _SPLIT_WORK
+        n = _workers() if big else 1
+        if a.ndim > 2 and a.shape[0] >= 2 and w.shape[0] == a.shape[0]:
+            # split the (first) batch dimension: each matrix is multiplied whole, whatever the cut
+            if n <= 1:
+                np.matmul(a, w, out=out)
+                return out
             step = -(-a.shape[0] // n)
             cuts = [(a[i:i + step], w[i:i + step], out[i:i + step]) for i in range(0, a.shape[0], step)]
-        else:  # split the rows of every matrix
-            step = -(-M // n)
+        else:
+            # split the rows of every matrix: a BLAS may round a row otherwise in a product of
+            # fewer rows (OpenBLAS's Haswell kernels do), so the rows are cut by the process's
+            # thread count, not by the threads running now (one on a busy machine, or after
+            # numba.set_num_threads(1)): the same bits either way, the cuts run in turn
+            parts = min(_ROW_CUTS, M) if big else 1
+            if parts <= 1:
+                np.matmul(a, w, out=out)
+                return out
+            step = -(-M // parts)
             cuts = [(a[..., i:i + step, :], w, out[..., i:i + step, :]) for i in range(0, M, step)]
+            if n <= 1:
+                for x, y, o in cuts:
+                    np.matmul(x, y, out=o)
+                return out
         # the calling thread multiplies the first part itself (one thread hand-off fewer)
         parts = [_pool.submit(np.matmul, x, y, out=o) for x, y, o in cuts[1:]]
         try:

@@ -267,6 +267,11 @@ def in_threads(fn, n, parallel, *args):
         inbox.put(job)
     job.work()
     job.finished.acquire()   # every part done, whoever took it
+    # a worker that has not woken yet still holds the job in its inbox (a busy machine: the
+    # caller did its parts): let the job hold no array, or the pool would see the result's
+    # buffer still in use and allocate a new one for the next result (no part is claimed
+    # any more, so nothing reads these again)
+    job.fn = job.args = None
     if job.errors:
         raise job.errors[0]
 
