@@ -566,9 +566,13 @@ def tanh_f32(x):
     small = x + x * z * p
     e = exp_f32(a + a)
     large = np.float32(1.0) - np.float32(2.0) / (e + np.float32(1.0))
-    large = np.float32(math.copysign(large, x))
-    small = small if a != 0 else x   # -0.0 + (+0.0) would lose the zero's sign
-    return small if a < np.float32(0.625) else (large if a == a else x)
+    r = small if a < np.float32(0.625) else large
+    # x's sign bit or-ed in: the sign of +-large, and of a zero (-0.0 + +0.0 would lose it);
+    # small has x's sign already. A NaN x comes out of `large` (exp_f32 keeps it) quiet,
+    # with its payload and sign. One select and bit operations, not three selects: with
+    # more, LLVM kept branches and the loop did not vectorise (12-30 ns an element, 1 now)
+    return np.int32(np.float32(r).view(np.int32) | (np.float32(x).view(np.int32) & np.int32(-2147483648))).view(
+        np.float32)
 
 
 @njit(**_poly_opts)
