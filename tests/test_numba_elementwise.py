@@ -519,3 +519,44 @@ def test_emitted_code_runs_in_the_cuda_simulator(t):
     rest = [k for k, (_, c) in enumerate(ops.values()) if c != "exact"]
     if rest:
         _close(got[rest], want[rest], 2e-2 if t == "bf16" else 1e-5, 1e-6, names=[names[k] for k in rest])
+
+
+def test_bf16_carrier_conversions_are_ml_dtypes():
+    """Fused loops compute bf16 in f32; big operands and results go to and from f32 by
+    Numba passes over the bits (cpu.elementwise.bf16_to_f32 / f32_to_bf16), which must
+    give ml_dtypes' astype exactly: every bf16, and f32 specials, NaN payloads, rounding
+    ties and random bit patterns (all 2^32 f32 were checked once, offline)."""
+    import ml_dtypes
+    from xla_explorer.executors.cpu import elementwise as cpu_elementwise
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(bf16)
+    np.testing.assert_array_equal(cpu_elementwise.bf16_to_f32(every).view(np.uint32),
+                                  every.astype(np.float32).view(np.uint32))
+    rng = np.random.default_rng(3)
+    bits = np.concatenate([
+        rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32),
+        np.uint32([0x7F800001, 0x7FC00000, 0xFF800001, 0x7FFF0000, 0x7F80FFFF, 0x7FBFFFFF, 0xFFC12345, 0x3F800000, 0xBF800000,
+                   0x7F800000, 0xFF800000, 0x7F7FFFFF, 0x7F7F8000, 0x00008000, 0x80018000, 0x3F808000,
+                   0x3F818000, 0x3F807FFF, 0x00000001, 0x80000000, 0]),
+        (rng.integers(0, 1 << 16, 20_000, dtype=np.uint64).astype(np.uint32) << 16) | np.uint32(0x8000)])  # ties
+    bits = bits[:bits.size // 7 * 7]
+    f = bits.view(np.float32).reshape(-1, 7)[:, ::-1]   # strided too
+    with np.errstate(invalid="ignore"):
+        want = f.astype(bf16)
+    got = cpu_elementwise.f32_to_bf16(f, bf16)
+    assert got.shape == f.shape and got.dtype == bf16
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("n", [5000, 1 << 19])
+def test_big_bf16_fused_loop_equals_the_reference(n):
+    import ml_dtypes
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    y = rng.standard_normal(n, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    x[:4] = [np.nan, np.inf, -0.0, 1e-40]
+    b = xe.XlaBuilder("bf16_chain")
+    p, q = xe.Parameter(b, 0, xe.Shape("bf16", (n,)), "x"), xe.Parameter(b, 1, xe.Shape("bf16", (n,)), "y")
+    comp = b.build(xe.Mul(xe.Add(p, q), xe.Tanh(p)))
+    got, want = _run_both(comp, x, y)
+    _exact(got, want)

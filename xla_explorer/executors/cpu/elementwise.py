@@ -74,6 +74,7 @@ _register_fallbacks()
 from numba import njit  # noqa: E402
 
 from ... import fpenv  # noqa: E402
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD  # noqa: E402
 
 _opts = dict(cache=True, nogil=True)
 
@@ -143,3 +144,48 @@ def has_nonfinite(*values):
         elif _any_all_ones(v.reshape(-1).view(masks[0]), masks[0](masks[1])):
             return True
     return False
+
+
+# -- bf16 <-> f32, the fused loops' carrier --------------------------------------------------------
+# A fused loop computes bf16 in f32: its bf16 operands are widened and its result narrowed
+# around the loop.  ml_dtypes' astype does each at 1.5-2 ns an element, more than the loop
+# itself (a bf16 add of 4M elements: 7 ms of conversions for 4 ms of loop); these are passes
+# over the bits that vectorise, with ml_dtypes' results: a bf16 is the high half of its f32
+# (all 65,536 checked), and f32 -> bf16 rounds to nearest even, every NaN the quiet NaN
+# 0x7FC0 of its sign.
+
+
+@njit(**_opts)
+def _bf16_to_f32_bits(lo, hi, src, out):
+    s, o = src[lo:hi], out[lo:hi]   # indices from 0 over slices: the loop vectorises (4-5x)
+    for i in range(s.shape[0]):
+        o[i] = np.uint32(s[i]) << np.uint32(16)
+
+
+@njit(**_opts)
+def _f32_to_bf16_bits(lo, hi, src, out):
+    s, o = src[lo:hi], out[lo:hi]
+    for i in range(s.shape[0]):
+        u = s[i]
+        rounded = np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+        nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+        o[i] = np.uint16((u >> np.uint32(16)) & np.uint32(0x8000) | np.uint32(0x7FC0)) if nan else rounded
+
+
+def bf16_to_f32(x):
+    """A bf16 array widened to f32 (flat, contiguous), as ``x.astype(np.float32)``."""
+    from .shape import POOL, in_threads
+    src = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
+    out = POOL.take(src.size * 4).view(np.uint32)
+    in_threads(_bf16_to_f32_bits, src.size, src.size >= MOVE_PARALLEL_THRESHOLD, src, out)
+    return out.view(np.float32)
+
+
+def f32_to_bf16(x, dtype):
+    """An f32 array narrowed to bf16 (``dtype``, ml_dtypes' bfloat16), as ``x.astype(dtype)``:
+    same shape."""
+    from .shape import POOL, in_threads
+    src = np.ascontiguousarray(x).reshape(-1).view(np.uint32)
+    out = POOL.take(src.size * 2).view(np.uint16)
+    in_threads(_f32_to_bf16_bits, src.size, src.size >= MOVE_PARALLEL_THRESHOLD, src, out)
+    return out.view(dtype).reshape(x.shape)
