@@ -472,3 +472,36 @@ def test_prepared_pad_cuts_few_long_rows_and_keeps_interior_rows():
     x = values((3, 9000), "f32", seed=3)
     check(lambda p, v: xe.Pad(p, v, [(2, -1, 2), (-5, 7, 0)]), x, values((), "f32", seed=4))
     check(lambda p, v: xe.Pad(p, v, [(1, 1, 1), (0, 2, 2), (3, -4, 1)]), values((5, 6, 7), "bf16"), values((), "bf16", seed=5))
+
+
+@pytest.mark.parametrize("t", ["pred", "bf16", "f32", "s64"])
+@pytest.mark.parametrize("dims, perm", [
+    ((64, 2048), (1, 0)),         # rows of 2-8 KiB: every width but s64 staged
+    ((2048, 40), (1, 0)),
+    ((100, 75), (1, 0)),          # odd sizes: f32 staged with edges, u8/u16 direct
+    ((131, 4096), (1, 0)),        # staged tiles, register blocks and element-wise edges
+    ((5, 3, 2048), (2, 1, 0)),    # rank 3: rows of tiles over an outer dimension
+    ((3, 200, 136), (0, 2, 1)),
+])
+def test_staged_transposes(dims, perm, t):
+    """Plain transpositions of every width, staged (``shape._staging``: blocks into a
+    small buffer, copied out as runs) or direct, serial and (above the copy threshold)
+    parallel."""
+    from xla_explorer.executors.cpu import shape as cpu_shape
+    check(lambda p: xe.Transpose(p, list(perm)), values(dims, t))
+    itemsize = xe.Shape(t, ()).dtype.itemsize
+    strides = cpu_shape.row_major_strides(dims)
+    out_dims = tuple(dims[p] for p in perm)
+    plan = cpu_shape.plan_copy(out_dims, cpu_shape.row_major_strides(out_dims), tuple(strides[p] for p in perm),
+                               itemsize, 2)
+    assert plan.tile_dim >= 0, plan
+    if itemsize == 4 or (itemsize < 4 and (dims[-1] >= 2048 or dims[0] >= 2048)):
+        assert plan.run > 0, plan        # the staged path is the one these cases exercise
+    if itemsize == 8 or (itemsize < 4 and dims in ((100, 75), (3, 200, 136))):
+        assert plan.run == 0, plan
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_staged_transposes_in_threads():
+    check(lambda p: xe.Transpose(p, [1, 0]), values((512, 256), "f32"))
+    check(lambda p: xe.Transpose(p, [1, 0]), values((1024, 256), "bf16"))
