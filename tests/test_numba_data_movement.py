@@ -505,3 +505,48 @@ def test_staged_transposes(dims, perm, t):
 def test_staged_transposes_in_threads():
     check(lambda p: xe.Transpose(p, [1, 0]), values((512, 256), "f32"))
     check(lambda p: xe.Transpose(p, [1, 0]), values((1024, 256), "bf16"))
+
+
+@pytest.mark.parametrize("t", ["pred", "bf16", "f32", "s64", "c128"])
+@pytest.mark.parametrize("buffered", [False, True])
+def test_column_gathers_with_row_buffers(t, buffered, monkeypatch):
+    """x[:, i] (positions minor in the result): with ``_ROW_BUFFER_FROM = 0`` every operand
+    row a gather reads a span of at most ``_ROW_BUFFER_BYTES`` from is first copied into a
+    buffer (``by_element``); wide, narrow and sparse spans, clamped indices, a minor axis
+    of rank 3, every width, the walk and the run plan (``check`` runs twice), serial and
+    in threads."""
+    if buffered:
+        monkeypatch.setattr(cpu_indexing, "_ROW_BUFFER_FROM", 0)
+    rng = np.random.default_rng(3)
+    for shape, axis, n, lo, hi in [((40, 300), 1, 500, -3, 303),     # the whole row, clamped
+                                   ((40, 300), 1, 100, 120, 250),    # a span inside the row
+                                   ((40, 3000), 1, 20, 0, 3000),     # sparse: not buffered
+                                   ((40, 30), 1, 50, 0, 30),         # a short row: not buffered
+                                   ((5, 7, 200), 2, 150, 10, 190),
+                                   ((3, 200, 7), 1, 90, -5, 210)]:
+        rank = len(shape)
+        dims = dict(offset_dims=[d for d in range(rank) if d != axis], collapsed_slice_dims=[axis],
+                    start_index_map=[axis], index_vector_dim=1,
+                    slice_sizes=[1 if d == axis else shape[d] for d in range(rank)])
+        i = rng.integers(lo, hi, (n, 1)).astype(np.int32)
+        check(lambda p, q: xe.Gather(p, q, **dims), values(shape, t), i)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_column_gathers_with_row_buffers_in_threads(monkeypatch):
+    monkeypatch.setattr(cpu_indexing, "_ROW_BUFFER_FROM", 0)
+    i = np.random.default_rng(4).integers(-3, 520, (700, 1)).astype(np.int64)
+    check(lambda p, q: xe.Gather(p, q, offset_dims=[0], collapsed_slice_dims=[1], start_index_map=[1],
+                                 index_vector_dim=1, slice_sizes=[300, 1]), values((300, 517), "f32"), i)
+
+
+def test_prepared_gather_falls_back_to_the_kernel_for_other_index_types():
+    """The run plan's gather (``_gather_prepare``) takes int32/int64 indices of the static
+    dims; u8 / s16 / u64 indices (huge ones clamped) go through the kernel's own path."""
+    x = values((30, 40), "f32")
+    for dtype in (np.uint8, np.int16, np.uint64, np.int64):
+        i = np.array([[0], [39], [200], [7]], dtype)
+        check(lambda p, q: xe.Gather(p, q, offset_dims=[0], collapsed_slice_dims=[1], start_index_map=[1],
+                                     index_vector_dim=1, slice_sizes=[30, 1]), x, i)
+        check(lambda p, q: xe.Gather(p, q, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
+                                     index_vector_dim=1, slice_sizes=[1, 40]), x, i)
