@@ -693,6 +693,11 @@ def fused_gather_runner(group, mode):
     nb, nw, S, dmap, sl, nrows = plan.nb, plan.nb * plan.nrows, plan.S, plan.dmap, plan.sl, plan.nrows
     kernel = {"elements": module.elems_par if parallel else module.elems,
               "slices": module.slices_par if parallel else module.slices}.get(how)
+    if how == "minor":   # where each position's slice lands: static, decided once
+        do = np.empty(nb, np.int64)
+        _destinations(do, dmap)
+        ne = product(sl[0])
+        runs = nb == 1 or bool(np.all(np.diff(do) == 1))
 
     def run(values):
         ins = []
@@ -713,11 +718,8 @@ def fused_gather_runner(group, mode):
             else:
                 kernel(0, nw, out, src, *ins, *static, S, dmap, sl, nrows)
         else:
-            so, do = np.empty(nb, np.int64), np.empty(nb, np.int64)
+            so = np.empty(nb, np.int64)
             module.offsets(nb, so, *ins, *static)
-            _destinations(do, dmap)
-            ne = int(np.prod(sl[0]))
-            runs = nb == 1 or bool(np.all(np.diff(do) == 1))
             in_threads(by_element, ne, parallel and ne > 1, out, src, so, do, sl, runs, _ROW_BUFFER_FROM)
         return as_result(out, shape)
     return run
