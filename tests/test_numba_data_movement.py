@@ -550,3 +550,17 @@ def test_prepared_gather_falls_back_to_the_kernel_for_other_index_types():
                                      index_vector_dim=1, slice_sizes=[30, 1]), x, i)
         check(lambda p, q: xe.Gather(p, q, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
                                      index_vector_dim=1, slice_sizes=[1, 40]), x, i)
+
+
+@pytest.mark.parametrize("dims", [(7, 200, 64), (5, 300, 16), (9, 70, 128), (70, 9, 3), (4, 130, 2, 32)])
+@pytest.mark.parametrize("t", ["bf16", "f32", "s64"])
+def test_row_tiled_transposes(dims, t):
+    """Short rows that keep their place ([a, b, L] -> [b, a, L]): walked in tiles of up to
+    4 KiB of source-neighbour rows (``CopyPlan.row_tile``), the last tile short."""
+    perm = [1, 0] + list(range(2, len(dims)))
+    check(lambda p: xe.Transpose(p, perm), values(dims, t))
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_row_tiled_transposes_in_threads():
+    check(lambda p: xe.Transpose(p, [1, 0, 2]), values((300, 70, 64), "f32"))
