@@ -18,7 +18,9 @@ reverse negates them, a slice multiplies them.  ``plan_copy`` first merges dimen
 that are contiguous on both sides and drops size-1 dimensions, so a plain copy is one
 run, and a transposed copy is walked in tiles (``_tile_row``) so that both the reads and
 the writes stay within a few cache lines per tile, a plain one transposed in registers
-(``_block_transpose``: vector loads, shuffles, vector stores).
+(``_block_transpose``: vector loads, shuffles, vector stores), for f32 (and for narrower
+words whose rows share cache sets) into a small buffer whose rows are copied out as runs
+(``_staging``: rows a power of two of lines apart otherwise map a block onto one set).
 
 ``broadcast`` and ``iota`` have no kernel here: the fusion plan makes every one of them a
 fused loop (a lone one is a one-member loop group), so the executor never asks for one.
