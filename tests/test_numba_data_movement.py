@@ -511,3 +511,98 @@ def test_prepared_pad_cuts_few_long_rows_and_keeps_interior_rows():
     x = values((3, 9000), "f32", seed=3)
     check(lambda p, v: xe.Pad(p, v, [(2, -1, 2), (-5, 7, 0)]), x, values((), "f32", seed=4))
     check(lambda p, v: xe.Pad(p, v, [(1, 1, 1), (0, 2, 2), (3, -4, 1)]), values((5, 6, 7), "bf16"), values((), "bf16", seed=5))
+
+
+@pytest.mark.parametrize("t", ["pred", "bf16", "f32", "s64"])
+@pytest.mark.parametrize("dims, perm", [
+    ((64, 2048), (1, 0)),         # rows of 2-8 KiB: every width but s64 staged
+    ((2048, 40), (1, 0)),
+    ((100, 75), (1, 0)),          # odd sizes: f32 staged with edges, u8/u16 direct
+    ((131, 4096), (1, 0)),        # staged tiles, register blocks and element-wise edges
+    ((40, 3, 512), (2, 1, 0)),    # rank 3: rows of tiles over an outer dimension
+    ((16, 40), (1, 0)),           # result rows under 32 elements: direct
+    ((3, 200, 136), (0, 2, 1)),
+])
+def test_staged_transposes(dims, perm, t):
+    """Plain transpositions of every width, staged (``shape._staging``: blocks into a
+    small buffer, copied out as runs) or direct, serial and (above the copy threshold)
+    parallel."""
+    from xla_explorer.executors.cpu import shape as cpu_shape
+    check(lambda p: xe.Transpose(p, list(perm)), values(dims, t))
+    itemsize = xe.Shape(t, ()).dtype.itemsize
+    strides = cpu_shape.row_major_strides(dims)
+    out_dims = tuple(dims[p] for p in perm)
+    plan = cpu_shape.plan_copy(out_dims, cpu_shape.row_major_strides(out_dims), tuple(strides[p] for p in perm),
+                               itemsize, 2)
+    assert plan.tile_dim >= 0, plan
+    if dims == (16, 40):
+        assert plan.run == 0, plan
+    elif itemsize == 4 or (itemsize < 4 and (dims[-1] >= 2048 or dims[0] >= 2048)):
+        assert plan.run > 0, plan        # the staged path is the one these cases exercise
+    if itemsize == 8 or (itemsize < 4 and dims in ((100, 75), (3, 200, 136))):
+        assert plan.run == 0, plan
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_staged_transposes_in_threads():
+    check(lambda p: xe.Transpose(p, [1, 0]), values((512, 256), "f32"))
+    check(lambda p: xe.Transpose(p, [1, 0]), values((1024, 256), "bf16"))
+
+
+@pytest.mark.parametrize("t", ["pred", "bf16", "f32", "s64", "c128"])
+@pytest.mark.parametrize("buffered", [False, True])
+def test_column_gathers_with_row_buffers(t, buffered, monkeypatch):
+    """x[:, i] (positions minor in the result): with ``_ROW_BUFFER_FROM = 0`` every operand
+    row a gather reads a span of at most ``_ROW_BUFFER_BYTES`` from is first copied into a
+    buffer (``by_element``); wide, narrow and sparse spans, clamped indices, a minor axis
+    of rank 3, every width, the walk and the run plan (``check`` runs twice), serial and
+    in threads."""
+    if buffered:
+        monkeypatch.setattr(cpu_indexing, "_ROW_BUFFER_FROM", 0)
+    rng = np.random.default_rng(3)
+    for shape, axis, n, lo, hi in [((40, 300), 1, 500, -3, 303),     # the whole row, clamped
+                                   ((40, 300), 1, 100, 120, 250),    # a span inside the row
+                                   ((40, 3000), 1, 20, 0, 3000),     # sparse: not buffered
+                                   ((40, 30), 1, 50, 0, 30),         # a short row: not buffered
+                                   ((5, 7, 200), 2, 150, 10, 190),
+                                   ((3, 200, 7), 1, 90, -5, 210)]:
+        rank = len(shape)
+        dims = dict(offset_dims=[d for d in range(rank) if d != axis], collapsed_slice_dims=[axis],
+                    start_index_map=[axis], index_vector_dim=1,
+                    slice_sizes=[1 if d == axis else shape[d] for d in range(rank)])
+        i = rng.integers(lo, hi, (n, 1)).astype(np.int32)
+        check(lambda p, q: xe.Gather(p, q, **dims), values(shape, t), i)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_column_gathers_with_row_buffers_in_threads(monkeypatch):
+    monkeypatch.setattr(cpu_indexing, "_ROW_BUFFER_FROM", 0)
+    i = np.random.default_rng(4).integers(-3, 520, (700, 1)).astype(np.int64)
+    check(lambda p, q: xe.Gather(p, q, offset_dims=[0], collapsed_slice_dims=[1], start_index_map=[1],
+                                 index_vector_dim=1, slice_sizes=[300, 1]), values((300, 517), "f32"), i)
+
+
+def test_prepared_gather_falls_back_to_the_kernel_for_other_index_types():
+    """The run plan's gather (``_gather_prepare``) takes int32/int64 indices of the static
+    dims; u8 / s16 / u64 indices (huge ones clamped) go through the kernel's own path."""
+    x = values((30, 40), "f32")
+    for dtype in (np.uint8, np.int16, np.uint64, np.int64):
+        i = np.array([[0], [39], [200], [7]], dtype)
+        check(lambda p, q: xe.Gather(p, q, offset_dims=[0], collapsed_slice_dims=[1], start_index_map=[1],
+                                     index_vector_dim=1, slice_sizes=[30, 1]), x, i)
+        check(lambda p, q: xe.Gather(p, q, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
+                                     index_vector_dim=1, slice_sizes=[1, 40]), x, i)
+
+
+@pytest.mark.parametrize("dims", [(7, 200, 64), (5, 300, 16), (9, 70, 128), (70, 9, 3), (4, 130, 2, 32)])
+@pytest.mark.parametrize("t", ["bf16", "f32", "s64"])
+def test_row_tiled_transposes(dims, t):
+    """Short rows that keep their place ([a, b, L] -> [b, a, L]): walked in tiles of up to
+    4 KiB of source-neighbour rows (``CopyPlan.row_tile``), the last tile short."""
+    perm = [1, 0] + list(range(2, len(dims)))
+    check(lambda p: xe.Transpose(p, perm), values(dims, t))
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_row_tiled_transposes_in_threads():
+    check(lambda p: xe.Transpose(p, [1, 0, 2]), values((300, 70, 64), "f32"))

@@ -18,7 +18,9 @@ reverse negates them, a slice multiplies them.  ``plan_copy`` first merges dimen
 that are contiguous on both sides and drops size-1 dimensions, so a plain copy is one
 run, and a transposed copy is walked in tiles (``_tile_row``) so that both the reads and
 the writes stay within a few cache lines per tile, a plain one transposed in registers
-(``_block_transpose``: vector loads, shuffles, vector stores).
+(``_block_transpose``: vector loads, shuffles, vector stores), for f32 (and for narrower
+words whose rows share cache sets) into a small buffer whose rows are copied out as runs
+(``_staging``: rows a power of two of lines apart otherwise map a block onto one set).
 
 ``broadcast`` and ``iota`` have no kernel here: the fusion plan makes every one of them a
 fused loop (a lone one is a one-member loop group), so the executor never asks for one.
@@ -298,12 +300,12 @@ class CopyPlan:
     with the way to walk it: rows of the last dimension (``chunk`` elements per work item)
     or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
 
-    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile")
+    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "vb", "run")
 
     def __repr__(self):
         return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
                 f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk}, "
-                f"row_tile={self.row_tile})")
+                f"row_tile={self.row_tile}, vb={self.vb}, run={self.run})")
 
 
 def merge_dims(dims, *strides):
@@ -324,6 +326,45 @@ def merge_dims(dims, *strides):
     return tuple(n for n, _ in out), [tuple(st[k] for _, st in out) for k in range(len(strides))]
 
 
+#: element width -> (tile, register block, run) of a staged transposition (``_tile_staged``)
+_STAGED = {1: (128, 16, 256), 2: (64, 16, 128), 4: (32, 8, 128)}
+
+
+def _sets(stride, rows):
+    """How many of the L1 cache's 64 sets (of 64-byte lines; bits 6-11 of an address) the
+    starts of ``rows`` rows ``stride`` bytes apart fall into."""
+    return len({(k * stride >> 6) & 63 for k in range(rows)})
+
+
+def _staging(plan, itemsize, src_row, dst_row, run):
+    """Whether a plain transposition (unit steps along the source's and the result's
+    contiguous dimensions; rows ``src_row`` and ``dst_row`` elements apart) goes through a
+    small buffer (``_tile_staged``), and with which tile.
+
+    A register block reads ``vb`` source rows at one column and writes ``vb`` result rows
+    at one column: when the rows are a power of two of cache lines apart (a 1024 x 1024
+    f32 matrix: 4 KiB), all of them fall into one set of the 8-way L1 cache, and the
+    block's 16 lines evict one another before the neighbouring block reads (or completes)
+    the rest of them: a 1024^2 f32 transposition took 0.58-0.70 ms against 0.27-0.33 for
+    1008^2 or rows padded to 1040 (one thread, load 2-3).  Staged, a tile's blocks are
+    transposed into a buffer whose rows are ``run`` elements long (apart by a few lines:
+    no two of a block's rows in one set) and the buffer's rows are then copied out as runs
+    of ``run`` elements: 1024^2 f32 0.28-0.35 ms.  For f32 (8 x 8 blocks, half lines: a
+    block's 8 source rows fit the 8 ways) it is as fast or faster at every size measured
+    (256^2 0.86x, 1008^2 0.96x, 2896^2 0.7x); for u8 / u16 only where rows do share sets
+    (elsewhere it cost 1.1-1.5x); u64 and wider blocks (8 rows of whole lines) do not
+    conflict and stay direct; so do results whose rows are shorter than 32 elements (``run``:
+    runs of 8-16 copied out of the buffer cost more than they save: f32[8, 131072].T
+    1.3-1.4x, f32[16, 65536].T 1.1-1.2x)."""
+    staged = _STAGED.get(itemsize)
+    if staged is None or run < 32:
+        return
+    rows = 16
+    if itemsize != 4 and _sets(src_row * itemsize, rows) == rows and _sets(dst_row * itemsize, rows) == rows:
+        return
+    plan.tile, plan.vb, plan.run = staged
+
+
 @functools.lru_cache(maxsize=4096)
 def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
     """The CopyPlan of a loop nest (all arguments tuples/ints, so that it can be cached)."""
@@ -334,7 +375,7 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
     plan.sstr = np.array(sstr, np.int64)
     plan.n = product(mdims)
     r = len(mdims)
-    plan.tile_dim, plan.tile = -1, 0
+    plan.tile_dim, plan.tile, plan.vb, plan.run = -1, 0, 0, 0
     # the last dimension is read with a large stride, another one is (nearly) contiguous in
     # the source: a transposition, walked in tiles
     if r >= 2 and abs(sstr[-1]) > 1 and abs(dstr[-1]) <= 1 and mdims[-1] >= 4:
@@ -342,17 +383,23 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
         if abs(sstr[a]) < abs(sstr[-1]) and mdims[a] >= 4:
             plan.tile_dim = a
             plan.tile = {1: 128, 2: 64, 4: 64}.get(itemsize, 32)
+            plan.vb = 16 if itemsize == 4 else 8   # register blocks of whole lines for f32
+            if sstr[a] == 1 and dstr[-1] == 1:
+                _staging(plan, itemsize, abs(sstr[-1]), abs(dstr[a]), mdims[-1])
     # short rows contiguous on both sides, the rows before them in another order in the
     # source (a transposition of blocks: [a, b, 64] -> [b, a, 64]): walked in tiles of
-    # ``row_tile`` source-neighbour rows, so that the reads are runs of about 1 KiB too
+    # ``row_tile`` source-neighbour rows, so that the reads are runs of about 4 KiB too
     # (rows one by one in the result's order: 0.32 ms for 4 MiB of rows of 64 f32; tiles
-    # of 4 rows 0.12 ms, NumPy's plain copy 0.09 ms)
+    # of 4 rows 0.12 ms, NumPy's plain copy 0.09 ms; runs of 4 KiB rather than 1 KiB, load
+    # 4, one thread: rows of 128 f32 0.22 -> 0.19 ms at 4 MiB, 15.0 -> 9.0 at 32 MiB; of
+    # 32 f32 0.28 -> 0.24 at 4 MiB; of 64 f32, two threads, 0.26 -> 0.23), fewer where
+    # that would leave under four work items per thread
     plan.row_tile = 0
     if r >= 3 and sstr[-1] == 1 and dstr[-1] == 1 and mdims[-1] * itemsize <= 512:
         a = min(range(r - 1), key=lambda d: abs(sstr[d]))
         if a != r - 2 and abs(sstr[a]) == mdims[-1] and abs(sstr[a]) < abs(sstr[r - 2]) and mdims[a] >= 2:
             plan.tile_dim = a
-            plan.row_tile = max(2, min(16, 1024 // (mdims[-1] * itemsize)))
+            plan.row_tile = max(2, min(64, 4096 // (mdims[-1] * itemsize), mdims[a] // (4 * nthreads)))
     rows = plan.n // mdims[-1]
     plan.chunk = mdims[-1]
     if rows < 4 * nthreads and mdims[-1] >= 8192:
@@ -593,12 +640,49 @@ def _outer_bases(outer, last, a, dims, dstr, sstr, dbase, sbase):
     return do, so
 
 
+@njit(inline="always", **_opts)
+def _block(dst, do, dstride, src, so, sstride, vb):
+    if vb == 16:
+        _transpose16(dst, do, dstride, src, so, sstride)
+    else:
+        _transpose8(dst, do, dstride, src, so, sstride)
+
+
+@njit(inline="always", **_opts)
+def _tile_staged(dst, do, da, src, so, ss, ni, nj, buf, run, vb):
+    """The ``ni`` x ``nj`` tile ``dst[do + i * da + j] = src[so + j * ss + i]`` (a plain
+    transposition) through ``buf``, ``run`` columns of it at a time: ``vb`` x ``vb``
+    register blocks (element by element along the edges) write the transposed part into
+    ``buf`` (row i at ``i * run``), whose rows are then copied out to the result's rows
+    (see ``_staging``)."""
+    fi = ni - ni % vb
+    for j0 in range(0, nj, run):
+        mj = min(run, nj - j0)
+        fj = mj - mj % vb
+        s0 = so + j0 * ss
+        for j in range(0, fj, vb):
+            for i in range(0, fi, vb):
+                _block(buf, i * run + j, run, src, s0 + j * ss + i, ss, vb)
+        for i in range(fi, ni):   # the rows below the blocks
+            for j in range(mj):
+                buf[uint64(i * run + j)] = src[uint64(s0 + j * ss + i)]
+        for i in range(fi):       # and the columns right of them
+            for j in range(fj, mj):
+                buf[uint64(i * run + j)] = src[uint64(s0 + j * ss + i)]
+        for i in range(ni):
+            o = do + i * da + j0
+            b = i * run
+            for j in range(mj):
+                dst[uint64(o + j)] = buf[uint64(b + j)]
+
+
 @njit(**_opts)
-def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb):
+def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb, run):
     """Row of tiles ``w``: the other dimensions' index and the tile's place along ``a``;
-    then every tile along the last dimension: register blocks (``_tile_vec``) when both
-    contiguous sides have unit steps, otherwise through ``buf``: read the source along
-    ``a`` (contiguous there), write the result along the last dimension (contiguous)."""
+    then every tile along the last dimension: register blocks when both contiguous sides
+    have unit steps (through ``buf`` when ``run``: ``_tile_staged``; else straight into
+    the result: ``_tile_vec``), otherwise through ``buf``: read the source along ``a``
+    (contiguous there), write the result along the last dimension (contiguous)."""
     r = dims.shape[0]
     outer = w // na
     ta = w - outer * na
@@ -610,7 +694,10 @@ def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb)
     if sa == 1 and ds == 1:
         # a plain transposition (unit steps on both contiguous sides): register blocks
         # over the whole row of tiles
-        _tile_vec(dst, do + i0 * da, da, src, so + i0, ss, ni, dims[r - 1], vb)
+        if run:
+            _tile_staged(dst, do + i0 * da, da, src, so + i0, ss, ni, dims[r - 1], buf, run, vb)
+        else:
+            _tile_vec(dst, do + i0 * da, da, src, so + i0, ss, ni, dims[r - 1], vb)
         return
     for j0 in range(0, dims[r - 1], tile):
         nj = min(dims[r - 1], j0 + tile) - j0
@@ -625,16 +712,16 @@ def _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb)
 
 
 @njit(**_opts)
-def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, vb):
+def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, vb, run):
     """Rows of tiles [w0, w1): ``tile`` x ``tile`` blocks of dimension ``a`` and the last
     one.  A transposition reads a column of the source and writes a row of the result; a
     block copied through a small buffer reads whole cache lines of the source and writes
     whole lines of the result (a power-of-two row length would otherwise map a column's
     lines onto a few cache sets)."""
     na = (dims[a] + tile - 1) // tile
-    buf = np.empty(tile * tile, dst.dtype)
+    buf = np.empty(tile * max(tile, run), dst.dtype)
     for w in range(w0, w1):
-        _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb)
+        _tile_row(w, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, na, buf, vb, run)
 
 
 @njit(**_opts)
@@ -674,9 +761,8 @@ def run_copy(plan, dst, dbase, src, sbase):
     if plan.tile:
         a, tile = plan.tile_dim, plan.tile
         items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
-        vb = 16 if dst.dtype.itemsize == 4 else 8   # register blocks of whole lines for f32
         in_threads(_tiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile,
-                   vb)
+                   plan.vb, plan.run)
     elif plan.row_tile:
         a, tile = plan.tile_dim, plan.row_tile
         items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
@@ -723,12 +809,9 @@ def serial_copy(plan):
     if plan.tile:
         a, tile = plan.tile_dim, plan.tile
         items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
-        dims, dstr, sstr = plan.dims, plan.dstr, plan.sstr
-
-        def run(dst, dbase, src, sbase):
-            vb = 16 if dst.dtype.itemsize == 4 else 8
-            _tiles_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, vb)
-        return run
+        dims, dstr, sstr, vb, stage = plan.dims, plan.dstr, plan.sstr, plan.vb, plan.run
+        return lambda dst, dbase, src, sbase: _tiles_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, a,
+                                                           tile, vb, stage)
     if plan.row_tile:
         a, tile = plan.tile_dim, plan.row_tile
         items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
