@@ -268,22 +268,26 @@ def test_gather_along_a_minor_axis(shape, axis, t):
 
 # -- flushing denormals around kernels, by a scan of the bits ----------------------------------
 
+@pytest.mark.parametrize("n", [1000, 1 << 21])   # the big one is scanned in threads
 @pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "c128"])
-def test_flush_denormals_is_fpenv_flush(t):
+def test_flush_denormals_is_fpenv_flush(t, n, monkeypatch):
     from xla_explorer import fpenv
+    from xla_explorer.executors.cpu import elementwise
     from xla_explorer.executors.cpu.elementwise import flush_denormals
+    monkeypatch.setattr(elementwise, "_PARALLEL_SCAN_BYTES", 1 << 20)
     dt = xe.Shape(t, ()).dtype
     part = np.float64 if t in ("f64", "c128") else np.float32
     tiny = float(np.finfo(part).tiny)
-    x = RNG.normal(size=1000).astype(dt)
+    x = RNG.normal(size=n).astype(dt)
     assert flush_denormals(x) is x  # nothing to flush: the value itself
     parts = x.view(part) if t != "bf16" else None
+    step = 97 if n < 1 << 20 else 400_009   # a big array: a few denormals, far apart
     if parts is not None:
-        parts[::97] = tiny / 3
-        parts[5::131] = -tiny / 7
+        parts[::step] = tiny / 3
+        parts[5::step + 34] = -tiny / 7
     else:
-        x[::97] = dt.type(tiny / 3)
-        x[5::131] = dt.type(-tiny / 7)
+        x[::step] = dt.type(tiny / 3)
+        x[5::step + 34] = dt.type(-tiny / 7)
     got, want = flush_denormals(x), fpenv.flush(x)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))

@@ -89,6 +89,18 @@ def _any_denormal(bits, exponent, mantissa):
 
 
 @njit(**_opts)
+def _any_denormal_part(lo, hi, bits, exponent, mantissa, found):
+    """``_any_denormal`` of ``bits[lo:hi]``, for ``in_threads``: sets ``found[0]``."""
+    if _any_denormal(bits[lo:hi], exponent, mantissa):
+        found[0] = 1
+
+
+#: operands of this many bytes or more are scanned by both threads: a dot's 16 MiB matrix
+#: took 0.85 ms to scan in one thread, more than the product it was scanned for (0.4 ms)
+_PARALLEL_SCAN_BYTES = 1 << 22
+
+
+@njit(**_opts)
 def _flush_bits(bits, exponent, sign, out):
     for i in range(bits.shape[0]):
         b = bits[i]
@@ -116,7 +128,13 @@ def flush_denormals(x):
         return fpenv.flush(x)
     word, exponent, mantissa, sign = masks
     bits = x.reshape(-1).view(word)
-    if not _any_denormal(bits, word(exponent), word(mantissa)):
+    if x.nbytes >= _PARALLEL_SCAN_BYTES:
+        from .shape import in_threads
+        found = np.zeros(1, np.uint8)
+        in_threads(_any_denormal_part, bits.size, True, bits, word(exponent), word(mantissa), found)
+        if not found[0]:
+            return x
+    elif not _any_denormal(bits, word(exponent), word(mantissa)):
         return x
     out = np.empty_like(bits)
     _flush_bits(bits, word(exponent), word(sign), out)
