@@ -108,6 +108,17 @@ class CpuBackend:
         if group.kind == "gather":   # a gather with its start indices' computation
             runner = runners[mode] = cpu.indexing.fused_gather_runner(group, mode)
             return runner
+        if group.root.shape.is_array and group.root.shape.rank == 0:
+            # integer / pred scalars (dynamic-update-slice's clamps): a Python function, no loop
+            from .cpu.scalar_group import scalar_runner
+            runner = scalar_runner(group)
+            if runner is not None:
+                runners[mode] = runner
+                return runner
+        runner = _view_runner(group)
+        if runner is not None:
+            runners[mode] = runner
+            return runner
         src, compiled, static = cpu.fused.compile_loop(group)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
@@ -146,6 +157,30 @@ class CpuBackend:
             return out
         runners[mode] = runner
         return runner
+
+
+def _view_runner(group):
+    """A group that is one broadcast adding or removing size-1 dimensions only (JAX's
+    ``f32[256] -> f32[256,1]`` around a softmax's row reductions): the same elements in
+    the same order, so its value is the operand's C-contiguous array seen with the
+    result's dims (what the reshape kernel returns), not a copy by a loop; None otherwise."""
+    root = group.root
+    if group.members != [root] or root.opcode != "broadcast" or not root.shape.is_array \
+            or not root.shape.is_static:
+        return None
+    (x,) = root.operands
+    mapping = list(root.attrs["broadcast_dimensions"])
+    if not x.shape.is_array or not x.shape.is_static or x.shape.numel != root.shape.numel \
+            or mapping != sorted(set(mapping)) or x.shape.dtype != root.shape.dtype:
+        return None
+    dims, dtype = tuple(root.shape.dims), np.dtype(root.shape.dtype)
+
+    def view(values):
+        v = values[0]
+        if type(v) is np.ndarray and v.dtype == dtype and v.flags.c_contiguous:
+            return v.reshape(dims)
+        return np.array(v, dtype, order="C").reshape(dims)
+    return view
 
 
 def run_substeps(group, values, backend):
@@ -631,12 +666,23 @@ def _op_step(inst, backend, clean):
     mask = tuple(mask) if any(mask) else None
     # a kernel's ``prepare`` hook (cpu/shape.py): its Python set-up decided once for the
     # step's static shapes and attributes; a function of the operand values, or None
+    # (``prepare_regions``: its computations are bound without a run context, so that the
+    # hook can recognise a standard combiner; its prepared function never calls them.
+    # The denormal rule stays the step's: marked operands flushed before the prepared
+    # function, or by it (``flushes_operands``: ``flush=`` the mask), its result after.)
     prepare = getattr(kernel, "prepare", None)
     fast = None
-    if prepare is not None and kwargs is not None and not needs_ctx and mask is None and not flush_result \
+    pkw = kwargs
+    if prepare is not None and kwargs is None and getattr(kernel, "prepare_regions", False):
+        pkw = bind(inst.attrs, None, backend)
+    flushes = getattr(kernel, "flushes_operands", False)
+    if prepare is not None and pkw is not None and not needs_ctx \
+            and (mask is None and not flush_result or getattr(kernel, "prepare_flushing", False)) \
             and all(o.shape.is_array and o.shape.is_static for o in inst.operands):
-        fast = prepare([o.shape for o in inst.operands], shape=shape, **kwargs)
-    if fast is not None:
+        if mask is not None and flushes:
+            pkw = dict(pkw, flush=mask)
+        fast = prepare([o.shape for o in inst.operands], shape=shape, **pkw)
+    if fast is not None and mask is None and not flush_result:
         def prepared_step(values, ctx, backend):
             if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
                 return run_op(inst, values, ctx, backend, clean)
@@ -645,6 +691,20 @@ def _op_step(inst, backend, clean):
             except Exception as e:
                 _raise_named(e, opdef, inst, backend)
         return prepared_step, _SIZES[inst]
+    if fast is not None:
+        pre = None if mask is None or flushes else mask
+
+        def prepared_flushing_step(values, ctx, backend):
+            if table.get(op) is not kernel:
+                return run_op(inst, values, ctx, backend, clean)
+            if pre is not None:
+                values = [backend.flush(v) if m else v for v, m in zip(values, pre)]
+            try:
+                out = fast(*values)
+            except Exception as e:
+                _raise_named(e, opdef, inst, backend)
+            return backend.flush(out) if flush_result else out
+        return prepared_flushing_step, _SIZES[inst]
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code

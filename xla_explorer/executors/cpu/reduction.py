@@ -2212,6 +2212,116 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
 #: the executor passes its denormal rule's mask as ``flush=`` instead of flushing first
 reduce_window_kernel.flushes_operands = True
 
+
+# -- prepared reduce and reduce-window (``numba_executor._op_step``) ----------------------------
+#
+# A run plan's step of a reduce or reduce-window with a standard combiner decides once what
+# the kernel decides in Python on every run from the static shapes and attributes (the
+# combiner's code, the window's attributes and geometry, the separable passes, the reduced
+# groups, threads or not): a 256 KiB pooling spent about as long there as in its passes.
+# The init value stays a run-time value; the denormal mask arrives as ``flush=`` (the
+# kernels' own handling of it, as below); anything else -- other operand values, a region
+# that is not one op, tuples, narrow floats and pred (their carriers) -- is the kernel's.
+
+def _plain_carrier(t):
+    """Whether values of XLA type ``t`` are their own carrier (no conversion in or out)."""
+    return t not in _NARROW and t != "pred" and _kind(t) is not None
+
+
+def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensions, window_strides, padding,
+                           base_dilations=None, window_dilations=None, flush=()):
+    if shape.is_tuple or len(operand_shapes) != 2 or not shape.is_static:
+        return None
+    xs = operand_shapes[0]
+    t = shape.element_type
+    code = _standard_code(computation, t)
+    if code is None or xs.element_type != t or not _plain_carrier(t) or not xs.dims or xs.numel == 0 \
+            or shape.numel == 0:
+        return None
+    in_dims, out_dims = tuple(xs.dims), tuple(shape.dims)
+    wd, ws, pad, bd, wdl = spec._window_attrs("ReduceWindow", in_dims, window_dimensions, window_strides,
+                                              padding, base_dilations, window_dilations)
+    nout, C, odims, geo, maxwin, ncell = _window_geometry(in_dims, out_dims, wd, ws, pad, bd, wdl, True)
+    dtype = np.dtype(shape.dtype)
+    kw = dict(shape=shape, computation=computation, window_dimensions=window_dimensions,
+              window_strides=window_strides, padding=padding, base_dilations=base_dilations,
+              window_dilations=window_dilations, flush=flush)
+    marks = tuple(bool(m) for m in flush) if any(flush) else None
+    if C < _VECTOR_BLOCK or max(wd) >= _SLIDING_MIN:
+        args = (tuple(wd), tuple(ws), tuple(map(tuple, pad)), tuple(bd), tuple(wdl))
+        items, item_in, item_out, passes, scratch = separable_plan(in_dims, out_dims, *args)
+        ident = _identity(code, dtype)
+        ident_bytes = ident.tobytes()
+        work = product(in_dims) * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
+        if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) for g in passes):
+            return None   # in threads, or sliding passes: the kernel's own way
+
+        def compute(x, init, out):   # reduce_window_separable's serial path
+            _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
+                       ident_bytes != init.tobytes(), False)
+    else:
+        chunks = 2 if nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1 else 1
+
+        def compute(x, init, out):
+            reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out)
+    n_out, scalar = nout * C, dtype.type
+
+    def run(operand, init_value):
+        if marks is not None:
+            operand, init_value = [_flushed(v) if m else v for v, m in zip((operand, init_value), marks)]
+        if type(operand) is not np.ndarray or operand.dtype != dtype or operand.shape != in_dims \
+                or not operand.flags.c_contiguous:
+            return reduce_window_kernel(operand, init_value, **dict(kw, flush=()))
+        init = scalar(np.asarray(init_value, dtype)[()])
+        out = empty(n_out, dtype)
+        compute(operand.reshape(-1), init, out)
+        return out.reshape(out_dims)
+    return run
+
+
+reduce_window_kernel.prepare = _reduce_window_prepare
+
+
+def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=()):
+    if shape.is_tuple or len(operand_shapes) != 2 or not shape.is_static:
+        return None
+    xs = operand_shapes[0]
+    t = shape.element_type
+    code = _standard_code(computation, t)
+    if code is None or xs.element_type != t or not _plain_carrier(t) or xs.numel == 0 or shape.numel == 0:
+        return None
+    dims, result_dims = tuple(xs.dims), tuple(shape.dims)
+    reduced = tuple(sorted(int(d) for d in dimensions))
+    if product([dims[d] for d in reduced]) == 0:
+        return None
+    dtype = np.dtype(shape.dtype)
+    scalar = dtype.type
+    checked = t in ("f32", "f64") and code == ADD
+    tiny = fpenv.TINY[t] if checked and flush and flush[0] else None
+    # as the kernel: a checked sum's operand is flushed only if its pass met a denormal
+    marks = tuple(bool(m) and not (k == 0 and checked) for k, m in enumerate(flush)) if any(flush) else None
+
+    def run(operand, init_value):
+        x, init_v = operand, init_value
+        if marks is not None:
+            x, init_v = [_flushed(v) if m else v for v, m in zip((operand, init_value), marks)]
+        if type(x) is not np.ndarray or x.dtype != dtype or x.shape != dims:
+            return reduce_kernel(operand, init_value, shape=shape, computation=computation, dimensions=dimensions,
+                                 flush=flush)
+        init = scalar(np.asarray(init_v, dtype)[()])
+        flat = _reduce_standard(contiguous(x), dims, reduced, code, init, tiny)
+        if flat is None:  # a denormal in the operand (rare): flushed, reduced again
+            flat = _reduce_standard(contiguous(flush_denormals(x)), dims, reduced, code, init)
+        return flat.reshape(result_dims)
+    return run
+
+
+reduce_kernel.prepare = _reduce_prepare
+reduce_kernel.prepare_regions = True
+reduce_kernel.prepare_flushing = True
+reduce_window_kernel.prepare_regions = True
+reduce_window_kernel.prepare_flushing = True
+
 # ---------------------------------------------------------------------------------------
 # SelectAndScatter: pass 1 picks one operand element per window (parallel over windows),
 # pass 2 applies the source values in source order (serial: the reference's order)

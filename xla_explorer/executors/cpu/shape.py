@@ -35,7 +35,7 @@ from numba import njit, types, uint64
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
+from ..numba_setup import MOVE_PARALLEL_THRESHOLD, get_threads, numba
 from . import kernel
 
 numba()  # configure numba (threading layer) before the first compile
@@ -178,7 +178,7 @@ def as_result(flat, shape):
 
 
 def threads():
-    return numba().get_num_threads()
+    return get_threads()
 
 
 class _Job:
@@ -908,10 +908,46 @@ def reshape(operand, *, shape, new_sizes):
     return np.reshape(np.ascontiguousarray(operand), shape.dims)
 
 
+def _reshape_prepare(operand_shapes, *, shape, **attrs):
+    """A run plan's reshape: the C-contiguous operand of its static dtype seen with the
+    result's dims (what the kernel returns), without the kernel call's Python steps."""
+    xs = operand_shapes[0]
+    if not (shape.is_array and shape.is_static) or np.dtype(xs.dtype) != np.dtype(shape.dtype):
+        return None
+    dims, dtype = tuple(shape.dims), np.dtype(shape.dtype)
+
+    def run(operand):
+        if type(operand) is np.ndarray and operand.dtype == dtype and operand.flags.c_contiguous:
+            return operand.reshape(dims)
+        return reshape(operand, shape=shape, **attrs)
+    return run
+
+
+reshape.prepare = _reshape_prepare
+
+
 @kernel("bitcast", note="view (no copy)")
 def bitcast(operand, *, shape):
     from ...ops.shape import bitcast_view
     return bitcast_view(operand, shape)
+
+
+def _bitcast_prepare(operand_shapes, *, shape, **attrs):
+    """A same-dtype bitcast prepared as the reshape is (another dtype: the kernel's view)."""
+    xs = operand_shapes[0]
+    if not (shape.is_array and shape.is_static) or np.dtype(xs.dtype) != np.dtype(shape.dtype) \
+            or xs.numel != shape.numel:
+        return None
+    dims, dtype = tuple(shape.dims), np.dtype(shape.dtype)
+
+    def run(operand):
+        if type(operand) is np.ndarray and operand.dtype == dtype and operand.flags.c_contiguous:
+            return operand.reshape(dims)
+        return bitcast(operand, shape=shape, **attrs)
+    return run
+
+
+bitcast.prepare = _bitcast_prepare
 
 
 @kernel("dynamic-reshape", note="view (no copy)")
