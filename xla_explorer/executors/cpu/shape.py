@@ -880,6 +880,22 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             pieces.append((k, offset * inner, serial_copy(plan)))
         offset += s.dims[dimension]
     take = POOL.take
+    if 1 < len(operand_shapes) <= _CONCAT_ROWS_MAX and outer:
+        # every row of the result in one call, its operands' runs in turn: the result
+        # written in order, one dispatch (a 2 x 128 KiB concatenate: 15.9 us in two copy
+        # plans' calls, 9.1 us their plain row copies)
+        runs = np.array([product(s.dims[dimension:]) for s in operand_shapes], np.int64)
+        offsets = np.array([sum(s.dims[dimension] for s in operand_shapes[:k]) * inner
+                            for k in range(len(operand_shapes))], np.int64)
+
+        def run_rows(*operands):
+            srcs = tuple([read(x) for read, x in zip(reads, operands)])
+            if any(s is None for s in srcs):
+                return concatenate(*operands, shape=shape, dimension=dimension)
+            out = take(nbytes).view(word)
+            _concat_rows(out, srcs, runs, offsets, outer, row)
+            return out.view(dtype).reshape(dims)
+        return run_rows
 
     def run(*operands):
         srcs = [read(x) for read, x in zip(reads, operands)]
@@ -890,6 +906,23 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             copy(out, dbase, srcs[k], 0)
         return out.view(dtype).reshape(dims)
     return run
+
+
+#: the most operands a prepared concatenate copies in one call (a tuple of arrays: Numba
+#: compiles a version per count)
+_CONCAT_ROWS_MAX = 8
+
+
+@njit(**_opts)
+def _concat_rows(out, srcs, runs, offsets, outer, row):
+    """Rows [0, outer) of a concatenate's result (``row`` elements each): operand k's run
+    of ``runs[k]`` elements of that row at ``offsets[k]``."""
+    for o in range(outer):
+        ob = o * row
+        for k in range(len(srcs)):
+            n = runs[k]
+            if n > 0:
+                _copy_run(out, ob + offsets[k], 1, srcs[k], o * n, 1, 0, n)
 
 
 concatenate.prepare = _concatenate_prepare
