@@ -215,3 +215,77 @@ ENTRY main {
         got = comp.run(x, backend="numba")
         for g, w in zip(got, want):
             assert _bits(g) == _bits(w)
+
+
+def _padded_fold(x, win, strides, pads, op, ident, start, use_start):
+    """A separable ReduceWindow as the kernel's padded passes define it: the last windowed
+    dimension first, each pass folding its window's cells in order over the row padded
+    with the identity, the start combined last in the last pass (NumPy, in x's dtype)."""
+    dims = [d for d in range(x.ndim) if not (win[d] == 1 and strides[d] == 1 and tuple(pads[d]) == (0, 0))]
+    cur = x
+    for k, d in enumerate(reversed(dims)):
+        lo, hi = pads[d]
+        width = [(0, 0)] * x.ndim
+        width[d] = (lo, hi)
+        p = np.pad(cur, width, constant_values=ident)
+        m = (p.shape[d] - win[d]) // strides[d] + 1
+        take = lambda w: np.take(p, np.arange(m) * strides[d] + w, axis=d)  # noqa: E731
+        acc = take(0)
+        for w in range(1, win[d]):
+            acc = op(acc, take(w))
+        if k == len(dims) - 1 and use_start:
+            acc = op(acc, np.full_like(acc, start))
+        cur = acc
+    return cur
+
+
+def _fmax(a, b):   # scalar_lib.fmax without NaNs: +0.0 > -0.0
+    r = np.where(a > b, a, b)
+    return np.where(a == b, np.where(np.signbit(a), b, a), r)
+
+
+def _fmin(a, b):   # -0.0 < +0.0
+    r = np.where(a < b, a, b)
+    return np.where(a == b, np.where(np.signbit(a), a, b), r)
+
+
+@pytest.mark.parametrize("hw", [(9, 9), (45, 45), (7, 10), (11, 6), (5, 3)])
+@pytest.mark.parametrize("win,stride", [(3, 2), (2, 2), (3, 3), (4, 3)])
+@pytest.mark.parametrize("name,init", [("add", 0.0), ("add", -0.0), ("add", 1.5), ("max", -np.inf),
+                                       ("max", 0.25), ("min", np.inf)])
+def test_pooling_rows_have_the_padded_folds_bits(hw, win, stride, name, init):
+    """NCHW pooling (the window along the two minor dimensions) over rows of any length,
+    odd ones included (their results are folded as rows of M * s elements, the edge
+    results from their real cells): the bits of the padded fold, for inits that are the
+    identity, +0.0 and others."""
+    rng = np.random.default_rng(hw[0] * 100 + hw[1] + win)
+    x = rng.standard_normal((3,) + hw).astype(np.float32)
+    x.reshape(-1)[::7] = -0.0
+    x.reshape(-1)[3::11] = 0.0
+    op, ident = {"add": (np.add, np.float32(-0.0)), "max": (_fmax, np.float32(-np.inf)),
+                 "min": (_fmin, np.float32(np.inf))}[name]
+    start = np.float32(init)
+    use_start = ident.tobytes() != start.tobytes()
+    for padding in ("SAME", "VALID", [(0, 0), (1, 2), (2, 1)]):
+        b = xe.XlaBuilder("pool")
+        p = xe.Parameter(b, 0, xe.Shape("f32", x.shape), "x")
+        comp = b.build(xe.ReduceWindow(p, start, lambda a, c: COMBINERS[name](a, c), (1, win, win),
+                                       (1, stride, stride), padding))
+        out_dims = comp.entry.root.shape.dims
+        if padding == "SAME":
+            pads = [(0, 0)] + [((max(0, (-(-n // stride) - 1) * stride + win - n)) // 2,
+                                max(0, (-(-n // stride) - 1) * stride + win - n)
+                                - (max(0, (-(-n // stride) - 1) * stride + win - n)) // 2) for n in hw]
+        elif padding == "VALID":
+            pads = [(0, 0), (0, 0), (0, 0)]
+        else:
+            pads = padding
+        with np.errstate(all="ignore"):
+            want = _padded_fold(x, (1, win, win), (1, stride, stride), pads, op, ident, start, use_start)
+        assert want.shape == tuple(out_dims)
+        for dn in ("ieee", "flush"):
+            if dn == "flush":
+                continue   # (the data holds no denormal: the same bits)
+            for _ in range(3):
+                got = comp.run(x, backend="numba", denormals=dn)
+                assert _bits(got) == _bits(want), (padding, got, want)

@@ -938,6 +938,28 @@ def _fold3_by_type(code, src, b0, b1, b2, os, use_start, start):
                                                                            use_start, start)
 
 
+def _edges_from_start(code, start, use_start):
+    """Whether a result whose window holds padding, folded from ``start`` over its real
+    cells only (``_edge_cells``), has the bits of the padded fold (the identity in the
+    padding, ``start`` combined last when ``use_start``): always without a start (the
+    identity drops out exactly: v op ident = ident op v = v, bit for bit) and for
+    integers (exact, associative, commutative); for floats only a sum from +0.0 (then
+    -0.0 + v + ... + 0.0 and 0.0 + v + ... round alike and agree on zeros' signs)."""
+    if not use_start:
+        return True
+    if isinstance(start, (float, np.floating)):
+        return code == ADD and start == 0 and not np.signbit(start)
+    return True
+
+
+@nb.extending.overload(_edges_from_start)
+def _edges_from_start_by_type(code, start, use_start):
+    if isinstance(start, nb.types.Float):
+        return lambda code, start, use_start: (not use_start) or (code == ADD and start == 0
+                                                                  and math.copysign(1.0, start) > 0)
+    return lambda code, start, use_start: True
+
+
 @njit(**_opts)
 def _deinterleave_at(xr, ph, e0, o0):
     """ph[e0 + i] = xr[2 * i], ph[o0 + i] = xr[2 * i + 1]: a row's elements straight into
@@ -1059,8 +1081,13 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
             m_hi = max(m_lo, min(M, q_last // s + 1 if q_last >= 0 else 0))
         if B > 1:
             mode, R, ntasks = _VECTORS, 1, (a1 - a0) * M
-        elif bdil == 1 and M * s == N and N < _ROW_BLOCK:
-            R = _ROW_BLOCK // N
+        elif bdil == 1 and N < _ROW_BLOCK and (M * s == N or (
+                s > 1 and N < M * s <= _ROW_BLOCK and N >= s and _edges_from_start(code, start, use_start))):
+            # (rows shorter than s results: M * s > N, an odd row of SAME pooling: each
+            # row's phases are placed as those of a row of M * s elements, the slots past
+            # its end unread by the results computed there; the edge results recomputed
+            # from the real cells give the padded fold's bits: ``_edges_from_start``)
+            R = _ROW_BLOCK // (M * s)
             mode, ntasks = _BLOCKS, (a1 - a0 + R - 1) // R
         else:
             mode, R, ntasks = _PADDED, 1, a1 - a0
@@ -1100,6 +1127,19 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                         bases[w] = (c % s) * L + k0 + c // s if s > 1 else a * N + k0 + c
                     nv = win
                 row = x[a * N:(a + r) * N]
+                if M * s != N:
+                    # the phases row by row, as those of rows of M * s (s > 1)
+                    if nv:
+                        for i in range(r):
+                            xr = x[(a + i) * N:(a + i + 1) * N]
+                            if s == 2:
+                                _deinterleave_at(xr, ph, i * M, L + i * M)
+                            else:
+                                for q in range(N):
+                                    ph[(q % s) * L + i * M + q // s] = xr[q]
+                            for q in range(N, M * s):
+                                ph[(q % s) * L + i * M + q // s] = ident
+                    row = x[0:0]  # (the phases are ready)
             else:
                 a = a0 + t
                 L = (P + s - 1) // s
