@@ -126,7 +126,7 @@ class CpuBackend:
         out_dtype = _carrier_dtype(shape.element_type)
         wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
         dims, final_dtype = shape.dims, shape.dtype
-        empty, run_loop = cpu.shape.empty, cpu.fused.run_loop
+        run_loop = cpu.fused.run_loop
         if 0 < n < static[3] and n * out_dtype.itemsize < cpu.shape.BufferPool.MIN_BYTES:
             # a small loop (a scalar index computation: dynamic-update-slice's clamps): its
             # serial loop called directly, its output not pooled (what run_loop and empty
@@ -146,15 +146,25 @@ class CpuBackend:
             runners[mode] = small_runner
             return small_runner
 
+        # (what ``empty`` and ``run_loop`` decide from n alone, decided here: the pool or
+        # not, the serial loop called directly below the loop's thread threshold)
+        nbytes, take, np_empty = n * out_dtype.itemsize, cpu.shape.POOL.take, np.empty
+        pooled = nbytes >= cpu.shape.BufferPool.MIN_BYTES
+        serial = 0 < n < static[3]
+        ser, (odims, inner, params, _) = compiled[1], static
+        same = out_dtype == final_dtype
+
         def runner(values):
-            out = empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
+            # pooled: a computation run again writes into mapped pages
+            out = take(nbytes).view(out_dtype) if pooled else np_empty(n, out_dtype)
             inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
                       else _as_carrier(v, w) for v, w in zip(values, wants)]
-            run_loop(compiled, n, out, inputs, static)
+            if serial:
+                ser(n, out, *inputs, odims, inner, inner, *params)
+            else:
+                run_loop(compiled, n, out, inputs, static)
             out = out.reshape(dims)
-            if out.dtype != final_dtype:
-                out = out.astype(final_dtype)
-            return out
+            return out if same else out.astype(final_dtype)
         runners[mode] = runner
         return runner
 
@@ -570,10 +580,10 @@ def _program(computation, plan, backend):
 class _Program:
     """A computation's steps for one backend and environment (see above)."""
 
-    __slots__ = ("plan", "steps", "labels", "nslots", "params", "root", "max_bytes")
+    __slots__ = ("plan", "steps", "labels", "nslots", "params", "root", "max_bytes", "template")
 
     def run(self, args, ctx, backend, task):
-        env = [None] * self.nslots
+        env = self.template[:]   # the constants' values in their slots (CPU: the literals)
         for slot, a in zip(self.params, args):
             env[slot] = a
         if task is None or task is progress.QUIET:
@@ -608,8 +618,14 @@ class _Program:
         flushing = fpenv.flushing()
         clean = set() if flushing else None   # as _evaluate tracks it (static: no value decides)
         steps, labels, max_bytes = [], [], 0
+        template = [None] * self.nslots
         for k, step in enumerate(plan.steps):
             inst = step.inst
+            if step.group is None and inst.opcode == "constant" and backend.layer == "cpu":
+                # a CPU constant's value is its literal (CpuBackend.constant): in its slot from
+                # the start, as a parameter's, not a step per run
+                template[k] = backend.constant(inst.attrs["literal"])
+                continue
             reads = step.group.inputs if step.group is not None else inst.operands
             dead = tuple(sorted({slot[o] for o in reads if plan.last_use.get(o) == k and o is not root}))
             if step.group is not None:
@@ -627,7 +643,7 @@ class _Program:
                 clean.add(inst)
             steps.append((fn, tuple(slot[o] for o in reads), k, dead))
             labels.append(label)
-        self.steps, self.labels, self.max_bytes = steps, labels, max_bytes
+        self.steps, self.labels, self.max_bytes, self.template = steps, labels, max_bytes, template
         return self
 
 
@@ -779,10 +795,15 @@ class _ModulePlan:
             out = []
             for a, (dtype, dims) in zip(args, self.params):
                 t = type(a)
-                if (t is np.ndarray or isinstance(a, np.generic)) and a.dtype == dtype and a.shape == dims:
-                    out.append(a if t is np.ndarray else np.asarray(a))
-                else:
-                    break
+                if t is np.ndarray:
+                    # (``is`` first: NumPy's dtypes of the built-in types are one object each)
+                    if (a.dtype is dtype or a.dtype == dtype) and a.shape == dims:
+                        out.append(a)
+                        continue
+                elif isinstance(a, np.generic) and a.dtype == dtype and a.shape == dims:
+                    out.append(np.asarray(a))
+                    continue
+                break
             else:
                 return out if backend.layer == "cpu" else [backend.to_device(a) for a in out]
         return [_device_tree(a, backend) for a in entry_arguments(module, args)]
