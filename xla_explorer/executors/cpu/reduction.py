@@ -1209,9 +1209,18 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                     else:
                         _run(code, src, base, os)
             if mode == _BLOCKS:
+                # rows placed as rows of M * s > N (identities in the slots past their ends):
+                # when every window reaches no further back than the previous row's slots
+                # and no further on than the row's own, the block's fold read exactly the
+                # padded window of every result it made (the padded fold's cells, order
+                # and start): only the results outside [k0, k1) are recomputed
+                whole = M * s != N and low <= M * s - N and (win - 1) * wdil - low < s
                 for i in range(r):
                     rw = a + i
-                    lo_end, hi_start = max(m_lo, k0 - i * M), min(m_hi, k1 - i * M)
+                    if whole:
+                        lo_end, hi_start = max(0, k0 - i * M), min(M, k1 - i * M)
+                    else:
+                        lo_end, hi_start = max(m_lo, k0 - i * M), min(m_hi, k1 - i * M)
                     if hi_start <= lo_end:
                         lo_end, hi_start = M, M
                     for side in range(2):
