@@ -252,7 +252,7 @@ def _fmin(a, b):   # -0.0 < +0.0
 @pytest.mark.parametrize("hw", [(9, 9), (45, 45), (7, 10), (11, 6), (5, 3)])
 @pytest.mark.parametrize("win,stride", [(3, 2), (2, 2), (3, 3), (4, 3)])
 @pytest.mark.parametrize("name,init", [("add", 0.0), ("add", -0.0), ("add", 1.5), ("max", -np.inf),
-                                       ("max", 0.25), ("min", np.inf)])
+                                       ("max", 0.25), ("min", np.inf), ("mul", 1.0), ("mul", -2.0)])
 def test_pooling_rows_have_the_padded_folds_bits(hw, win, stride, name, init):
     """NCHW pooling (the window along the two minor dimensions) over rows of any length,
     odd ones included (their results are folded as rows of M * s elements, the edge
@@ -263,7 +263,7 @@ def test_pooling_rows_have_the_padded_folds_bits(hw, win, stride, name, init):
     x.reshape(-1)[::7] = -0.0
     x.reshape(-1)[3::11] = 0.0
     op, ident = {"add": (np.add, np.float32(-0.0)), "max": (_fmax, np.float32(-np.inf)),
-                 "min": (_fmin, np.float32(np.inf))}[name]
+                 "min": (_fmin, np.float32(np.inf)), "mul": (np.multiply, np.float32(1.0))}[name]
     start = np.float32(init)
     use_start = ident.tobytes() != start.tobytes()
     for padding in ("SAME", "VALID", [(0, 0), (1, 2), (2, 1)]):

@@ -1093,21 +1093,60 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
             mode, R, ntasks = _PADDED, 1, a1 - a0
         P = (M - 1) * s + (win - 1) * wdil + 1   # _PADDED: the padded positions the results read
         plain = bdil == 1 and low <= 0 and P - low <= N   # ... all of them real elements
+        # B > 1 with short rows of B: the results whose windows lie inside the operand
+        # (m_lo <= m < m_hi) of each row of A at once, as runs over the s phases of its
+        # rows of B (ph[(p * Lr + j) * B + b] = x[a, j * s + p, b]; s = 1: x itself):
+        # result m's cell w is row m + c // s of phase c % s (c = w * wdil - low), so
+        # each cell is one contiguous run for all of them -- the tasks' cells, order and
+        # start, without a task per result
+        batched = mode == _VECTORS and bdil == 1 and m_hi - m_lo >= 2 and B < 64 and N * B <= ph.shape[0]
+        if batched:
+            Lr = (N + s - 1) // s
+            for a in range(a0, a1):
+                src = x
+                xb = a * N * B
+                if s > 1:
+                    src = ph
+                    xb = 0
+                    for i in range(N):
+                        _copy_from(x, (a * N + i) * B, ph[((i % s) * Lr + i // s) * B:((i % s) * Lr + i // s + 1) * B])
+                os = out[(a * M + m_lo) * B:(a * M + m_hi) * B]
+                for w in range(win):
+                    c = w * wdil - low
+                    bases[w] = xb + (((c % s) * Lr + m_lo + c // s) * B if s > 1 else (m_lo + c) * B)
+                if not (win == 3 and _fold3(code, src, bases[0], bases[1], bases[2], os, use_start, start)):
+                    _copy_from(src, bases[0], os)
+                    for w in range(1, win):
+                        _run(code, src, bases[w], os)
+                    if use_start:
+                        for j in range(os.shape[0]):
+                            os[j] = _combine(code, os[j], start)
         for t in range(ntasks):
             a, r, k0, k1 = a0, 1, 0, 0
             from_ph = s > 1 and mode != _VECTORS
             nv = 0
+            if batched:
+                m = t % M
+                if m_lo <= m < m_hi:
+                    continue
             if mode == _VECTORS:
                 a = a0 + t // M
                 m = t - (a - a0) * M
                 ob = (a * M + m) * B
                 os = out[ob:ob + B]
                 q = m * s - low
-                for w in range(win):
-                    if 0 <= q < dilated and q % bdil == 0:
-                        bases[nv] = (a * N + q // bdil) * B
-                        nv += 1
-                    q += wdil
+                if bdil == 1:   # (no division per cell: most windows)
+                    for w in range(win):
+                        if 0 <= q < N:
+                            bases[nv] = (a * N + q) * B
+                            nv += 1
+                        q += wdil
+                else:
+                    for w in range(win):
+                        if 0 <= q < dilated and q % bdil == 0:
+                            bases[nv] = (a * N + q // bdil) * B
+                            nv += 1
+                        q += wdil
                 L = 0
                 row = x[0:0]
             elif mode == _BLOCKS:
