@@ -108,6 +108,17 @@ class CpuBackend:
         if group.kind == "gather":   # a gather with its start indices' computation
             runner = runners[mode] = cpu.indexing.fused_gather_runner(group, mode)
             return runner
+        if group.root.shape.is_array and group.root.shape.rank == 0:
+            # integer / pred scalars (dynamic-update-slice's clamps): a Python function, no loop
+            from .cpu.scalar_group import scalar_runner
+            runner = scalar_runner(group)
+            if runner is not None:
+                runners[mode] = runner
+                return runner
+        runner = _view_runner(group)
+        if runner is not None:
+            runners[mode] = runner
+            return runner
         src, compiled, static = cpu.fused.compile_loop(group)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
@@ -115,7 +126,7 @@ class CpuBackend:
         out_dtype = _carrier_dtype(shape.element_type)
         wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
         dims, final_dtype = shape.dims, shape.dtype
-        empty, run_loop = cpu.shape.empty, cpu.fused.run_loop
+        run_loop = cpu.fused.run_loop
         if 0 < n < static[3] and n * out_dtype.itemsize < cpu.shape.BufferPool.MIN_BYTES:
             # a small loop (a scalar index computation: dynamic-update-slice's clamps): its
             # serial loop called directly, its output not pooled (what run_loop and empty
@@ -135,17 +146,51 @@ class CpuBackend:
             runners[mode] = small_runner
             return small_runner
 
+        # (what ``empty`` and ``run_loop`` decide from n alone, decided here: the pool or
+        # not, the serial loop called directly below the loop's thread threshold)
+        nbytes, take, np_empty = n * out_dtype.itemsize, cpu.shape.POOL.take, np.empty
+        pooled = nbytes >= cpu.shape.BufferPool.MIN_BYTES
+        serial = 0 < n < static[3]
+        ser, (odims, inner, params, _) = compiled[1], static
+        same = out_dtype == final_dtype
+
         def runner(values):
-            out = empty(n, out_dtype)  # pooled: a computation run again writes into mapped pages
+            # pooled: a computation run again writes into mapped pages
+            out = take(nbytes).view(out_dtype) if pooled else np_empty(n, out_dtype)
             inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
                       else _as_carrier(v, w) for v, w in zip(values, wants)]
-            run_loop(compiled, n, out, inputs, static)
+            if serial:
+                ser(n, out, *inputs, odims, inner, inner, *params)
+            else:
+                run_loop(compiled, n, out, inputs, static)
             out = out.reshape(dims)
-            if out.dtype != final_dtype:
-                out = _from_carrier(out, final_dtype)
-            return out
+            return out if same else _from_carrier(out, final_dtype)
         runners[mode] = runner
         return runner
+
+
+def _view_runner(group):
+    """A group that is one broadcast adding or removing size-1 dimensions only (JAX's
+    ``f32[256] -> f32[256,1]`` around a softmax's row reductions): the same elements in
+    the same order, so its value is the operand's C-contiguous array seen with the
+    result's dims (what the reshape kernel returns), not a copy by a loop; None otherwise."""
+    root = group.root
+    if group.members != [root] or root.opcode != "broadcast" or not root.shape.is_array \
+            or not root.shape.is_static:
+        return None
+    (x,) = root.operands
+    mapping = list(root.attrs["broadcast_dimensions"])
+    if not x.shape.is_array or not x.shape.is_static or x.shape.numel != root.shape.numel \
+            or mapping != sorted(set(mapping)) or x.shape.dtype != root.shape.dtype:
+        return None
+    dims, dtype = tuple(root.shape.dims), np.dtype(root.shape.dtype)
+
+    def view(values):
+        v = values[0]
+        if type(v) is np.ndarray and v.dtype == dtype and v.flags.c_contiguous:
+            return v.reshape(dims)
+        return np.array(v, dtype, order="C").reshape(dims)
+    return view
 
 
 def run_substeps(group, values, backend):
@@ -552,10 +597,10 @@ def _program(computation, plan, backend):
 class _Program:
     """A computation's steps for one backend and environment (see above)."""
 
-    __slots__ = ("plan", "steps", "labels", "nslots", "params", "root", "max_bytes")
+    __slots__ = ("plan", "steps", "labels", "nslots", "params", "root", "max_bytes", "template")
 
     def run(self, args, ctx, backend, task):
-        env = [None] * self.nslots
+        env = self.template[:]   # the constants' values in their slots (CPU: the literals)
         for slot, a in zip(self.params, args):
             env[slot] = a
         if task is None or task is progress.QUIET:
@@ -590,8 +635,14 @@ class _Program:
         flushing = fpenv.flushing()
         clean = set() if flushing else None   # as _evaluate tracks it (static: no value decides)
         steps, labels, max_bytes = [], [], 0
+        template = [None] * self.nslots
         for k, step in enumerate(plan.steps):
             inst = step.inst
+            if step.group is None and inst.opcode == "constant" and backend.layer == "cpu":
+                # a CPU constant's value is its literal (CpuBackend.constant): in its slot from
+                # the start, as a parameter's, not a step per run
+                template[k] = backend.constant(inst.attrs["literal"])
+                continue
             reads = step.group.inputs if step.group is not None else inst.operands
             dead = tuple(sorted({slot[o] for o in reads if plan.last_use.get(o) == k and o is not root}))
             if step.group is not None:
@@ -609,7 +660,7 @@ class _Program:
                 clean.add(inst)
             steps.append((fn, tuple(slot[o] for o in reads), k, dead))
             labels.append(label)
-        self.steps, self.labels, self.max_bytes = steps, labels, max_bytes
+        self.steps, self.labels, self.max_bytes, self.template = steps, labels, max_bytes, template
         return self
 
 
@@ -648,12 +699,23 @@ def _op_step(inst, backend, clean):
     mask = tuple(mask) if any(mask) else None
     # a kernel's ``prepare`` hook (cpu/shape.py): its Python set-up decided once for the
     # step's static shapes and attributes; a function of the operand values, or None
+    # (``prepare_regions``: its computations are bound without a run context, so that the
+    # hook can recognise a standard combiner; its prepared function never calls them.
+    # The denormal rule stays the step's: marked operands flushed before the prepared
+    # function, or by it (``flushes_operands``: ``flush=`` the mask), its result after.)
     prepare = getattr(kernel, "prepare", None)
     fast = None
-    if prepare is not None and kwargs is not None and not needs_ctx and mask is None and not flush_result \
+    pkw = kwargs
+    if prepare is not None and kwargs is None and getattr(kernel, "prepare_regions", False):
+        pkw = bind(inst.attrs, None, backend)
+    flushes = getattr(kernel, "flushes_operands", False)
+    if prepare is not None and pkw is not None and not needs_ctx \
+            and (mask is None and not flush_result or getattr(kernel, "prepare_flushing", False)) \
             and all(o.shape.is_array and o.shape.is_static for o in inst.operands):
-        fast = prepare([o.shape for o in inst.operands], shape=shape, **kwargs)
-    if fast is not None:
+        if mask is not None and flushes:
+            pkw = dict(pkw, flush=mask)
+        fast = prepare([o.shape for o in inst.operands], shape=shape, **pkw)
+    if fast is not None and mask is None and not flush_result:
         def prepared_step(values, ctx, backend):
             if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
                 return run_op(inst, values, ctx, backend, clean)
@@ -662,6 +724,20 @@ def _op_step(inst, backend, clean):
             except Exception as e:
                 _raise_named(e, opdef, inst, backend)
         return prepared_step, _SIZES[inst]
+    if fast is not None:
+        pre = None if mask is None or flushes else mask
+
+        def prepared_flushing_step(values, ctx, backend):
+            if table.get(op) is not kernel:
+                return run_op(inst, values, ctx, backend, clean)
+            if pre is not None:
+                values = [backend.flush(v) if m else v for v, m in zip(values, pre)]
+            try:
+                out = fast(*values)
+            except Exception as e:
+                _raise_named(e, opdef, inst, backend)
+            return backend.flush(out) if flush_result else out
+        return prepared_flushing_step, _SIZES[inst]
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
@@ -736,10 +812,15 @@ class _ModulePlan:
             out = []
             for a, (dtype, dims) in zip(args, self.params):
                 t = type(a)
-                if (t is np.ndarray or isinstance(a, np.generic)) and a.dtype == dtype and a.shape == dims:
-                    out.append(a if t is np.ndarray else np.asarray(a))
-                else:
-                    break
+                if t is np.ndarray:
+                    # (``is`` first: NumPy's dtypes of the built-in types are one object each)
+                    if (a.dtype is dtype or a.dtype == dtype) and a.shape == dims:
+                        out.append(a)
+                        continue
+                elif isinstance(a, np.generic) and a.dtype == dtype and a.shape == dims:
+                    out.append(np.asarray(a))
+                    continue
+                break
             else:
                 return out if backend.layer == "cpu" else [backend.to_device(a) for a in out]
         return [_device_tree(a, backend) for a in entry_arguments(module, args)]

@@ -126,11 +126,10 @@ def enter_run():
     this changes nothing outside the run."""
     if not LOAD_AWARE or not machine_busy():
         return 0
-    nb = numba()
-    prev = nb.get_num_threads()
+    prev = get_threads()
     if prev <= 1:
         return 0
-    nb.set_num_threads(1)
+    _set_threads(1)
     _lowered.prev = prev
     return prev
 
@@ -138,7 +137,37 @@ def enter_run():
 def leave_run(prev):
     if prev:
         _lowered.prev = 0
-        numba().set_num_threads(prev)
+        _set_threads(prev)
+
+
+def get_threads():
+    """``numba.get_num_threads()`` (this thread's count), without its Python steps once the
+    pool is up: the public function takes a multiprocessing lock on every call (1-1.5 us
+    measured, 3-5 us on a loaded machine; a busy run's enter and leave called it three times)."""
+    return (_fast[0] or _thread_fns()[0])()
+
+
+def _set_threads(n):
+    """``numba.set_num_threads(n)`` for a count ``get_threads`` returned (or 1)."""
+    (_fast[1] or _thread_fns()[1])(n)
+
+
+_fast = [None, None]   # Numba's C get / set of the thread count, once its pool is running
+
+
+def _thread_fns():
+    nb = numba()
+    get, put = nb.get_num_threads, nb.set_num_threads
+    get()   # (starts Numba's thread pool, which sets the C functions up)
+    try:
+        from numba.np.ufunc import parallel
+        cget, cset = parallel._get_num_threads, parallel._set_num_threads
+        if parallel._is_initialized and callable(cget) and callable(cset) and cget() == get():
+            _fast[0], _fast[1] = cget, cset
+            return cget, cset
+    except (ImportError, AttributeError):   # another Numba: its public functions
+        pass
+    return get, put
 
 
 _lowered = threading.local()  # .prev: the thread count enter_run lowered to 1 (0: none)
@@ -148,4 +177,4 @@ def split_threads():
     """The thread count that decides how a kernel cuts work whose cut changes the rounding
     (a float sum's parts, joined afterwards): Numba's, or the count ``enter_run`` lowered,
     so that a busy machine runs the same parts in one thread and gives the same bits."""
-    return getattr(_lowered, "prev", 0) or numba().get_num_threads()
+    return getattr(_lowered, "prev", 0) or get_threads()

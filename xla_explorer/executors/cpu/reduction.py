@@ -938,6 +938,28 @@ def _fold3_by_type(code, src, b0, b1, b2, os, use_start, start):
                                                                            use_start, start)
 
 
+def _edges_from_start(code, start, use_start):
+    """Whether a result whose window holds padding, folded from ``start`` over its real
+    cells only (``_edge_cells``), has the bits of the padded fold (the identity in the
+    padding, ``start`` combined last when ``use_start``): always without a start (the
+    identity drops out exactly: v op ident = ident op v = v, bit for bit) and for
+    integers (exact, associative, commutative); for floats only a sum from +0.0 (then
+    -0.0 + v + ... + 0.0 and 0.0 + v + ... round alike and agree on zeros' signs)."""
+    if not use_start:
+        return True
+    if isinstance(start, (float, np.floating)):
+        return code == ADD and start == 0 and not np.signbit(start)
+    return True
+
+
+@nb.extending.overload(_edges_from_start)
+def _edges_from_start_by_type(code, start, use_start):
+    if isinstance(start, nb.types.Float):
+        return lambda code, start, use_start: (not use_start) or (code == ADD and start == 0
+                                                                  and math.copysign(1.0, start) > 0)
+    return lambda code, start, use_start: True
+
+
 @njit(**_opts)
 def _deinterleave_at(xr, ph, e0, o0):
     """ph[e0 + i] = xr[2 * i], ph[o0 + i] = xr[2 * i + 1]: a row's elements straight into
@@ -1059,28 +1081,72 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
             m_hi = max(m_lo, min(M, q_last // s + 1 if q_last >= 0 else 0))
         if B > 1:
             mode, R, ntasks = _VECTORS, 1, (a1 - a0) * M
-        elif bdil == 1 and M * s == N and N < _ROW_BLOCK:
-            R = _ROW_BLOCK // N
+        elif bdil == 1 and N < _ROW_BLOCK and (M * s == N or (
+                s > 1 and N < M * s <= _ROW_BLOCK and N >= s and _edges_from_start(code, start, use_start))):
+            # (rows shorter than s results: M * s > N, an odd row of SAME pooling: each
+            # row's phases are placed as those of a row of M * s elements, the slots past
+            # its end unread by the results computed there; the edge results recomputed
+            # from the real cells give the padded fold's bits: ``_edges_from_start``)
+            R = _ROW_BLOCK // (M * s)
             mode, ntasks = _BLOCKS, (a1 - a0 + R - 1) // R
         else:
             mode, R, ntasks = _PADDED, 1, a1 - a0
         P = (M - 1) * s + (win - 1) * wdil + 1   # _PADDED: the padded positions the results read
         plain = bdil == 1 and low <= 0 and P - low <= N   # ... all of them real elements
+        # B > 1 with short rows of B: the results whose windows lie inside the operand
+        # (m_lo <= m < m_hi) of each row of A at once, as runs over the s phases of its
+        # rows of B (ph[(p * Lr + j) * B + b] = x[a, j * s + p, b]; s = 1: x itself):
+        # result m's cell w is row m + c // s of phase c % s (c = w * wdil - low), so
+        # each cell is one contiguous run for all of them -- the tasks' cells, order and
+        # start, without a task per result
+        batched = mode == _VECTORS and bdil == 1 and m_hi - m_lo >= 2 and B < 64 and N * B <= ph.shape[0]
+        if batched:
+            Lr = (N + s - 1) // s
+            for a in range(a0, a1):
+                src = x
+                xb = a * N * B
+                if s > 1:
+                    src = ph
+                    xb = 0
+                    for i in range(N):
+                        _copy_from(x, (a * N + i) * B, ph[((i % s) * Lr + i // s) * B:((i % s) * Lr + i // s + 1) * B])
+                os = out[(a * M + m_lo) * B:(a * M + m_hi) * B]
+                for w in range(win):
+                    c = w * wdil - low
+                    bases[w] = xb + (((c % s) * Lr + m_lo + c // s) * B if s > 1 else (m_lo + c) * B)
+                if not (win == 3 and _fold3(code, src, bases[0], bases[1], bases[2], os, use_start, start)):
+                    _copy_from(src, bases[0], os)
+                    for w in range(1, win):
+                        _run(code, src, bases[w], os)
+                    if use_start:
+                        for j in range(os.shape[0]):
+                            os[j] = _combine(code, os[j], start)
         for t in range(ntasks):
             a, r, k0, k1 = a0, 1, 0, 0
             from_ph = s > 1 and mode != _VECTORS
             nv = 0
+            if batched:
+                m = t % M
+                if m_lo <= m < m_hi:
+                    continue
             if mode == _VECTORS:
                 a = a0 + t // M
                 m = t - (a - a0) * M
                 ob = (a * M + m) * B
                 os = out[ob:ob + B]
                 q = m * s - low
-                for w in range(win):
-                    if 0 <= q < dilated and q % bdil == 0:
-                        bases[nv] = (a * N + q // bdil) * B
-                        nv += 1
-                    q += wdil
+                if bdil == 1:   # (no division per cell: most windows)
+                    for w in range(win):
+                        if 0 <= q < N:
+                            bases[nv] = (a * N + q) * B
+                            nv += 1
+                        q += wdil
+                else:
+                    for w in range(win):
+                        if 0 <= q < dilated and q % bdil == 0:
+                            bases[nv] = (a * N + q // bdil) * B
+                            nv += 1
+                        q += wdil
                 L = 0
                 row = x[0:0]
             elif mode == _BLOCKS:
@@ -1100,6 +1166,19 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                         bases[w] = (c % s) * L + k0 + c // s if s > 1 else a * N + k0 + c
                     nv = win
                 row = x[a * N:(a + r) * N]
+                if M * s != N:
+                    # the phases row by row, as those of rows of M * s (s > 1)
+                    if nv:
+                        for i in range(r):
+                            xr = x[(a + i) * N:(a + i + 1) * N]
+                            if s == 2:
+                                _deinterleave_at(xr, ph, i * M, L + i * M)
+                            else:
+                                for q in range(N):
+                                    ph[(q % s) * L + i * M + q // s] = xr[q]
+                            for q in range(N, M * s):
+                                ph[(q % s) * L + i * M + q // s] = ident
+                    row = x[0:0]  # (the phases are ready)
             else:
                 a = a0 + t
                 L = (P + s - 1) // s
@@ -1169,9 +1248,18 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                     else:
                         _run(code, src, base, os)
             if mode == _BLOCKS:
+                # rows placed as rows of M * s > N (identities in the slots past their ends):
+                # when every window reaches no further back than the previous row's slots
+                # and no further on than the row's own, the block's fold read exactly the
+                # padded window of every result it made (the padded fold's cells, order
+                # and start): only the results outside [k0, k1) are recomputed
+                whole = M * s != N and low <= M * s - N and (win - 1) * wdil - low < s
                 for i in range(r):
                     rw = a + i
-                    lo_end, hi_start = max(m_lo, k0 - i * M), min(m_hi, k1 - i * M)
+                    if whole:
+                        lo_end, hi_start = max(0, k0 - i * M), min(M, k1 - i * M)
+                    else:
+                        lo_end, hi_start = max(m_lo, k0 - i * M), min(m_hi, k1 - i * M)
                     if hi_start <= lo_end:
                         lo_end, hi_start = M, M
                     for side in range(2):
@@ -2211,6 +2299,116 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
 
 #: the executor passes its denormal rule's mask as ``flush=`` instead of flushing first
 reduce_window_kernel.flushes_operands = True
+
+
+# -- prepared reduce and reduce-window (``numba_executor._op_step``) ----------------------------
+#
+# A run plan's step of a reduce or reduce-window with a standard combiner decides once what
+# the kernel decides in Python on every run from the static shapes and attributes (the
+# combiner's code, the window's attributes and geometry, the separable passes, the reduced
+# groups, threads or not): a 256 KiB pooling spent about as long there as in its passes.
+# The init value stays a run-time value; the denormal mask arrives as ``flush=`` (the
+# kernels' own handling of it, as below); anything else -- other operand values, a region
+# that is not one op, tuples, narrow floats and pred (their carriers) -- is the kernel's.
+
+def _plain_carrier(t):
+    """Whether values of XLA type ``t`` are their own carrier (no conversion in or out)."""
+    return t not in _NARROW and t != "pred" and _kind(t) is not None
+
+
+def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensions, window_strides, padding,
+                           base_dilations=None, window_dilations=None, flush=()):
+    if shape.is_tuple or len(operand_shapes) != 2 or not shape.is_static:
+        return None
+    xs = operand_shapes[0]
+    t = shape.element_type
+    code = _standard_code(computation, t)
+    if code is None or xs.element_type != t or not _plain_carrier(t) or not xs.dims or xs.numel == 0 \
+            or shape.numel == 0:
+        return None
+    in_dims, out_dims = tuple(xs.dims), tuple(shape.dims)
+    wd, ws, pad, bd, wdl = spec._window_attrs("ReduceWindow", in_dims, window_dimensions, window_strides,
+                                              padding, base_dilations, window_dilations)
+    nout, C, odims, geo, maxwin, ncell = _window_geometry(in_dims, out_dims, wd, ws, pad, bd, wdl, True)
+    dtype = np.dtype(shape.dtype)
+    kw = dict(shape=shape, computation=computation, window_dimensions=window_dimensions,
+              window_strides=window_strides, padding=padding, base_dilations=base_dilations,
+              window_dilations=window_dilations, flush=flush)
+    marks = tuple(bool(m) for m in flush) if any(flush) else None
+    if C < _VECTOR_BLOCK or max(wd) >= _SLIDING_MIN:
+        args = (tuple(wd), tuple(ws), tuple(map(tuple, pad)), tuple(bd), tuple(wdl))
+        items, item_in, item_out, passes, scratch = separable_plan(in_dims, out_dims, *args)
+        ident = _identity(code, dtype)
+        ident_bytes = ident.tobytes()
+        work = product(in_dims) * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
+        if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) for g in passes):
+            return None   # in threads, or sliding passes: the kernel's own way
+
+        def compute(x, init, out):   # reduce_window_separable's serial path
+            _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
+                       ident_bytes != init.tobytes(), False)
+    else:
+        chunks = 2 if nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1 else 1
+
+        def compute(x, init, out):
+            reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out)
+    n_out, scalar = nout * C, dtype.type
+
+    def run(operand, init_value):
+        if marks is not None:
+            operand, init_value = [_flushed(v) if m else v for v, m in zip((operand, init_value), marks)]
+        if type(operand) is not np.ndarray or operand.dtype != dtype or operand.shape != in_dims \
+                or not operand.flags.c_contiguous:
+            return reduce_window_kernel(operand, init_value, **dict(kw, flush=()))
+        init = scalar(np.asarray(init_value, dtype)[()])
+        out = empty(n_out, dtype)
+        compute(operand.reshape(-1), init, out)
+        return out.reshape(out_dims)
+    return run
+
+
+reduce_window_kernel.prepare = _reduce_window_prepare
+
+
+def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=()):
+    if shape.is_tuple or len(operand_shapes) != 2 or not shape.is_static:
+        return None
+    xs = operand_shapes[0]
+    t = shape.element_type
+    code = _standard_code(computation, t)
+    if code is None or xs.element_type != t or not _plain_carrier(t) or xs.numel == 0 or shape.numel == 0:
+        return None
+    dims, result_dims = tuple(xs.dims), tuple(shape.dims)
+    reduced = tuple(sorted(int(d) for d in dimensions))
+    if product([dims[d] for d in reduced]) == 0:
+        return None
+    dtype = np.dtype(shape.dtype)
+    scalar = dtype.type
+    checked = t in ("f32", "f64") and code == ADD
+    tiny = fpenv.TINY[t] if checked and flush and flush[0] else None
+    # as the kernel: a checked sum's operand is flushed only if its pass met a denormal
+    marks = tuple(bool(m) and not (k == 0 and checked) for k, m in enumerate(flush)) if any(flush) else None
+
+    def run(operand, init_value):
+        x, init_v = operand, init_value
+        if marks is not None:
+            x, init_v = [_flushed(v) if m else v for v, m in zip((operand, init_value), marks)]
+        if type(x) is not np.ndarray or x.dtype != dtype or x.shape != dims:
+            return reduce_kernel(operand, init_value, shape=shape, computation=computation, dimensions=dimensions,
+                                 flush=flush)
+        init = scalar(np.asarray(init_v, dtype)[()])
+        flat = _reduce_standard(contiguous(x), dims, reduced, code, init, tiny)
+        if flat is None:  # a denormal in the operand (rare): flushed, reduced again
+            flat = _reduce_standard(contiguous(flush_denormals(x)), dims, reduced, code, init)
+        return flat.reshape(result_dims)
+    return run
+
+
+reduce_kernel.prepare = _reduce_prepare
+reduce_kernel.prepare_regions = True
+reduce_kernel.prepare_flushing = True
+reduce_window_kernel.prepare_regions = True
+reduce_window_kernel.prepare_flushing = True
 
 # ---------------------------------------------------------------------------------------
 # SelectAndScatter: pass 1 picks one operand element per window (parallel over windows),
