@@ -195,13 +195,7 @@ def blas_operand(x):
     dimension (a transposed or sliced view is passed with BLAS's transpose flag and
     leading dimension, as XLA folds a transpose into the dot), else a contiguous copy
     (NumPy would otherwise run its own, slow, loop)."""
-    item = x.itemsize
-    r, c = x.shape[-2:]
-    sr, sc = x.strides[-2:]
-    if ((sc == item or c == 1) and sr % item == 0 and sr // item >= max(c, 1)) or \
-            ((sr == item or r == 1) and sc % item == 0 and sc // item >= max(r, 1)):
-        return x
-    return np.ascontiguousarray(x)
+    return x if _blas_matrices(x) else np.ascontiguousarray(x)
 
 
 def _merged(x, batch, rows, cols):
@@ -325,10 +319,44 @@ def _dot_plan(lhs_rank, rhs_rank, lc, rc, lb, rb):
     return lb + lhs_free + lc, rb + rc + rhs_free, lhs_free, rhs_free
 
 
+def _blas_matrices(x):
+    """Whether np.matmul hands x's matrices (its two last dimensions) to BLAS as they are
+    (``blas_operand``'s condition; for a result: written in place, not through NumPy's loop)."""
+    item = x.itemsize
+    r, c = x.shape[-2:]
+    sr, sc = x.strides[-2:]
+    return ((sc == item or c == 1) and sr % item == 0 and sr // item >= max(c, 1)) or \
+        ((sr == item or r == 1) and sc % item == 0 and sc // item >= max(r, 1))
+
+
+def _transposed_product(a, w, shape, types, batch, M, N, perm):
+    """The float product written straight into the layout of ``transpose(dot, perm)``:
+    the dot's result seen as a strided view of that array (``C^T`` of a 2-D product: NumPy
+    passes BLAS the operands swapped, ``C^T = B^T A^T``); None where that view's matrices
+    are not BLAS's (the caller transposes a product computed as usual)."""
+    t = shape.element_type
+    if not (t in dtypes.FLOATING or t in dtypes.COMPLEX):
+        return None
+    ct = _float_compute(t, *types)
+    buf = empty(tuple(shape.dims[p] for p in perm), ct)
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    out = _merged(np.transpose(buf, inverse), batch, M, N)
+    if out is None or not _blas_matrices(out):
+        return None
+    if out.ndim != a.ndim:   # one of them keeps its batch dimensions apart: all three so
+        a, w, out = (np.reshape(x, tuple(batch) + x.shape[-2:], copy=False) for x in (a, w, out))
+    matmul(blas_operand(a.astype(ct, copy=False)), blas_operand(w.astype(ct, copy=False)), out)
+    return _finish(buf, shape)
+
+
 @kernel("dot", note="BLAS (np.matmul); integers: Numba")
 def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contracting_dimensions=(),
                lhs_batch_dimensions=(), rhs_batch_dimensions=(), precision_config=None,
-               preferred_element_type=None):
+               preferred_element_type=None, out_permutation=None):
+    """``out_permutation`` (the run plan's ``fusion.DotTranspose``): the result is returned
+    as ``transpose(dot, out_permutation)``, computed in that layout where BLAS can write it."""
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
     lc, rc = tuple(int(d) for d in lhs_contracting_dimensions), tuple(int(d) for d in rhs_contracting_dimensions)
     lb, rb = tuple(int(d) for d in lhs_batch_dimensions), tuple(int(d) for d in rhs_batch_dimensions)
@@ -350,8 +378,14 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
         a, w = a.reshape(batch + (M, K)), w.reshape(batch + (K, N))
     types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
     if K == 0 or B * M * N == 0:
-        return np.zeros(shape.dims, shape.dtype)
-    return _finish(_product(a, w, shape, types), shape).reshape(shape.dims)
+        out = np.zeros(shape.dims, shape.dtype)
+    else:
+        if out_permutation is not None:
+            out = _transposed_product(a, w, shape, types, batch, M, N, tuple(out_permutation))
+            if out is not None:
+                return out
+        out = _finish(_product(a, w, shape, types), shape).reshape(shape.dims)
+    return out if out_permutation is None else contiguous(np.transpose(out, out_permutation))
 
 
 # ---------------------------------------------------------------------------------------
