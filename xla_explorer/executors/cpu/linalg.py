@@ -33,7 +33,7 @@ from ..numba_setup import PARALLEL_THRESHOLD, numba, split_threads
 from . import kernel
 from .elementwise import has_nonfinite
 from .reduction import _window_geometry
-from .shape import contiguous, empty
+from .shape import contiguous, empty, in_threads
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -157,33 +157,40 @@ def in_blocks(work, starts, scratch, size):
         _blas_leave()
 
 
+#: a big product split by rows is cut into this many parts whatever the thread count: a
+#: cut changes BLAS's blocking and so the bits (not a batch split: one BLAS call per
+#: matrix either way), so one thread (a busy machine) runs the same parts in turn
+_ROW_PARTS = 2
+
+
+def _matmul_batches(lo, hi, a, w, out):
+    if hi > lo:
+        np.matmul(a[lo:hi], w[lo:hi], out=out[lo:hi])
+
+
+def _matmul_rows(lo, hi, a, w, out, step):
+    for p in range(lo, hi):
+        np.matmul(a[..., p * step:(p + 1) * step, :], w, out=out[..., p * step:(p + 1) * step, :])
+
+
 def matmul(a, w, out):
     """out[b...] = a[b...] @ w[b...] (arrays [batch..., M, K] and [batch..., K, N], any
     strides BLAS takes: see ``blas_operand``; w's batch dimensions may be 1), BLAS
-    single-threaded in each of our worker threads."""
+    single-threaded in each thread.  A product of _SPLIT_WORK multiply-adds or more is
+    shared by the threads (``shape.in_threads``: the caller takes the parts a worker has
+    not started), by its first batch dimension, else by rows in _ROW_PARTS parts."""
     M, K = a.shape[-2:]
     N = w.shape[-1]
     B = math.prod(a.shape[:-2])
     _blas_enter()
     try:
-        n = _workers() if B * M * K * N >= _SPLIT_WORK else 1
-        if n <= 1:
+        if B * M * K * N < _SPLIT_WORK:
             np.matmul(a, w, out=out)
-            return out
-        if a.ndim > 2 and a.shape[0] >= n and w.shape[0] == a.shape[0]:  # split the (first) batch dimension
-            step = -(-a.shape[0] // n)
-            cuts = [(a[i:i + step], w[i:i + step], out[i:i + step]) for i in range(0, a.shape[0], step)]
-        else:  # split the rows of every matrix
-            step = -(-M // n)
-            cuts = [(a[..., i:i + step, :], w, out[..., i:i + step, :]) for i in range(0, M, step)]
-        # the calling thread multiplies the first part itself (one thread hand-off fewer)
-        parts = [_pool.submit(np.matmul, x, y, out=o) for x, y, o in cuts[1:]]
-        try:
-            x, y, o = cuts[0]
-            np.matmul(x, y, out=o)
-        finally:
-            for p in parts:
-                p.result()
+        elif a.ndim > 2 and a.shape[0] > 1 and w.shape[0] == a.shape[0]:
+            in_threads(_matmul_batches, a.shape[0], True, a, w, out)
+        else:
+            step = -(-M // _ROW_PARTS)
+            in_threads(_matmul_rows, -(-M // step), True, a, w, out, step)
         return out
     finally:
         _blas_leave()
