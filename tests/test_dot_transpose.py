@@ -43,8 +43,8 @@ def _run_three(comp, args):
 
 
 @SETTINGS
-@given(p=dot_problems(), types=st.sampled_from([(F32, None), ("s8", "s32"), ("bf16", F32), ("f64", None),
-                                                  ("c64", None)]),
+@given(p=dot_problems(), types=st.sampled_from([(F32, None), ("s8", "s32"), ("bf16", F32), ("bf16", None),
+                                                  ("f64", None), ("c64", None)]),
        data=st.data(), seed=st.integers(0, 99))
 def test_dot_then_any_transpose(p, types, data, seed):
     ld, rd, lc, rc, lb, rb = p
@@ -83,7 +83,8 @@ def test_strided_output_is_written_by_blas_directly():
     writes there (no product computed first and copied)."""
     from xla_explorer.executors.cpu import linalg
     rng = np.random.default_rng(3)
-    lhs, rhs = rng.standard_normal((2, 4, 24, 24), dtype=np.float32), rng.standard_normal((2, 4, 24, 8), dtype=np.float32)
+    lhs = rng.standard_normal((2, 4, 24, 24), dtype=np.float32)
+    rhs = rng.standard_normal((2, 4, 24, 8), dtype=np.float32)
     shape = xe.Shape(F32, (2, 4, 24, 8))
     kw = dict(lhs_contracting_dimensions=[3], rhs_contracting_dimensions=[2], lhs_batch_dimensions=[0, 1],
               rhs_batch_dimensions=[0, 1])

@@ -25,6 +25,10 @@ concatenate along the index vector dimension (``x[i, j]`` in JAX: each index wra
 ``GatherFusion``: one loop that computes each position's index components and gathers,
 as XLA fuses it, instead of loops, a concatenate and the gather, each a pass over the
 indices.  A backend without a kernel for it runs its original steps (``substeps``).
+
+A dot whose value only a transpose reads becomes a ``DotTranspose``: one step whose dot
+writes the transposed layout (XLA folds the transpose into the dot's output the same way);
+the CUDA backend runs its two ``substeps``.
 """
 from ..ops import registry
 
