@@ -673,14 +673,9 @@ def _op_step(inst, backend, clean, extra=None):
     # step's static shapes and attributes; a function of the operand values, or None
     prepare = getattr(kernel, "prepare", None)
     fast = None
-    if prepare is not None and not needs_ctx and all(o.shape.is_array and o.shape.is_static for o in inst.operands):
-        if getattr(kernel, "prepare_flushes", False):
-            # a hook that flushes as the rule says itself, and reads a region's combiner only
-            # (bound without a context)
-            fast = prepare([o.shape for o in inst.operands], shape=shape, flush=mask or (), flush_result=flush_result,
-                           **(kwargs if kwargs is not None else bind(inst.attrs, None, backend)))
-        elif kwargs is not None and mask is None and not flush_result:
-            fast = prepare([o.shape for o in inst.operands], shape=shape, **kwargs)
+    if prepare is not None and kwargs is not None and not needs_ctx and mask is None and not flush_result \
+            and all(o.shape.is_array and o.shape.is_static for o in inst.operands):
+        fast = prepare([o.shape for o in inst.operands], shape=shape, **kwargs)
     if fast is not None:
         def prepared_step(values, ctx, backend):
             if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
