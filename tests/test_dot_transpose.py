@@ -139,3 +139,60 @@ def test_walk_sees_the_dots_value():
     numba_executor.run(comp, args, on_value=lambda inst, v: seen.__setitem__(inst.opcode, np.array(v)))
     np.testing.assert_array_equal(seen["dot"].T, seen["transpose"])
     assert_same(args[0] @ args[1], seen["dot"])
+
+
+@SETTINGS
+@given(p=dot_problems(), t=st.sampled_from([F32, "f64", "c64"]), transposed=st.booleans(), data=st.data(),
+       seed=st.integers(0, 99))
+def test_prepared_dot_same_bits_as_the_kernel(p, t, transposed, data, seed):
+    """The run plan's prepared dot (``linalg._dot_prepare``) against ``dot_kernel`` on the
+    same operands: the same views, copies and BLAS calls, so the same bits; with and
+    without an output permutation; a value that is not C-contiguous takes the kernel."""
+    from xla_explorer.executors.cpu import linalg
+    ld, rd, lc, rc, lb, rb = p
+    b = xe.XlaBuilder("pd")
+    comp = b.build(xe.DotGeneral(param(b, 0, t, ld), param(b, 1, t, rd), lhs_contracting_dimensions=lc,
+                                 rhs_contracting_dimensions=rc, lhs_batch_dimensions=lb, rhs_batch_dimensions=rb))
+    shape = comp.entry.root.shape
+    perm = tuple(data.draw(st.permutations(list(range(shape.rank))))) if transposed else None
+    kw = dict(lhs_contracting_dimensions=lc, rhs_contracting_dimensions=rc, lhs_batch_dimensions=lb,
+              rhs_batch_dimensions=rb, out_permutation=perm)
+    run = linalg._dot_prepare(comp.parameter_shapes, shape=shape, **kw)
+    args = _args(np.random.default_rng(seed), comp)
+    if run is None:   # an empty product: the kernel's zeros
+        assert 0 in shape.dims or any(ld[d] == 0 for d in lc)
+        return
+    want = linalg.dot_kernel(*args, shape=shape, **kw)
+    got = run(*args)
+    assert got.shape == want.shape and got.dtype == want.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+    if args[0].ndim >= 1 and args[0].shape[-1] > 1:   # a strided value: the kernel's path
+        x = np.repeat(args[0], 2, axis=-1)[..., ::2]
+        np.testing.assert_array_equal(run(x, args[1]), linalg.dot_kernel(x, args[1], shape=shape, **kw))
+
+
+@pytest.mark.parametrize("mode", ["ieee", "flush"])
+@pytest.mark.parametrize("fold", [False, True])
+def test_prepared_dot_in_a_run_plan(mode, fold):
+    """The plan's dot step (plain, or folded with its transpose) is the prepared function,
+    the denormal rule around it in flush mode: walk and plan give the same bits, a denormal
+    operand reads as zero and a denormal product is written as zero under flushing."""
+    b = xe.XlaBuilder("pplan")
+    d = xe.DotGeneral(param(b, 0, F32, (40, 30)), param(b, 1, F32, (40, 20)), lhs_contracting_dimensions=[0],
+                      rhs_contracting_dimensions=[0])
+    comp = b.build(xe.Transpose(d, [1, 0]) if fold else xe.Add(d, d))
+    args = _args(np.random.default_rng(5), comp)
+    args[0][3, 4] = np.float32(1e-39)
+    args[0][:, 7] = 0
+    args[0][0, 7] = np.float32(1e-20)
+    args[1][:, 5] = 0
+    args[1][0, 5] = np.float32(1e-20)      # column 7 x column 5: one denormal product
+    runs = [comp.run(*args, backend="numba", denormals=mode) for _ in range(3)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r, runs[0])
+    steps = [fn.__name__ for prog in comp.entry.__dict__["_numba_programs"].values() for fn, *_ in prog.steps]
+    assert any(name.startswith("prepared") for name in steps), steps
+    want = comp.run(*args, denormals=mode)
+    assert_same(want, runs[0], rtol=1e-4)
+    product = runs[0][5, 7] if fold else runs[0][7, 5]
+    assert (product == 0) == (mode == "flush")

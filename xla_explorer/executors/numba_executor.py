@@ -671,12 +671,16 @@ def _op_step(inst, backend, clean, extra=None):
     mask = tuple(mask) if any(mask) else None
     # a kernel's ``prepare`` hook (cpu/shape.py): its Python set-up decided once for the
     # step's static shapes and attributes; a function of the operand values, or None
+    # (``prepare_flushing``: the denormal rule stays the step's -- the marked operands
+    # flushed before the prepared function, its result after, as around the kernel)
     prepare = getattr(kernel, "prepare", None)
     fast = None
-    if prepare is not None and kwargs is not None and not needs_ctx and mask is None and not flush_result \
+    flushing_ok = mask is None and not flush_result or (
+        getattr(kernel, "prepare_flushing", False) and not getattr(kernel, "flushes_operands", False))
+    if prepare is not None and kwargs is not None and not needs_ctx and flushing_ok \
             and all(o.shape.is_array and o.shape.is_static for o in inst.operands):
         fast = prepare([o.shape for o in inst.operands], shape=shape, **kwargs)
-    if fast is not None:
+    if fast is not None and mask is None and not flush_result:
         def prepared_step(values, ctx, backend):
             if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
                 return run_op(inst, values, ctx, backend, clean, extra)
@@ -685,6 +689,18 @@ def _op_step(inst, backend, clean, extra=None):
             except Exception as e:
                 _raise_named(e, opdef, inst, backend)
         return prepared_step, _SIZES[inst]
+    if fast is not None:
+        def prepared_flushing_step(values, ctx, backend):
+            if table.get(op) is not kernel:
+                return run_op(inst, values, ctx, backend, clean, extra)
+            if mask is not None:
+                values = [backend.flush(v) if m else v for v, m in zip(values, mask)]
+            try:
+                out = fast(*values)
+            except Exception as e:
+                _raise_named(e, opdef, inst, backend)
+            return backend.flush(out) if flush_result else out
+        return prepared_flushing_step, _SIZES[inst]
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code

@@ -395,6 +395,81 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
     return out if out_permutation is None else contiguous(np.transpose(out, out_permutation))
 
 
+def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_contracting_dimensions=(),
+                 lhs_batch_dimensions=(), rhs_batch_dimensions=(), precision_config=None,
+                 preferred_element_type=None, out_permutation=None):
+    """The run plan's hook (``numba_executor._op_step``): a float product of operands of
+    the result's type (f32, f64, c64, c128), its Python set-up decided once from the static
+    shapes -- the dimension plan, the operands' [batch, M, K] / [batch, K, N] views (C
+    strides: the same views, or copies, as ``dot_kernel`` makes), whether BLAS takes them
+    as they are -- then the same ``matmul`` (or ``_transposed_product``) as the kernel, so
+    the same bits.  Other types and values not C-contiguous of the static dims: the kernel."""
+    if len(operand_shapes) != 2 or not shape.is_array or not shape.is_static:
+        return None
+    ls, rs = operand_shapes
+    t = shape.element_type
+    if t not in ("f32", "f64", "c64", "c128") or ls.element_type != t or rs.element_type != t:
+        return None
+    ct = np.dtype(_float_compute(t, t, t))
+    if ct != np.dtype(shape.dtype):
+        return None
+    lc, rc = tuple(int(d) for d in lhs_contracting_dimensions), tuple(int(d) for d in rhs_contracting_dimensions)
+    lb, rb = tuple(int(d) for d in lhs_batch_dimensions), tuple(int(d) for d in rhs_batch_dimensions)
+    ldims, rdims = tuple(ls.dims), tuple(rs.dims)
+    lperm, rperm, lhs_free, rhs_free = _dot_plan(len(ldims), len(rdims), lc, rc, lb, rb)
+    B, M, K = (math.prod(ldims[d] for d in g) for g in (lb, lhs_free, lc))
+    N = math.prod(rdims[d] for d in rhs_free)
+    if K == 0 or B * M * N == 0:
+        return None
+    batch = tuple(ldims[d] for d in lb)
+
+    def probe(dims):   # an array of these dims and C strides, without memory behind it
+        strides, st = [0] * len(dims), ct.itemsize
+        for d in range(len(dims) - 1, -1, -1):
+            strides[d], st = st, st * dims[d]
+        return np.lib.stride_tricks.as_strided(np.zeros(1, ct), shape=dims, strides=strides)
+    a, w = _merged(np.transpose(probe(ldims), lperm), batch, M, K), _merged(np.transpose(probe(rdims), rperm), batch,
+                                                                             K, N)
+    a_shape = a.shape if a is not None else (B, M, K)
+    w_shape = w.shape if w is not None else (B, K, N)
+    if len(a_shape) != len(w_shape):
+        a_shape, w_shape = batch + (M, K), batch + (K, N)
+    # whether the views' matrices are BLAS's (else blas_operand copies them), decided on
+    # the probes (a copy made by a reshape is C-contiguous: BLAS's)
+    a_ok = a is None or _blas_matrices(np.reshape(a, a_shape, copy=False) if a.shape != a_shape else a)
+    w_ok = w is None or _blas_matrices(np.reshape(w, w_shape, copy=False) if w.shape != w_shape else w)
+    perm = tuple(int(p) for p in out_permutation) if out_permutation is not None else None
+    types, dims = (t, t), tuple(shape.dims)
+    out_shape = a_shape[:-1] + w_shape[-1:]
+    kw = dict(shape=shape, lhs_contracting_dimensions=lc, rhs_contracting_dimensions=rc, lhs_batch_dimensions=lb,
+              rhs_batch_dimensions=rb, out_permutation=perm)
+
+    def run(lhs, rhs):
+        if type(lhs) is not np.ndarray or type(rhs) is not np.ndarray or lhs.dtype != ct or rhs.dtype != ct \
+                or lhs.shape != ldims or rhs.shape != rdims or not lhs.flags.c_contiguous \
+                or not rhs.flags.c_contiguous:
+            return dot_kernel(lhs, rhs, **kw)
+        a = np.transpose(lhs, lperm).reshape(a_shape)
+        w = np.transpose(rhs, rperm).reshape(w_shape)
+        if not a_ok:
+            a = np.ascontiguousarray(a)
+        if not w_ok:
+            w = np.ascontiguousarray(w)
+        if perm is not None:
+            out = _transposed_product(a, w, shape, types, batch, M, N, perm)
+            if out is not None:
+                return out
+        out = matmul(a, w, empty(out_shape, ct)).reshape(dims)
+        return out if perm is None else contiguous(np.transpose(out, perm))
+    return run
+
+
+dot_kernel.prepare = _dot_prepare
+#: (perf-small's ``_op_step``) the executor flushes the marked operands before the prepared
+#: function and its result after, as around the kernel
+dot_kernel.prepare_flushing = True
+
+
 # ---------------------------------------------------------------------------------------
 # Convolution: im2col + matrix product
 
