@@ -40,18 +40,15 @@ njit, prange = nb.njit, nb.prange
 _opts = dict(cache=True, nogil=True, error_model="numpy")
 
 
-def _threads():
-    return nb.get_num_threads()
-
-
 # ---------------------------------------------------------------------------------------
 # BLAS through np.matmul, one BLAS thread per worker thread of ours
 #
 # OpenBLAS's own threads spin-wait for work: on this project's 2-core machines, with any
 # other process busy, a 64 x 256x256x256 batched product took 1-2 s with OpenBLAS's two
 # threads and 20 ms with one.  So the kernels switch OpenBLAS to one thread for their
-# call (and back after), and split a big product over a small pool of Python threads
-# (np.matmul releases the GIL), each running single-threaded BLAS on its part.
+# call (and back after), and split a big product over the kernels' worker threads
+# (``shape.in_threads``; np.matmul releases the GIL), each running single-threaded BLAS on
+# its part.
 
 _blas = None
 
@@ -111,48 +108,25 @@ def _blas_leave():
             blas[0](_blas_before)
 
 
-_pool = None
-
-
-def _workers():
-    """How many worker threads a big product is split over (numba's thread count)."""
-    global _pool
-    n = _threads()
-    if n > 1 and _pool is None:
-        with _blas_lock:
-            if _pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-                _pool = ThreadPoolExecutor(n, thread_name_prefix="xla_explorer_blas")
-    return n
-
-
 #: a product of at least this many multiply-adds is split over the worker threads
 _SPLIT_WORK = 1 << 22
 
 
+def _blocks_part(lo, hi, work, starts, scratch):
+    if hi > lo:
+        buf = scratch()
+        for i in range(lo, hi):
+            work(starts[i], buf)
+
+
 def in_blocks(work, starts, scratch, size):
-    """``work(start, buffer)`` for every start, spread over our worker threads (each with
-    its own scratch buffer), BLAS single-threaded meanwhile."""
+    """``work(start, buffer)`` for every start, spread over the threads (``shape.in_threads``:
+    the caller takes the parts a worker has not started; each part its own scratch buffer),
+    BLAS single-threaded meanwhile.  The blocks are cut by the caller (by size), so the
+    threads change nothing of the results."""
     _blas_enter()
     try:
-        n = min(_workers() if size >= _SPLIT_WORK else 1, len(starts))
-        if n <= 1:
-            buf = scratch()
-            for s in starts:
-                work(s, buf)
-            return
-
-        def worker(mine):
-            buf = scratch()
-            for s in mine:
-                work(s, buf)
-        # the calling thread takes the first share itself (one thread hand-off fewer)
-        parts = [_pool.submit(worker, starts[i::n]) for i in range(1, n)]
-        try:
-            worker(starts[0::n])
-        finally:
-            for p in parts:
-                p.result()
+        in_threads(_blocks_part, len(starts), size >= _SPLIT_WORK and len(starts) > 1, work, starts, scratch)
     finally:
         _blas_leave()
 
