@@ -322,6 +322,18 @@ def test_dot_general_batched():
     check(comp, rand("f32", (2, 3, 4)), rand("f32", (2, 4, 5)), rtol=1e-5)
 
 
+def test_dot_then_transpose_runs_its_substeps():
+    """A dot read only by a transpose is one step of the plan (fusion.DotTranspose); CUDA
+    has no folded kernel and runs the dot and the transpose, walk and run plan alike."""
+    b, (lhs, rhs) = build("dott", "f32[5,3]", "f32[5,4]")
+    comp = b.build(xe.Transpose(xe.DotGeneral(lhs, rhs, lhs_contracting_dimensions=[0],
+                                              rhs_contracting_dimensions=[0]), [1, 0]))
+    assert [s.group.kind for s in comp.fusion_plan().steps if s.group is not None] == ["dot"]
+    args = rand("f32", (5, 3)), rand("f32", (5, 4))
+    for _ in range(2):
+        check(comp, *args, rtol=1e-5)
+
+
 def test_dot_integers_wrap_in_the_result_type():
     b, (lhs, rhs, p) = build("doti", "s8[3,40]", "s8[40,2]", "pred[2,2]")
     comp = b.build(xe.Tuple(xe.Dot(lhs, rhs), xe.Dot(lhs, rhs, preferred_element_type="s32"), xe.Dot(p, p)))

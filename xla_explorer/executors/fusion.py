@@ -25,6 +25,10 @@ concatenate along the index vector dimension (``x[i, j]`` in JAX: each index wra
 ``GatherFusion``: one loop that computes each position's index components and gathers,
 as XLA fuses it, instead of loops, a concatenate and the gather, each a pass over the
 indices.  A backend without a kernel for it runs its original steps (``substeps``).
+
+A dot whose value only a transpose reads becomes a ``DotTranspose``: one step whose dot
+writes the transposed layout (XLA folds the transpose into the dot's output the same way);
+the CUDA backend runs its two ``substeps``.
 """
 from ..ops import registry
 
@@ -115,6 +119,33 @@ class GatherFusion(FusionGroup):
         return f"gather({inner})"
 
 
+class DotTranspose(FusionGroup):
+    """A dot whose only reader is a transpose (the ``x.T`` after a product that JAX's
+    gradients leave in lowered HLO): one step, the dot writing its result in the
+    transpose's layout (``C^T = B^T A^T``: BLAS with its operands swapped, or a strided
+    output), as XLA folds the transpose into the dot.  ``members``: [dot, transpose];
+    ``inputs``: the dot's operands; ``substeps``: the two steps it replaces (a backend
+    without the fold runs them)."""
+
+    kind = "dot"
+
+    def __init__(self, dot, transpose, substeps):
+        super().__init__(transpose)
+        self.members = [dot, transpose]
+        self.substeps = substeps
+
+    @property
+    def dot(self):
+        return self.members[0]
+
+    @property
+    def permutation(self):
+        return tuple(int(d) for d in self.root.attrs["permutation"])
+
+    def signature(self):
+        return "dot-transpose"
+
+
 class Step:
     __slots__ = ("inst", "group")
 
@@ -136,7 +167,9 @@ class FusionPlan:
     def __str__(self):
         lines = [f"fusion plan of {self.computation.name}:"]
         for s in self.steps:
-            if s.group is not None and s.group.kind == "gather":
+            if s.group is not None and s.group.kind == "dot":
+                lines.append(f"  dot        -> {s.group.root.name} {s.group.root.shape}: dot written transposed")
+            elif s.group is not None and s.group.kind == "gather":
                 lines.append(f"  fused gather -> {s.group.root.name} {s.group.root.shape}: "
                              + " -> ".join(m.opcode for m in s.group.members))
             elif s.group is not None and len(s.group.members) > 1:
@@ -277,6 +310,7 @@ def fusion_plan(computation, fuse=True, kinds=None):
             steps.append(Step(inst, g))
     if fuse:
         steps = _fuse_gathers(steps, users, order, computation, kinds)
+        steps = _fold_transposes(steps, users, order, computation)
     last_use = {}
     for k, s in enumerate(steps):
         reads = s.group.inputs if s.group is not None else s.inst.operands
@@ -309,6 +343,28 @@ def _fuse_gathers(steps, users, order, computation, kinds):
     if not replaced:
         return steps
     return [replaced.get(s.inst, s) for s in steps if id(s) not in dropped]
+
+
+def _fold_transposes(steps, users, order, computation):
+    """The plan's steps with each dot whose value only a transpose reads (the dot not the
+    root) made a ``DotTranspose`` step in place of the transpose's (the dot's removed)."""
+    step_of = {s.inst: s for s in steps}
+    folded, dropped = {}, set()
+    for s in steps:
+        t = s.inst
+        if s.group is not None or t.opcode != "transpose" or not t.shape.is_array or not t.shape.is_static:
+            continue
+        d = t.operands[0]
+        ds = step_of.get(d)
+        if (d.opcode != "dot" or ds is None or ds.group is not None or d is computation.root
+                or users[d] != [t] or not d.shape.is_static
+                or not all(o.shape.is_array and o.shape.is_static for o in d.operands)):
+            continue
+        folded[t] = Step(t, DotTranspose(d, t, [ds, s]).finalise(order))
+        dropped.add(id(ds))
+    if not folded:
+        return steps
+    return [folded.get(s.inst, s) for s in steps if id(s) not in dropped]
 
 
 def _unit_glue(piece, ivd, step_of):

@@ -108,6 +108,9 @@ class CpuBackend:
         if group.kind == "gather":   # a gather with its start indices' computation
             runner = runners[mode] = cpu.indexing.fused_gather_runner(group, mode)
             return runner
+        if group.kind == "dot":   # a dot written in its transpose's layout (the walk's run_op)
+            runner = runners[mode] = _dot_runner(group, self)
+            return runner
         if group.root.shape.is_array and group.root.shape.rank == 0:
             # integer / pred scalars (dynamic-update-slice's clamps): a Python function, no loop
             from .cpu.scalar_group import scalar_runner
@@ -191,6 +194,17 @@ def _view_runner(group):
             return v.reshape(dims)
         return np.array(v, dtype, order="C").reshape(dims)
     return view
+
+
+def _dot_operands(group):
+    """Where each operand of a ``fusion.DotTranspose``'s dot is among the group's inputs."""
+    return [group.inputs.index(o) for o in group.dot.operands]
+
+
+def _dot_runner(group, backend, clean=None):
+    where, extra = _dot_operands(group), {"out_permutation": group.permutation}
+    dot = group.dot
+    return lambda values: run_op(dot, [values[i] for i in where], None, backend, clean, extra)
 
 
 def run_substeps(group, values, backend):
@@ -304,9 +318,11 @@ def _bound(inst, ctx, backend):
     return dict(kwargs)
 
 
-def run_op(inst, values, ctx, backend, clean=None):
+def run_op(inst, values, ctx, backend, clean=None, extra=None):
     """Run one instruction.  ``clean``: per operand, whether its value is known to hold no
-    denormal (``_evaluate`` tracks it), so that flushing it again can be skipped."""
+    denormal (``_evaluate`` tracks it), so that flushing it again can be skipped.
+    ``extra``: keyword arguments the run plan adds for the kernel (a dot's
+    ``out_permutation``)."""
     op = inst.opcode
     if op == "constant":
         return backend.constant(inst.attrs["literal"])
@@ -353,6 +369,8 @@ def run_op(inst, values, ctx, backend, clean=None):
     else:
         check_size(shape, f"{opdef.name} {inst.name}")
     kwargs = _bound(inst, ctx, backend)
+    if extra:
+        kwargs.update(extra)
     if getattr(kernel, "needs_context", False) or opdef.needs_context:
         kwargs["ctx"] = ctx
     mask, flush_result = _denormal_rule(opdef, inst, kwargs)
@@ -515,6 +533,8 @@ def _clean_after(inst, step, clean):
     """Whether ``inst``'s value holds no denormal (``"flush"`` mode): a fused loop's or a bits
     op's (copy, slice, gather, ...: nothing flushed, nothing computed) when every operand's
     does; a flushed result's.  Parameters and control flow are not known (False)."""
+    if step.group is not None and step.group.kind == "dot":   # as its dot's value
+        return _clean_after(step.group.dot, _fusion.Step(step.group.dot), clean)
     if step.group is not None:
         flushed = step.group.__dict__.get("_flushes_result")
         if flushed is None:
@@ -542,7 +562,12 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task):
             # the loop's output (in its carrier type, f16 -> f32) is allocated: guard it first
             groot = step.group.root
             _check_size(groot, groot.shape, groot.opcode, _carrier_dtype(groot.shape.element_type).itemsize)
-            value = backend.run_group(step.group, [env[x] for x in step.group.inputs])
+            if step.group.kind == "dot" and backend.layer == "cpu":
+                dot = step.group.dot
+                value = _dot_runner(step.group, backend, None if clean is None else [
+                    o in clean for o in dot.operands])([env[x] for x in step.group.inputs])
+            else:
+                value = backend.run_group(step.group, [env[x] for x in step.group.inputs])
         elif inst.opcode == "parameter":
             value = env[inst]
         else:
@@ -554,6 +579,9 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task):
         if task is not None:
             task.advance()
         if on_value is not None:
+            if step.group is not None and step.group.kind == "dot" and backend.layer == "cpu":
+                # the dot's own value: the transposed result seen back in the dot's layout
+                on_value(step.group.dot, np.transpose(value, np.argsort(step.group.permutation)))
             on_value(inst, value)
         reads = step.group.inputs if step.group is not None else inst.operands
         for o in reads:
@@ -645,7 +673,16 @@ class _Program:
                 continue
             reads = step.group.inputs if step.group is not None else inst.operands
             dead = tuple(sorted({slot[o] for o in reads if plan.last_use.get(o) == k and o is not root}))
-            if step.group is not None:
+            if step.group is not None and step.group.kind == "dot" and backend.layer == "cpu":
+                dot = step.group.dot
+                where = _dot_operands(step.group)
+                fn, size = _op_step(dot, backend, None if clean is None else [o in clean for o in dot.operands],
+                                    {"out_permutation": step.group.permutation})
+                if where != list(range(len(where))):
+                    fn = (lambda f, w: lambda values, ctx, backend: f([values[i] for i in w], ctx, backend))(fn, where)
+                max_bytes = max(max_bytes, size, _SIZES[step.group.root])
+                label = f"{dot.name} written transposed ({inst.name})"
+            elif step.group is not None:
                 groot = step.group.root
                 max_bytes = max(max_bytes, _SIZES[groot])
                 fn = _group_step(step.group, backend, "flush" if flushing else "ieee")
@@ -672,8 +709,9 @@ def _group_step(group, backend, mode):
     return lambda values, ctx, backend: backend.run_group(group, values)
 
 
-def _op_step(inst, backend, clean):
-    """One instruction's step: (function of its operand values, the bytes it allocates)."""
+def _op_step(inst, backend, clean, extra=None):
+    """One instruction's step: (function of its operand values, the bytes it allocates).
+    ``extra``: keyword arguments the plan adds for the kernel (``run_op``'s)."""
     op = inst.opcode
     if op == "tuple":
         return (lambda values, ctx, backend: tuple(values)), 0
@@ -687,11 +725,13 @@ def _op_step(inst, backend, clean):
     if op in _CONTROL or op == "scan" or kernel is None or _dynamic_operands(inst) \
             or inst not in _SIZES or inst not in _RULES and fpenv.flushing():
         # control flow, simulated devices, run-time shapes: the walk's own code
-        return (lambda values, ctx, backend: run_op(inst, values, ctx, backend, clean)), 0
+        return (lambda values, ctx, backend: run_op(inst, values, ctx, backend, clean, extra)), 0
     opdef = registry.get(op)
     table = registry.LAYERS[backend.layer]
     shape = inst.shape
     kwargs = _KWARGS.get(inst)      # None: an attribute is a computation, bound per run (its context)
+    if extra and kwargs is not None:
+        kwargs = dict(kwargs, **extra)
     needs_ctx = getattr(kernel, "needs_context", False) or opdef.needs_context
     mask, flush_result = _RULES[inst] if fpenv.flushing() else ((), False)
     if clean is not None:
@@ -708,6 +748,8 @@ def _op_step(inst, backend, clean):
     pkw = kwargs
     if prepare is not None and kwargs is None and getattr(kernel, "prepare_regions", False):
         pkw = bind(inst.attrs, None, backend)
+        if extra:
+            pkw.update(extra)
     flushes = getattr(kernel, "flushes_operands", False)
     if prepare is not None and pkw is not None and not needs_ctx \
             and (mask is None and not flush_result or getattr(kernel, "prepare_flushing", False)) \
@@ -718,7 +760,7 @@ def _op_step(inst, backend, clean):
     if fast is not None and mask is None and not flush_result:
         def prepared_step(values, ctx, backend):
             if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
-                return run_op(inst, values, ctx, backend, clean)
+                return run_op(inst, values, ctx, backend, clean, extra)
             try:
                 return fast(*values)
             except Exception as e:
@@ -729,7 +771,7 @@ def _op_step(inst, backend, clean):
 
         def prepared_flushing_step(values, ctx, backend):
             if table.get(op) is not kernel:
-                return run_op(inst, values, ctx, backend, clean)
+                return run_op(inst, values, ctx, backend, clean, extra)
             if pre is not None:
                 values = [backend.flush(v) if m else v for v, m in zip(values, pre)]
             try:
@@ -741,10 +783,12 @@ def _op_step(inst, backend, clean):
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
-            return run_op(inst, values, ctx, backend, clean)
+            return run_op(inst, values, ctx, backend, clean, extra)
         kw = kwargs
         if kw is None:
             kw = bind(inst.attrs, ctx, backend)
+            if extra:
+                kw.update(extra)
         if needs_ctx:
             kw = dict(kw, ctx=ctx)
         return _call_kernel(kernel, values, shape, kw, mask, flush_result, opdef, inst, backend)

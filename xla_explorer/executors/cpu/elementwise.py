@@ -120,8 +120,10 @@ def flush_denormals(x):
     by a scan of the bits: ``x`` itself when it holds none."""
     if isinstance(x, tuple):
         return tuple(flush_denormals(v) for v in x)
-    if not isinstance(x, np.ndarray) or x.ndim == 0 or x.size < 64:
+    if not isinstance(x, np.ndarray) or x.ndim == 0:
         return fpenv.flush(x)
+    if x.size == 0:
+        return x
     t = fpenv._type_name(x)
     masks = _MASKS.get(t)
     if masks is None or not x.flags.c_contiguous:

@@ -33,15 +33,11 @@ from ..numba_setup import PARALLEL_THRESHOLD, numba, split_threads
 from . import kernel
 from .elementwise import has_nonfinite
 from .reduction import _window_geometry
-from .shape import contiguous, empty
+from .shape import contiguous, empty, in_threads
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
 _opts = dict(cache=True, nogil=True, error_model="numpy")
-
-
-def _threads():
-    return nb.get_num_threads()
 
 
 # ---------------------------------------------------------------------------------------
@@ -50,8 +46,9 @@ def _threads():
 # OpenBLAS's own threads spin-wait for work: on this project's 2-core machines, with any
 # other process busy, a 64 x 256x256x256 batched product took 1-2 s with OpenBLAS's two
 # threads and 20 ms with one.  So the kernels switch OpenBLAS to one thread for their
-# call (and back after), and split a big product over a small pool of Python threads
-# (np.matmul releases the GIL), each running single-threaded BLAS on its part.
+# call (and back after), and split a big product over the kernels' worker threads
+# (``shape.in_threads``; np.matmul releases the GIL), each running single-threaded BLAS on
+# its part.
 
 _blas = None
 
@@ -111,97 +108,63 @@ def _blas_leave():
             blas[0](_blas_before)
 
 
-_pool = None
-
-
-def _workers():
-    """How many worker threads a big product is split over (numba's thread count)."""
-    global _pool
-    n = _threads()
-    if n > 1 and _pool is None:
-        with _blas_lock:
-            if _pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-                _pool = ThreadPoolExecutor(n, thread_name_prefix="xla_explorer_blas")
-    return n
-
-
 #: a product of at least this many multiply-adds is split over the worker threads
 _SPLIT_WORK = 1 << 22
 
-#: how many parts a big product's rows are cut into: the process's thread count (Numba's
-#: pool), fixed whatever the threads running a call
-_ROW_CUTS = max(1, nb.config.NUMBA_NUM_THREADS)
+
+def _blocks_part(lo, hi, work, starts, scratch):
+    if hi > lo:
+        buf = scratch()
+        for i in range(lo, hi):
+            work(starts[i], buf)
 
 
 def in_blocks(work, starts, scratch, size):
-    """``work(start, buffer)`` for every start, spread over our worker threads (each with
-    its own scratch buffer), BLAS single-threaded meanwhile."""
+    """``work(start, buffer)`` for every start, spread over the threads (``shape.in_threads``:
+    the caller takes the parts a worker has not started; each part its own scratch buffer),
+    BLAS single-threaded meanwhile.  The blocks are cut by the caller (by size), so the
+    threads change nothing of the results."""
     _blas_enter()
     try:
-        n = min(_workers() if size >= _SPLIT_WORK else 1, len(starts))
-        if n <= 1:
-            buf = scratch()
-            for s in starts:
-                work(s, buf)
-            return
-
-        def worker(mine):
-            buf = scratch()
-            for s in mine:
-                work(s, buf)
-        # the calling thread takes the first share itself (one thread hand-off fewer)
-        parts = [_pool.submit(worker, starts[i::n]) for i in range(1, n)]
-        try:
-            worker(starts[0::n])
-        finally:
-            for p in parts:
-                p.result()
+        in_threads(_blocks_part, len(starts), size >= _SPLIT_WORK and len(starts) > 1, work, starts, scratch)
     finally:
         _blas_leave()
+
+
+#: a big product split by rows is cut into this many parts whatever the thread count: a
+#: cut changes BLAS's blocking and so the bits (not a batch split: one BLAS call per
+#: matrix either way), so one thread (a busy machine) runs the same parts in turn
+_ROW_PARTS = 2
+
+
+def _matmul_batches(lo, hi, a, w, out):
+    if hi > lo:
+        np.matmul(a[lo:hi], w[lo:hi], out=out[lo:hi])
+
+
+def _matmul_rows(lo, hi, a, w, out, step):
+    for p in range(lo, hi):
+        np.matmul(a[..., p * step:(p + 1) * step, :], w, out=out[..., p * step:(p + 1) * step, :])
 
 
 def matmul(a, w, out):
     """out[b...] = a[b...] @ w[b...] (arrays [batch..., M, K] and [batch..., K, N], any
     strides BLAS takes: see ``blas_operand``; w's batch dimensions may be 1), BLAS
-    single-threaded in each of our worker threads."""
+    single-threaded in each thread.  A product of _SPLIT_WORK multiply-adds or more is
+    shared by the threads (``shape.in_threads``: the caller takes the parts a worker has
+    not started), by its first batch dimension, else by rows in _ROW_PARTS parts."""
     M, K = a.shape[-2:]
     N = w.shape[-1]
     B = math.prod(a.shape[:-2])
     _blas_enter()
     try:
-        big = B * M * K * N >= _SPLIT_WORK
-        n = _workers() if big else 1
-        if a.ndim > 2 and a.shape[0] >= 2 and w.shape[0] == a.shape[0]:
-            # split the (first) batch dimension: each matrix is multiplied whole, whatever the cut
-            if n <= 1:
-                np.matmul(a, w, out=out)
-                return out
-            step = -(-a.shape[0] // n)
-            cuts = [(a[i:i + step], w[i:i + step], out[i:i + step]) for i in range(0, a.shape[0], step)]
+        if B * M * K * N < _SPLIT_WORK:
+            np.matmul(a, w, out=out)
+        elif a.ndim > 2 and a.shape[0] > 1 and w.shape[0] == a.shape[0]:
+            in_threads(_matmul_batches, a.shape[0], True, a, w, out)
         else:
-            # split the rows of every matrix: a BLAS may round a row otherwise in a product of
-            # fewer rows (OpenBLAS's Haswell kernels do), so the rows are cut by the process's
-            # thread count, not by the threads running now (one on a busy machine, or after
-            # numba.set_num_threads(1)): the same bits either way, the cuts run in turn
-            parts = min(_ROW_CUTS, M) if big else 1
-            if parts <= 1:
-                np.matmul(a, w, out=out)
-                return out
-            step = -(-M // parts)
-            cuts = [(a[..., i:i + step, :], w, out[..., i:i + step, :]) for i in range(0, M, step)]
-            if n <= 1:
-                for x, y, o in cuts:
-                    np.matmul(x, y, out=o)
-                return out
-        # the calling thread multiplies the first part itself (one thread hand-off fewer)
-        parts = [_pool.submit(np.matmul, x, y, out=o) for x, y, o in cuts[1:]]
-        try:
-            x, y, o = cuts[0]
-            np.matmul(x, y, out=o)
-        finally:
-            for p in parts:
-                p.result()
+            step = -(-M // _ROW_PARTS)
+            in_threads(_matmul_rows, -(-M // step), True, a, w, out, step)
         return out
     finally:
         _blas_leave()
@@ -213,13 +176,7 @@ def blas_operand(x):
     dimension (a transposed or sliced view is passed with BLAS's transpose flag and
     leading dimension, as XLA folds a transpose into the dot), else a contiguous copy
     (NumPy would otherwise run its own, slow, loop)."""
-    item = x.itemsize
-    r, c = x.shape[-2:]
-    sr, sc = x.strides[-2:]
-    if ((sc == item or c == 1) and sr % item == 0 and sr // item >= max(c, 1)) or \
-            ((sr == item or r == 1) and sc % item == 0 and sc // item >= max(r, 1)):
-        return x
-    return np.ascontiguousarray(x)
+    return x if _blas_matrices(x) else np.ascontiguousarray(x)
 
 
 def _merged(x, batch, rows, cols):
@@ -343,10 +300,44 @@ def _dot_plan(lhs_rank, rhs_rank, lc, rc, lb, rb):
     return lb + lhs_free + lc, rb + rc + rhs_free, lhs_free, rhs_free
 
 
+def _blas_matrices(x):
+    """Whether np.matmul hands x's matrices (its two last dimensions) to BLAS as they are
+    (``blas_operand``'s condition; for a result: written in place, not through NumPy's loop)."""
+    item = x.itemsize
+    r, c = x.shape[-2:]
+    sr, sc = x.strides[-2:]
+    return ((sc == item or c == 1) and sr % item == 0 and sr // item >= max(c, 1)) or \
+        ((sr == item or r == 1) and sc % item == 0 and sc // item >= max(r, 1))
+
+
+def _transposed_product(a, w, shape, types, batch, M, N, perm):
+    """The float product written straight into the layout of ``transpose(dot, perm)``:
+    the dot's result seen as a strided view of that array (``C^T`` of a 2-D product: NumPy
+    passes BLAS the operands swapped, ``C^T = B^T A^T``); None where that view's matrices
+    are not BLAS's (the caller transposes a product computed as usual)."""
+    t = shape.element_type
+    if not (t in dtypes.FLOATING or t in dtypes.COMPLEX):
+        return None
+    ct = _float_compute(t, *types)
+    buf = empty(tuple(shape.dims[p] for p in perm), ct)
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    out = _merged(np.transpose(buf, inverse), batch, M, N)
+    if out is None or not _blas_matrices(out):
+        return None
+    if out.ndim != a.ndim:   # one of them keeps its batch dimensions apart: all three so
+        a, w, out = (np.reshape(x, tuple(batch) + x.shape[-2:], copy=False) for x in (a, w, out))
+    matmul(blas_operand(a.astype(ct, copy=False)), blas_operand(w.astype(ct, copy=False)), out)
+    return _finish(buf, shape)
+
+
 @kernel("dot", note="BLAS (np.matmul); integers: Numba")
 def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contracting_dimensions=(),
                lhs_batch_dimensions=(), rhs_batch_dimensions=(), precision_config=None,
-               preferred_element_type=None):
+               preferred_element_type=None, out_permutation=None):
+    """``out_permutation`` (the run plan's ``fusion.DotTranspose``): the result is returned
+    as ``transpose(dot, out_permutation)``, computed in that layout where BLAS can write it."""
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
     lc, rc = tuple(int(d) for d in lhs_contracting_dimensions), tuple(int(d) for d in rhs_contracting_dimensions)
     lb, rb = tuple(int(d) for d in lhs_batch_dimensions), tuple(int(d) for d in rhs_batch_dimensions)
@@ -368,8 +359,89 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
         a, w = a.reshape(batch + (M, K)), w.reshape(batch + (K, N))
     types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
     if K == 0 or B * M * N == 0:
-        return np.zeros(shape.dims, shape.dtype)
-    return _finish(_product(a, w, shape, types), shape).reshape(shape.dims)
+        out = np.zeros(shape.dims, shape.dtype)
+    else:
+        if out_permutation is not None:
+            out = _transposed_product(a, w, shape, types, batch, M, N, tuple(out_permutation))
+            if out is not None:
+                return out
+        out = _finish(_product(a, w, shape, types), shape).reshape(shape.dims)
+    return out if out_permutation is None else contiguous(np.transpose(out, out_permutation))
+
+
+def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_contracting_dimensions=(),
+                 lhs_batch_dimensions=(), rhs_batch_dimensions=(), precision_config=None,
+                 preferred_element_type=None, out_permutation=None):
+    """The run plan's hook (``numba_executor._op_step``): a float product of operands of
+    the result's type (f32, f64, c64, c128), its Python set-up decided once from the static
+    shapes -- the dimension plan, the operands' [batch, M, K] / [batch, K, N] views (C
+    strides: the same views, or copies, as ``dot_kernel`` makes), whether BLAS takes them
+    as they are -- then the same ``matmul`` (or ``_transposed_product``) as the kernel, so
+    the same bits.  Other types and values not C-contiguous of the static dims: the kernel."""
+    if len(operand_shapes) != 2 or not shape.is_array or not shape.is_static:
+        return None
+    ls, rs = operand_shapes
+    t = shape.element_type
+    if t not in ("f32", "f64", "c64", "c128") or ls.element_type != t or rs.element_type != t:
+        return None
+    ct = np.dtype(_float_compute(t, t, t))
+    if ct != np.dtype(shape.dtype):
+        return None
+    lc, rc = tuple(int(d) for d in lhs_contracting_dimensions), tuple(int(d) for d in rhs_contracting_dimensions)
+    lb, rb = tuple(int(d) for d in lhs_batch_dimensions), tuple(int(d) for d in rhs_batch_dimensions)
+    ldims, rdims = tuple(ls.dims), tuple(rs.dims)
+    lperm, rperm, lhs_free, rhs_free = _dot_plan(len(ldims), len(rdims), lc, rc, lb, rb)
+    B, M, K = (math.prod(ldims[d] for d in g) for g in (lb, lhs_free, lc))
+    N = math.prod(rdims[d] for d in rhs_free)
+    if K == 0 or B * M * N == 0:
+        return None
+    batch = tuple(ldims[d] for d in lb)
+
+    def probe(dims):   # an array of these dims and C strides, without memory behind it
+        strides, st = [0] * len(dims), ct.itemsize
+        for d in range(len(dims) - 1, -1, -1):
+            strides[d], st = st, st * dims[d]
+        return np.lib.stride_tricks.as_strided(np.zeros(1, ct), shape=dims, strides=strides)
+    a, w = _merged(np.transpose(probe(ldims), lperm), batch, M, K), _merged(np.transpose(probe(rdims), rperm), batch,
+                                                                             K, N)
+    a_shape = a.shape if a is not None else (B, M, K)
+    w_shape = w.shape if w is not None else (B, K, N)
+    if len(a_shape) != len(w_shape):
+        a_shape, w_shape = batch + (M, K), batch + (K, N)
+    # whether the views' matrices are BLAS's (else blas_operand copies them), decided on
+    # the probes (a copy made by a reshape is C-contiguous: BLAS's)
+    a_ok = a is None or _blas_matrices(np.reshape(a, a_shape, copy=False) if a.shape != a_shape else a)
+    w_ok = w is None or _blas_matrices(np.reshape(w, w_shape, copy=False) if w.shape != w_shape else w)
+    perm = tuple(int(p) for p in out_permutation) if out_permutation is not None else None
+    types, dims = (t, t), tuple(shape.dims)
+    out_shape = a_shape[:-1] + w_shape[-1:]
+    kw = dict(shape=shape, lhs_contracting_dimensions=lc, rhs_contracting_dimensions=rc, lhs_batch_dimensions=lb,
+              rhs_batch_dimensions=rb, out_permutation=perm)
+
+    def run(lhs, rhs):
+        if type(lhs) is not np.ndarray or type(rhs) is not np.ndarray or lhs.dtype != ct or rhs.dtype != ct \
+                or lhs.shape != ldims or rhs.shape != rdims or not lhs.flags.c_contiguous \
+                or not rhs.flags.c_contiguous:
+            return dot_kernel(lhs, rhs, **kw)
+        a = np.transpose(lhs, lperm).reshape(a_shape)
+        w = np.transpose(rhs, rperm).reshape(w_shape)
+        if not a_ok:
+            a = np.ascontiguousarray(a)
+        if not w_ok:
+            w = np.ascontiguousarray(w)
+        if perm is not None:
+            out = _transposed_product(a, w, shape, types, batch, M, N, perm)
+            if out is not None:
+                return out
+        out = matmul(a, w, empty(out_shape, ct)).reshape(dims)
+        return out if perm is None else contiguous(np.transpose(out, perm))
+    return run
+
+
+dot_kernel.prepare = _dot_prepare
+#: (perf-small's ``_op_step``) the executor flushes the marked operands before the prepared
+#: function and its result after, as around the kernel
+dot_kernel.prepare_flushing = True
 
 
 # ---------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ def compile_loop(group):
 
 def run_group(backend, group, values):
     from ..numba_executor import _static_params, run_substeps
-    if group.kind == "gather":   # no fused gather kernel on CUDA: the steps it replaced
+    if group.kind in ("gather", "dot"):   # no fused gather / transposed dot on CUDA: the steps it replaced
         return run_substeps(group, values, backend)
     mode = fpenv.get_float_env().denormals    # the loop's source depends on it
     prepared = group.__dict__.setdefault("_cuda", {}).get(mode)
