@@ -1029,22 +1029,27 @@ def reshape(operand, *, shape, new_sizes):
     return np.reshape(np.ascontiguousarray(operand), shape.dims)
 
 
-def _reshape_prepare(operand_shapes, *, shape, **attrs):
-    """A run plan's reshape: the C-contiguous operand of its static dtype seen with the
-    result's dims (what the kernel returns), without the kernel call's Python steps."""
-    xs = operand_shapes[0]
-    if not (shape.is_array and shape.is_static) or np.dtype(xs.dtype) != np.dtype(shape.dtype):
-        return None
-    dims, dtype = tuple(shape.dims), np.dtype(shape.dtype)
+def _view_prepare(kernel):
+    """A run plan's ``prepare`` hook for a kernel that returns its operand's elements seen
+    with other dims (reshape, a same-dtype bitcast): the C-contiguous operand of the static
+    dtype viewed with the result's dims, without the kernel call's Python steps; the kernel
+    itself for any other operand."""
+    def prepare(operand_shapes, *, shape, **attrs):
+        xs = operand_shapes[0]
+        if not (shape.is_array and shape.is_static) or np.dtype(xs.dtype) != np.dtype(shape.dtype) \
+                or xs.numel != shape.numel:
+            return None
+        dims, dtype = tuple(shape.dims), np.dtype(shape.dtype)
 
-    def run(operand):
-        if type(operand) is np.ndarray and operand.dtype == dtype and operand.flags.c_contiguous:
-            return operand.reshape(dims)
-        return reshape(operand, shape=shape, **attrs)
-    return run
+        def run(operand):
+            if type(operand) is np.ndarray and operand.dtype == dtype and operand.flags.c_contiguous:
+                return operand.reshape(dims)
+            return kernel(operand, shape=shape, **attrs)
+        return run
+    return prepare
 
 
-reshape.prepare = _reshape_prepare
+reshape.prepare = _view_prepare(reshape)
 
 
 @kernel("bitcast", note="view (no copy)")
@@ -1053,22 +1058,7 @@ def bitcast(operand, *, shape):
     return bitcast_view(operand, shape)
 
 
-def _bitcast_prepare(operand_shapes, *, shape, **attrs):
-    """A same-dtype bitcast prepared as the reshape is (another dtype: the kernel's view)."""
-    xs = operand_shapes[0]
-    if not (shape.is_array and shape.is_static) or np.dtype(xs.dtype) != np.dtype(shape.dtype) \
-            or xs.numel != shape.numel:
-        return None
-    dims, dtype = tuple(shape.dims), np.dtype(shape.dtype)
-
-    def run(operand):
-        if type(operand) is np.ndarray and operand.dtype == dtype and operand.flags.c_contiguous:
-            return operand.reshape(dims)
-        return bitcast(operand, shape=shape, **attrs)
-    return run
-
-
-bitcast.prepare = _bitcast_prepare
+bitcast.prepare = _view_prepare(bitcast)   # a same-dtype one (another dtype: the kernel's view)
 
 
 @kernel("dynamic-reshape", note="view (no copy)")
