@@ -6,7 +6,7 @@ at ``0`` (scalars) or through a broadcast's index map; every member is one state
 only, never on sizes or constant values (those are run-time arguments), so one compiled
 loop serves every size.
 """
-from .emit import carrier_dtype, emit, finish, flush_functions, flushes_result
+from .emit import carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result
 
 
 class LoopSource:
@@ -45,6 +45,10 @@ class LoopSource:
         return f"coordinate(i, {p}[0], {p}[1])"
 
     def _build(self):
+        readers = {}   # member -> the members reading it
+        for m in self.group.members:
+            for o in m.operands:
+                readers.setdefault(o, []).append(m)
         for n, m in enumerate(self.group.members):
             t = m.shape.element_type
             if m.opcode == "constant":
@@ -72,8 +76,11 @@ class LoopSource:
                             self.body.append(f"{self._flushed_values[key]} = {fn}({args[k]})")
                         args[k] = self._flushed_values[key]
                         flushed.append(k)
-                expr = emit(m, *args, flushed=flushed)
-                if flushes_result(m):
+                # a value only denormal-blind ops read (exp(x - max)) is left unflushed
+                blind = (m is not self.group.root and bool(readers.get(m))
+                         and all(denormal_blind(u) for u in readers[m]))
+                expr = emit(m, *args, flushed=flushed, flush_result=not blind)
+                if flushes_result(m) and not blind:
                     self._flushed.add(m)
             name = f"t{n}"
             self._names[m] = name

@@ -3,7 +3,7 @@
 The loop runs over *rows*: the group's dimensions are merged wherever every broadcast
 (and iota) of the group reads them contiguously (``shape.merge_dims``), and the last
 merged dimension is the row.  Per row, each broadcast operand's start is computed once
-(``bcast_index``, a few divisions); inside the row a broadcast is either constant (a
+(``bcast_row``: none for a 2-D loop, one per middle dimension); inside the row a broadcast is either constant (a
 softmax's row maximum) or contiguous (a bias along the features), which the generated
 code knows, so the inner loop is plain loads and stores that LLVM vectorises.  (Nothing
 else occurs: broadcast dimensions are increasing, so the result's last dimension of
@@ -79,7 +79,7 @@ class RowLoopSource(LoopSource):
 
     def indexed_expr(self, array, p):
         step = self._step()
-        self.prelude.append(f"b_{p} = bcast_index(i0, odims, {p})")
+        self.prelude.append(f"b_{p} = bcast_row(row, odims, {p})")
         if step == 0:
             self.prelude.append(f"v_{p} = {array}[b_{p}]")
             return f"v_{p}"
@@ -95,7 +95,7 @@ class RowLoopSource(LoopSource):
 
     def iota_expr(self, p):
         step = self._step()
-        self.prelude.append(f"b_{p} = bcast_index(i0, odims, {p})")
+        self.prelude.append(f"b_{p} = bcast_row(row, odims, {p})")
         if step == 0:
             return f"b_{p}"
         assert step == 1, "an iota is constant or contiguous along the row"
@@ -110,9 +110,11 @@ class RowLoopSource(LoopSource):
                  f"def {name}({', '.join(self.arguments())}):",
                  "    nblk = (inner + blk - 1) // blk",
                  f"    for w in {rng}((n // inner) * nblk):",
-                 "        row = w // nblk",
-                 "        j0 = (w - row * nblk) * blk",
-                 "        j1 = min(inner, j0 + blk)",
+                 "        row, j0, j1 = w, 0, inner",   # whole rows: no division per row
+                 "        if nblk > 1:",
+                 "            row = w // nblk",
+                 "            j0 = (w - row * nblk) * blk",
+                 "            j1 = min(inner, j0 + blk)",
                  "        i0 = row * inner",
                  "        o_ = out[i0 + j0:i0 + j1]"]
         lines += ["        " + line for line in self.prelude]
