@@ -588,12 +588,113 @@ class _Program:
                 fn, size = _op_step(inst, backend, None if clean is None else [o in clean for o in inst.operands])
                 max_bytes = max(max_bytes, size)
                 label = inst.name
+                fused = _fused_reduce(inst, plan, k, steps, slot, backend, clean, fn)
+                if fused is not None:   # the loop it reads folds its rows: both steps replaced
+                    j, loop_step, fn = fused
+                    steps[j] = (loop_step,) + steps[j][1:]
+                    labels[j] += " folding its rows"
             if clean is not None and _clean_after(inst, step, clean):
                 clean.add(inst)
             steps.append((fn, tuple(slot[o] for o in reads), k, dead))
             labels.append(label)
         self.steps, self.labels, self.max_bytes = steps, labels, max_bytes
         return self
+
+
+def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
+    """A Reduce folding the value of a fused loop along its trailing dimensions (a softmax's
+    row sum of its exp) as the loop computes it (``cpu.fused.compile_reduce_loop``): (the
+    index in ``steps`` of the loop's step, its new step, the Reduce's new step), or None.
+    The loop's step computes its value as before and the Reduce's result beside it, which
+    the Reduce's step picks up (keyed by the loop's value); when the run decides otherwise
+    (a thread count that cuts rows in parts) the Reduce's own step runs.
+
+    Taken only where the Reduce's kernel would fold whole rows with no flushing of its
+    operand (it holds no denormal, or the mode is not flushing): one standard combiner, a
+    constant init, an f32 / f64 / integer type computed in itself."""
+    if backend.layer != "cpu" or inst.opcode != "reduce" or len(inst.operands) != 2:
+        return None
+    x, init = inst.operands
+    loop = next((st for st in plan.steps if st.group is not None and st.group.kind == "loop"
+                 and st.group.root is x), None)
+    init_step = next((st for st in plan.steps if st.inst is init), None)
+    if loop is None or init_step is None or init.opcode != "constant" or plan.steps.index(loop) > k:
+        return None
+    t = inst.shape.element_type
+    if t not in ("f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64") or x.shape.element_type != t:
+        return None
+    if not x.shape.is_static or not inst.shape.is_array:
+        return None
+    cpu = backend._cpu
+    red = cpu.reduction
+    kernel = registry.LAYERS["cpu"].get("reduce")
+    if kernel is not red.reduce_kernel:
+        return None
+    comp = inst.attrs["computation"]
+    code = red._standard_code(CompiledRegion(comp, None, backend), t)
+    if code is None:
+        return None
+    dims = tuple(x.shape.dims)
+    reduced = tuple(sorted(int(d) for d in inst.attrs["dimensions"]))
+    groups = red._reduce_groups(dims, frozenset(reduced))
+    if not groups or not groups[-1][1] or sum(1 for _, r in groups if r) != 1:
+        return None   # not one block of trailing reduced dimensions (B = 1)
+    R = groups[-1][0]
+    A = red.product([g for g, _ in groups[:-1]])
+    n = A * R
+    if n == 0:
+        return None
+    flushing = fpenv.flushing()
+    mask, flush_result = _RULES.get(inst, ((), False)) if flushing else ((), False)
+    if flushing and (inst not in _RULES or (mask and mask[0] and x not in clean)):
+        return None   # the kernel would check (or flush) its operand
+    literal = np.asarray(init.attrs["literal"])
+    if flushing and len(mask) > 1 and mask[1]:
+        literal = np.asarray(fpenv.flush(literal, t))
+    dtype = _carrier_dtype(t)
+    if dtype != np.dtype(inst.shape.dtype):
+        return None
+    init_value = dtype.type(literal[()])
+    j = next((i for i, st in enumerate(steps) if st[2] == slot[x]), None)
+    if j is None:
+        return None
+    group = loop.group
+    mode = "flush" if flushing else "ieee"
+    try:
+        src, compiled, static = cpu.fused.compile_reduce_loop(group)
+    except Exception:   # (a loop Numba does not compile this way: the two steps as they were)
+        return None
+    plain_loop = steps[j][0]
+    wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
+    xdims, result_dims, final_dtype = x.shape.dims, inst.shape.dims, inst.shape.dtype
+    empty, run = cpu.shape.empty, cpu.fused.run_reduce_loop
+    split, threshold = red.split_threads, red.MOVE_PARALLEL_THRESHOLD
+    folded = {}
+
+    def loop_step(values, ctx, backend):
+        # _arb_pass folds whole rows (P = 1) when the rows are many or the operand small
+        if n >= threshold and A < 4 * split():
+            return plain_loop(values, ctx, backend)
+        out = empty(n, dtype)
+        inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
+                  else _as_carrier(v, w) for v, w in zip(values, wants)]
+        sums = np.empty(A, dtype)
+        run(compiled, n, out, inputs, static, A, R, sums, init_value, code)
+        out = out.reshape(xdims)
+        if len(folded) > 8:
+            folded.clear()
+        folded[id(out)] = (out, sums)
+        return out
+
+    def reduce_step(values, ctx, backend):
+        got = folded.pop(id(values[0]), None)
+        if got is None or got[0] is not values[0]:
+            return reduce_fn(values, ctx, backend)
+        res = got[1].reshape(result_dims)
+        if res.dtype != final_dtype:
+            res = res.astype(final_dtype)
+        return backend.flush(res) if flush_result else res
+    return j, loop_step, reduce_step
 
 
 def _group_step(group, backend, mode):

@@ -176,3 +176,68 @@ def run_loop(compiled, n, out, inputs, static):
         par(n, out, *inputs, odims, inner, blk, *params)
     else:
         ser(n, out, *inputs, odims, inner, inner, *params)
+
+
+# -- a fused loop with the row reduction that reads it ----------------------------------------
+#
+# XLA fuses an element-wise producer with the reduction reading it (a softmax's exp and its
+# row sum: a multi-output fusion).  Here: a loop group whose value a Reduce with a standard
+# combiner folds along its trailing dimensions (x as [A, R], every row a task of
+# ``reduction._arb_chunk``) computes each row of R and folds it at once, while it is in
+# the cache, with the very call ``_arb_chunk`` makes on it (``_fold``, whose float sum is
+# ``_sum_range``): the same bits, one pass less over the value (which is still written: other
+# ops read it).  The executor's run plan makes the two steps one (``numba_executor``).
+
+def _reduce_loop_text(src, name, parallel):
+    rng = "prange" if parallel else "range"
+    lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
+             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code'])}):",
+             f"    for t in {rng}(A):",
+             "        lo = t * R",
+             "        hi = lo + R",
+             "        i = lo",
+             "        while i < hi:",
+             "            row = i // inner",
+             "            j0 = i - row * inner",
+             "            j1 = min(inner, j0 + (hi - i))",
+             "            i0 = row * inner",
+             "            o_ = out[i0 + j0:i0 + j1]"]
+    lines += ["            " + line for line in src.prelude]
+    lines.append("            for j in range(j1 - j0):")
+    lines += ["                " + line for line in src.body]
+    lines.append(f"                o_[j] = {src.result}")
+    lines.append("            i += j1 - j0")
+    # _arb_chunk's whole-row case: out[t] = _sum_range(x[t * R:(t + 1) * R], init) for a sum,
+    # else _fold(code, x, t * R, (t + 1) * R, init, lanes) with lanes of R // 2 + 1
+    lines += ["        if code == ADD_CODE:",
+              "            red[t] = _sum_range(out[lo:hi], init)",
+              "        else:",
+              "            lanes = np.empty(max(16, R // 2 + 1), out.dtype)",
+              "            red[t] = _fold(code, out, lo, hi, init, lanes)"]
+    return "\n".join(lines) + "\n"
+
+
+def compile_reduce_loop(group):
+    """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of ``group``'s
+    loop folding each row of its value (see above)."""
+    from . import reduction
+    numba()
+    src = RowLoopSource(group)
+    head = (_HEADER + "from xla_explorer.executors.cpu.reduction import _sum_range, _fold\n"
+            f"# reduction.py {reduction._SELF_HASH}\nADD_CODE = {reduction.ADD}\n")
+    text = head + f"\n{src.describe()}\n\n" + _reduce_loop_text(src, "red_par", True) + "\n\n" + \
+        _reduce_loop_text(src, "red_ser", False)
+    compiled = _compiled.get(text)
+    if compiled is None:
+        module = load_source("fusedred", text)
+        compiled = _compiled[text] = (module.red_par, module.red_ser)
+    return src, compiled, _params(src)
+
+
+def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code):
+    """The loop of ``compiled`` (``compile_reduce_loop``) over n = A * R elements, row t's fold
+    into red[t]."""
+    odims, inner, params, threshold = static
+    par, ser = compiled
+    fn = par if n >= threshold and A > 1 else ser
+    fn(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code)
