@@ -665,6 +665,10 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
     except Exception:   # (a loop Numba does not compile this way: the two steps as they were)
         return None
     plain_loop = steps[j][0]
+    # the Reduce the only reader of the loop's value: it need not be written
+    keep = x is plan.computation.root or any(
+        x in (st.group.inputs if st.group is not None else st.inst.operands)
+        for st in plan.steps if st.inst is not inst)
     wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
     xdims, result_dims, final_dtype = x.shape.dims, inst.shape.dims, inst.shape.dtype
     empty, run = cpu.shape.empty, cpu.fused.run_reduce_loop
@@ -675,12 +679,13 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
         # _arb_pass folds whole rows (P = 1) when the rows are many or the operand small
         if n >= threshold and A < 4 * split():
             return plain_loop(values, ctx, backend)
-        out = empty(n, dtype)
+        out = empty(n, dtype) if keep else np.empty(0, dtype)   # (not kept: a token)
         inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
                   else _as_carrier(v, w) for v, w in zip(values, wants)]
         sums = np.empty(A, dtype)
-        run(compiled, n, out, inputs, static, A, R, sums, init_value, code)
-        out = out.reshape(xdims)
+        run(compiled, n, out, inputs, static, A, R, sums, init_value, code, keep)
+        if keep:
+            out = out.reshape(xdims)
         if len(folded) > 8:
             folded.clear()
         folded[id(out)] = (out, sums)

@@ -185,35 +185,48 @@ def run_loop(compiled, n, out, inputs, static):
 # combiner folds along its trailing dimensions (x as [A, R], every row a task of
 # ``reduction._arb_chunk``) computes each row of R and folds it at once, while it is in
 # the cache, with the very call ``_arb_chunk`` makes on it (``_fold``, whose float sum is
-# ``_sum_range``): the same bits, one pass less over the value (which is still written: other
-# ops read it).  The executor's run plan makes the two steps one (``numba_executor``).
+# ``_sum_range``): the same bits, one pass less over the value.  The value is written where
+# other ops read it; where the Reduce is its only reader (log-softmax's exp, a norm's
+# squares) each row is computed into a scratch row instead, and nothing else is written.
+# The executor's run plan makes the two steps one (``numba_executor``).
 
 def _reduce_loop_text(src, name, parallel):
+    # rows [c * per, (c + 1) * per) a task; keep: the loop's value written to ``out``, else each
+    # row computed into ``buf`` (the Reduce is its only reader: nothing written but the folds)
     rng = "prange" if parallel else "range"
     lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
-             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code'])}):",
-             f"    for t in {rng}(A):",
-             "        lo = t * R",
-             "        hi = lo + R",
-             "        i = lo",
-             "        while i < hi:",
-             "            row = i // inner",
-             "            j0 = i - row * inner",
-             "            j1 = min(inner, j0 + (hi - i))",
-             "            i0 = row * inner",
-             "            o_ = out[i0 + j0:i0 + j1]"]
-    lines += ["            " + line for line in src.prelude]
-    lines.append("            for j in range(j1 - j0):")
-    lines += ["                " + line for line in src.body]
-    lines.append(f"                o_[j] = {src.result}")
-    lines.append("            i += j1 - j0")
+             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code', 'keep', 'nchunk'])}):",
+             "    per = (A + nchunk - 1) // nchunk",
+             f"    for c in {rng}(nchunk):",
+             "        buf = np.empty(0 if keep else R, out.dtype)",
+             "        lanes = np.empty(16 if code == ADD_CODE else max(16, R // 2 + 1), out.dtype)",
+             "        for t in range(c * per, min(A, (c + 1) * per)):",
+             "            lo = t * R",
+             "            hi = lo + R",
+             "            i = lo",
+             "            while i < hi:",
+             "                row = i // inner",
+             "                j0 = i - row * inner",
+             "                j1 = min(inner, j0 + (hi - i))",
+             "                i0 = row * inner",
+             "                o_ = out[i0 + j0:i0 + j1] if keep else buf[i - lo:i - lo + (j1 - j0)]"]
+    lines += ["                " + line for line in src.prelude]
+    lines.append("                for j in range(j1 - j0):")
+    lines += ["                    " + line for line in src.body]
+    lines.append(f"                    o_[j] = {src.result}")
+    lines.append("                i += j1 - j0")
     # _arb_chunk's whole-row case: out[t] = _sum_range(x[t * R:(t + 1) * R], init) for a sum,
-    # else _fold(code, x, t * R, (t + 1) * R, init, lanes) with lanes of R // 2 + 1
-    lines += ["        if code == ADD_CODE:",
-              "            red[t] = _sum_range(out[lo:hi], init)",
-              "        else:",
-              "            lanes = np.empty(max(16, R // 2 + 1), out.dtype)",
-              "            red[t] = _fold(code, out, lo, hi, init, lanes)"]
+    # else _fold(code, x, t * R, (t + 1) * R, init, lanes): the same calls on arrays of the
+    # same types (1-D contiguous), so the same compiled folds
+    lines += ["            if code == ADD_CODE:",
+              "                if keep:",
+              "                    red[t] = _sum_range(out[lo:hi], init)",
+              "                else:",
+              "                    red[t] = _sum_range(buf[0:R], init)",
+              "            elif keep:",
+              "                red[t] = _fold(code, out, lo, hi, init, lanes)",
+              "            else:",
+              "                red[t] = _fold(code, buf, 0, R, init, lanes)"]
     return "\n".join(lines) + "\n"
 
 
@@ -234,10 +247,12 @@ def compile_reduce_loop(group):
     return src, compiled, _params(src)
 
 
-def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code):
+def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code, keep=True):
     """The loop of ``compiled`` (``compile_reduce_loop``) over n = A * R elements, row t's fold
-    into red[t]."""
+    into red[t]; ``keep=False``: ``out`` is not written (it may be empty)."""
     odims, inner, params, threshold = static
     par, ser = compiled
-    fn = par if n >= threshold and A > 1 else ser
-    fn(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code)
+    if n >= threshold and A > 1:
+        par(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, min(A, 4 * threads()))
+    else:
+        ser(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, 1)
