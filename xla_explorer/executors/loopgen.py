@@ -10,8 +10,11 @@ from .emit import carrier_dtype, denormal_blind, emit, finish, flush_functions, 
 
 
 class LoopSource:
-    def __init__(self, group):
+    def __init__(self, group, clean=()):
+        """``clean``: inputs known to hold no denormal (the executor's tracking, ``"flush"``
+        mode): not flushed again where the loop reads them."""
         self.group = group
+        self._clean = set(clean)
         self.inputs = list(group.inputs)          # runtime arrays, in argument order
         self.params = []                          # names of extra runtime arguments
         self.param_values = []                    # how to compute them: ("bcast", input k, member) / ("iota", member)
@@ -59,6 +62,8 @@ class LoopSource:
                 expr = p
             elif m.opcode == "broadcast":
                 expr = self._input_expr(m.operands[0], m)
+                if m.operands[0] in self._clean:   # its values are its clean operand's
+                    self._flushed.add(m)
             elif m.opcode == "iota":
                 p = f"io{len(self.params)}"
                 self.params.append(p)
@@ -66,7 +71,7 @@ class LoopSource:
                 expr = self.iota_expr(p)
             else:
                 args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
-                flushed = [k for k, o in enumerate(m.operands) if o in self._flushed]
+                flushed = [k for k, o in enumerate(m.operands) if o in self._flushed or o in self._clean]
                 # a value read or made outside the flushing ops is flushed once, then reused
                 for k, fn in enumerate(flush_functions(m)):
                     if fn and k not in flushed:

@@ -97,18 +97,22 @@ class CpuBackend:
     def run_group(self, group, values):
         return self.group_runner(group, "flush" if fpenv.flushing() else "ieee")(values)
 
-    def group_runner(self, group, mode):
+    def group_runner(self, group, mode, clean=()):
         """``group``'s fused loop as a function of its input values, for the environment
-        ``mode`` (the loop's source depends on it): compiled, sized and typed once."""
+        ``mode`` (the loop's source depends on it): compiled, sized and typed once.
+        ``clean``: the inputs known to hold no denormal (flushing them changes nothing:
+        the loop does not)."""
         runners = group.__dict__.setdefault("_cpu", {})
-        runner = runners.get(mode)
+        cleaned = tuple(i for i in group.inputs if i in clean) if clean and mode == "flush" else ()
+        runners_key = (mode, cleaned) if cleaned else mode
+        runner = runners.get(runners_key)
         if runner is not None:
             return runner
         cpu = self._cpu
         if group.kind == "gather":   # a gather with its start indices' computation
-            runner = runners[mode] = cpu.indexing.fused_gather_runner(group, mode)
+            runner = runners[runners_key] = cpu.indexing.fused_gather_runner(group, mode)
             return runner
-        src, compiled, static = cpu.fused.compile_loop(group)
+        src, compiled, static = cpu.fused.compile_loop(group, cleaned)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
         n = int(np.prod(shape.dims, dtype=np.int64))
@@ -132,7 +136,7 @@ class CpuBackend:
                 if out.dtype != final_dtype:
                     out = out.astype(final_dtype)
                 return out
-            runners[mode] = small_runner
+            runners[runners_key] = small_runner
             return small_runner
 
         def runner(values):
@@ -144,7 +148,7 @@ class CpuBackend:
             if out.dtype != final_dtype:
                 out = out.astype(final_dtype)
             return out
-        runners[mode] = runner
+        runners[runners_key] = runner
         return runner
 
 
@@ -580,7 +584,7 @@ class _Program:
             if step.group is not None:
                 groot = step.group.root
                 max_bytes = max(max_bytes, _SIZES[groot])
-                fn = _group_step(step.group, backend, "flush" if flushing else "ieee")
+                fn = _group_step(step.group, backend, "flush" if flushing else "ieee", clean)
                 label = f"a fused loop of {len(step.group.members)} ops"
             elif inst.opcode == "parameter":   # its value is in its slot from the start
                 continue
@@ -661,7 +665,7 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
     group = loop.group
     mode = "flush" if flushing else "ieee"
     try:
-        src, compiled, static = cpu.fused.compile_reduce_loop(group)
+        src, compiled, static = cpu.fused.compile_reduce_loop(group, clean if flushing else ())
     except Exception:   # (a loop Numba does not compile this way: the two steps as they were)
         return None
     plain_loop = steps[j][0]
@@ -702,10 +706,10 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
     return j, loop_step, reduce_step
 
 
-def _group_step(group, backend, mode):
+def _group_step(group, backend, mode, clean=None):
     runner = getattr(backend, "group_runner", None)
     if runner is not None:
-        run_loop = runner(group, mode)
+        run_loop = runner(group, mode, clean) if clean and backend.layer == "cpu" else runner(group, mode)
         return lambda values, ctx, backend: run_loop(values)
     return lambda values, ctx, backend: backend.run_group(group, values)
 

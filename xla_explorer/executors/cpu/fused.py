@@ -60,7 +60,7 @@ class RowLoopSource(LoopSource):
     dimensions and contiguous broadcasts are slices of the row, constant broadcasts one
     value per row (set up in ``prelude``)."""
 
-    def __init__(self, group):
+    def __init__(self, group, clean=()):
         dims = group.root.shape.dims
         indexed = _indexed_members(group)
         self.mdims, merged = merge_dims(dims, *[s for _, s in indexed]) if indexed else (merge_dims(dims)[0], [])
@@ -70,7 +70,7 @@ class RowLoopSource(LoopSource):
         self.prelude = []
         self._sliced = {}
         self._k = 0
-        super().__init__(group)
+        super().__init__(group, clean)
 
     def _step(self):
         step = self._steps[self._k]
@@ -127,10 +127,11 @@ class RowLoopSource(LoopSource):
 _compiled = {}
 
 
-def compile_loop(group):
-    """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of a group."""
+def compile_loop(group, clean=()):
+    """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of a group;
+    ``clean``: its inputs known to hold no denormal (not flushed again)."""
     numba()
-    src = RowLoopSource(group)
+    src = RowLoopSource(group, clean)
     text = _HEADER + f"\n{src.describe()}\n\n" + src.loop_text("loop_par", True) + "\n\n" + \
         src.loop_text("loop_ser", False)
     compiled = _compiled.get(text)
@@ -230,12 +231,12 @@ def _reduce_loop_text(src, name, parallel):
     return "\n".join(lines) + "\n"
 
 
-def compile_reduce_loop(group):
+def compile_reduce_loop(group, clean=()):
     """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of ``group``'s
-    loop folding each row of its value (see above)."""
+    loop folding each row of its value (see above); ``clean`` as for ``compile_loop``."""
     from . import reduction
     numba()
-    src = RowLoopSource(group)
+    src = RowLoopSource(group, clean)
     head = (_HEADER + "from xla_explorer.executors.cpu.reduction import _sum_range, _fold\n"
             f"# reduction.py {reduction._SELF_HASH}\nADD_CODE = {reduction.ADD}\n")
     text = head + f"\n{src.describe()}\n\n" + _reduce_loop_text(src, "red_par", True) + "\n\n" + \
