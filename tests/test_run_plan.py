@@ -222,19 +222,23 @@ def test_a_reduce_of_a_loops_rows_folds_them_in_the_loop(t, monkeypatch):
 
 
 def test_a_loop_does_not_flush_inputs_known_clean():
-    """Under flushing a fused loop of the program reads the values the executor knows hold
-    no denormal (a flushing loop's result, a reduce of one) unflushed: bit for bit the first
-    run's (the walk, which flushes them), over inputs full of denormals; the loop's source
-    flushes the parameter it reads but not the clean value."""
+    """Under flushing a fused loop reads the values the executor knows hold no denormal (a
+    flushing loop's result, a reduce of one) unflushed: bit for bit the unfused run's (op
+    by op, every operand flushed by its rule), first run and program alike, over inputs
+    full of denormals; the loop's source flushes the parameter it reads but not the clean
+    values."""
     from xla_explorer.executors.loopgen import LoopSource
     tiny = np.finfo(F32).tiny
-    b = xe.XlaBuilder("clean")
-    x = xe.Parameter(b, 0, xe.Shape("f32", (64, 300)), "x")
-    y = xe.Parameter(b, 1, xe.Shape("f32", (64, 300)), "y")
-    e = xe.Mul(x, xe.Constant(b, F32(0.5)))                       # flushed result: clean
-    s = xe.Reduce(e, xe.Constant(b, F32(0)), lambda a, c: xe.Add(a, c), [0])
-    r = xe.Add(xe.Div(e, y), xe.Sub(e, s, broadcast_dimensions=[1]))   # reads e and s (clean), y (not)
-    comp = b.build(xe.Tuple(r, s))
+
+    def build():
+        b = xe.XlaBuilder("clean")
+        x = xe.Parameter(b, 0, xe.Shape("f32", (64, 300)), "x")
+        y = xe.Parameter(b, 1, xe.Shape("f32", (64, 300)), "y")
+        e = xe.Mul(x, xe.Constant(b, F32(0.5)))                       # flushed result: clean
+        s = xe.Reduce(e, xe.Constant(b, F32(0)), lambda a, c: xe.Add(a, c), [0])
+        r = xe.Add(xe.Div(e, y), xe.Sub(e, s, broadcast_dimensions=[1]))   # reads e and s (clean), y (not)
+        return b.build(xe.Tuple(r, s))
+    comp = build()
     rng = np.random.default_rng(13)
     vals = np.array([0.0, -0.0, tiny, -tiny, tiny / 2, -tiny / 3, 3 * tiny, 1.0, -2.0, 1e-30], F32)
     xv = rng.choice(vals, (64, 300)).astype(F32)
@@ -242,9 +246,11 @@ def test_a_loop_does_not_flush_inputs_known_clean():
     with xe.float_env(denormals="flush"):
         first = comp.run(xv, yv, backend="numba")
         second = comp.run(xv, yv, backend="numba")
+        unfused = build().run(xv, yv, backend="numba", fuse=False)
         want = comp.run(xv, yv)
-    for f, s_, w in zip(first, second, want):
+    for f, s_, u, w in zip(first, second, unfused, want):
         np.testing.assert_array_equal(_bits(s_), _bits(f))
+        np.testing.assert_array_equal(_bits(s_), _bits(u))
         np.testing.assert_array_equal(np.isnan(s_), np.isnan(w))
     group = [g for g in comp.fusion_plan().groups if g.root.opcode == "add"][0]
     clean = [i for i in group.inputs if i.opcode != "parameter"]

@@ -94,8 +94,8 @@ class CpuBackend:
     def flush(self, value):
         return self._cpu.elementwise.flush_denormals(value)
 
-    def run_group(self, group, values):
-        return self.group_runner(group, "flush" if fpenv.flushing() else "ieee")(values)
+    def run_group(self, group, values, clean=()):
+        return self.group_runner(group, "flush" if fpenv.flushing() else "ieee", clean)(values)
 
     def group_runner(self, group, mode, clean=()):
         """``group``'s fused loop as a function of its input values, for the environment
@@ -484,7 +484,10 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task):
             # the loop's output (in its carrier type, f16 -> f32) is allocated: guard it first
             groot = step.group.root
             _check_size(groot, groot.shape, groot.opcode, _carrier_dtype(groot.shape.element_type).itemsize)
-            value = backend.run_group(step.group, [env[x] for x in step.group.inputs])
+            inputs = [env[x] for x in step.group.inputs]
+            # (the loop the program will run: its clean inputs not flushed again, one compile)
+            value = (backend.run_group(step.group, inputs, clean) if clean and backend.layer == "cpu"
+                     else backend.run_group(step.group, inputs))
         elif inst.opcode == "parameter":
             value = env[inst]
         else:
