@@ -279,3 +279,37 @@ def test_maximum_under_flushing_reads_its_operand_once(t, name, monkeypatch):
                 nan = np.isnan(want)
                 np.testing.assert_array_equal(np.isnan(outs[0]), nan)
                 np.testing.assert_array_equal(_bits(outs[0])[~nan], _bits(want)[~nan], err_msg=f"{shape} {kind}")
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32"])
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_whole_row_maximum_folds_each_row_as_fold_does(t, name):
+    """``_arb_chunk``'s whole rows of a maximum / minimum (``_max_rows``: the key view made
+    once per chunk) give ``_fold``'s bits row by row -- NaN payloads, +-0, infinities,
+    rows shorter and longer than 32, with and without the init."""
+    from numba import njit
+
+    @njit(error_model="numpy")
+    def fold_rows(code, x, A, R, s, init, use_init, out, lanes):   # the row loop it replaced
+        for r in range(A):
+            acc = init if use_init else x[r * R]
+            out[r] = kred._fold(code, x, r * R + s, (r + 1) * R, acc, lanes)
+
+    rng = np.random.default_rng(8)
+    dt = xe.Shape(t, ()).dtype
+    code = kred.MAX if name == "max" else kred.MIN
+    for R in (1, 2, 31, 32, 33, 256, 1000):
+        A = 40
+        for kind in (["ints"] if t == "s32" else ["zeros", "specials", "all equal", "zero maximum", "normal",
+                                                  "denormals", "negative NaN"]):
+            x = _values(rng, t if t == "s32" else "f32", (A, R), kind).astype(dt).reshape(-1)
+            for use_init in (True, False):
+                for init in ([dt.type(-2), dt.type(5)] if t == "s32" else
+                             [dt.type(-np.inf), dt.type(0.0), dt.type(-0.0), dt.type(np.nan)]):
+                    out = np.empty(A, dt)
+                    kred._arb_chunk(0, A, x, A, R, 1, 1, code, init, use_init, out, dt.type(0), np.zeros(A, np.bool_))
+                    lanes = np.empty(max(16, R // 2 + 1), dt)
+                    s = 0 if use_init else 1
+                    want = np.empty(A, dt)
+                    fold_rows(code, x, A, R, s, init, use_init, want, lanes)
+                    np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=f"{R} {kind} {use_init} {init}")
