@@ -188,3 +188,128 @@ def test_reduce_window_sum_flushes_a_large_operand_after_a_scan_in_threads():
                 want = comp.run(xv)
                 got = comp.run(xv, backend="numba")
             np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{where} {env}")
+
+
+def _fmax_np(a, b, is_max):
+    """scalar_lib.fmax / fmin element-wise in NumPy (the rules, bit for bit): a NaN wins,
+    the first of two; +0.0 above -0.0."""
+    with np.errstate(invalid="ignore"):
+        r = np.where(a > b, a, b) if is_max else np.where(a < b, a, b)
+        neg_a = np.signbit(a)
+        tie = (neg_a == is_max)   # max: b if a is -0.0; min: a if a is -0.0
+        r = np.where(a == b, np.where(tie, b, a) if is_max else np.where(neg_a, a, b), r)
+        r = np.where(np.isnan(b), b, r)
+        return np.where(np.isnan(a), a, r)
+
+
+def _flush_np(x):
+    tiny = np.finfo(x.dtype).tiny
+    return np.where((np.abs(x) < tiny) & (x != 0), np.copysign(0, x), x).astype(x.dtype)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_column_maximum_keeps_the_sequential_folds_bits(t, name):
+    """Reduce maximum / minimum along a major dimension (B > 1) folds rows with NumPy's
+    maximum / minimum (vectorised), and rows with a zero result again with fmax / fmin:
+    the bits of fmax's fold over the rows in order from the init -- the NaN payload it
+    keeps (the first NaN), +-0, infinities, denormals flushed or not -- for columns wider
+    and narrower than a vector, several kept dimensions on both sides."""
+    rng = np.random.default_rng(6)
+    dt = xe.Shape(t, ()).dtype
+    op = xe.Max if name == "max" else xe.Min
+    is_max = name == "max"
+    for shape, axis in [((50, 37), 0), ((9, 3), 0), ((3, 40, 21), 1), ((30, 1000), 0), ((2, 1, 5), 0)]:
+        b = xe.XlaBuilder("column_extreme")
+        x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
+        comp = b.build(xe.Reduce(x, xe.Parameter(b, 1, xe.Shape(t, ()), "init"), lambda a, c: op(a, c), [axis]))
+        for kind in ["zeros", "specials", "all equal", "zero maximum", "normal", "denormals", "negative NaN"]:
+            xv = _values(rng, "f32", shape, kind).astype(dt)
+            if t == "f64" and kind == "denormals":
+                xv = np.where(np.abs(xv) < 1e-30, xv * 1e-280, xv)   # f64 denormals
+            if not is_max:
+                xv = -xv
+            for init in (-np.inf, np.inf, 0.0, -0.0, np.nan):
+                for env in ("flush", "ieee"):
+                    src = _flush_np(xv) if env == "flush" else xv
+                    acc = np.full(np.delete(np.array(shape), axis), init, dt)
+                    acc = _flush_np(acc) if env == "flush" else acc
+                    for r in range(shape[axis]):
+                        acc = _fmax_np(acc, np.take(src, r, axis=axis), is_max)
+                    with xe.float_env(denormals=env):
+                        want = comp.run(xv, dt.type(init))
+                        got = comp.run(xv, dt.type(init), backend="numba")
+                    np.testing.assert_array_equal(_bits(got), _bits(acc), err_msg=f"{shape} {kind} {init} {env}")
+                    nan = np.isnan(want)
+                    np.testing.assert_array_equal(np.isnan(got), nan)
+                    np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan])
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_maximum_under_flushing_reads_its_operand_once(t, name, monkeypatch):
+    """Under flushing a maximum / minimum folds its operand unflushed and flushes and folds
+    again only for a zero or denormal result: bit for bit (NaN payloads too) what flushing
+    first gives (``_ONE_PASS_PICK`` off), along rows and columns, large operands (cut in
+    parts, threads) and small, denormals where they decide the result and where not."""
+    rng = np.random.default_rng(7)
+    dt = xe.Shape(t, ()).dtype
+    tiny = np.finfo(dt).tiny
+    op = xe.Max if name == "max" else xe.Min
+    for shape, axis in [((6, 33), 1), ((40, 300), 0), ((1, 300000), 1), ((2100, 130), 0), ((3, 5, 7), 2)]:
+        b = xe.XlaBuilder("extreme")
+        x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
+        comp = b.build(xe.Reduce(x, xe.Parameter(b, 1, xe.Shape(t, ()), "init"), lambda a, c: op(a, c), [axis]))
+        for kind in ["specials", "zero maximum", "normal", "denormals", "negative NaN", "tiny"]:
+            if kind == "tiny":   # denormals and the smallest normals of both signs
+                xv = rng.choice([tiny, -tiny, tiny / 2, -tiny / 4, 0.0], shape).astype(dt)
+            else:
+                xv = _values(rng, "f32", shape, kind).astype(dt)
+            if t == "f64" and kind == "denormals":
+                xv = np.where(np.abs(xv) < 1e-30, xv * 1e-280, xv)
+            for init in (-np.inf, np.inf, -0.0, dt.type(tiny / 2), np.nan):
+                outs = []
+                for one_pass in (True, False):
+                    monkeypatch.setattr(kred, "_ONE_PASS_PICK", one_pass)
+                    with xe.float_env(denormals="flush"):
+                        outs.append(comp.run(xv, dt.type(init), backend="numba"))
+                np.testing.assert_array_equal(_bits(outs[0]), _bits(outs[1]), err_msg=f"{shape} {kind} {init}")
+                with xe.float_env(denormals="flush"):
+                    want = comp.run(xv, dt.type(init))
+                nan = np.isnan(want)
+                np.testing.assert_array_equal(np.isnan(outs[0]), nan)
+                np.testing.assert_array_equal(_bits(outs[0])[~nan], _bits(want)[~nan], err_msg=f"{shape} {kind}")
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32"])
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_whole_row_maximum_folds_each_row_as_fold_does(t, name):
+    """``_arb_chunk``'s whole rows of a maximum / minimum (``_max_rows``: the key view made
+    once per chunk) give ``_fold``'s bits row by row -- NaN payloads, +-0, infinities,
+    rows shorter and longer than 32, with and without the init."""
+    from numba import njit
+
+    @njit(error_model="numpy")
+    def fold_rows(code, x, A, R, s, init, use_init, out, lanes):   # the row loop it replaced
+        for r in range(A):
+            acc = init if use_init else x[r * R]
+            out[r] = kred._fold(code, x, r * R + s, (r + 1) * R, acc, lanes)
+
+    rng = np.random.default_rng(8)
+    dt = xe.Shape(t, ()).dtype
+    code = kred.MAX if name == "max" else kred.MIN
+    for R in (1, 2, 31, 32, 33, 256, 1000):
+        A = 40
+        for kind in (["ints"] if t == "s32" else ["zeros", "specials", "all equal", "zero maximum", "normal",
+                                                  "denormals", "negative NaN"]):
+            x = _values(rng, t if t == "s32" else "f32", (A, R), kind).astype(dt).reshape(-1)
+            for use_init in (True, False):
+                for init in ([dt.type(-2), dt.type(5)] if t == "s32" else
+                             [dt.type(-np.inf), dt.type(0.0), dt.type(-0.0), dt.type(np.nan)]):
+                    out = np.empty(A, dt)
+                    kred._arb_chunk(0, A, x, A, R, 1, 1, code, init, use_init, out, dt.type(0), np.zeros(A, np.bool_))
+                    lanes = np.empty(max(16, R // 2 + 1), dt)
+                    s = 0 if use_init else 1
+                    want = np.empty(A, dt)
+                    fold_rows(code, x, A, R, s, init, use_init, want, lanes)
+                    np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=f"{R} {kind} {use_init} {init}")

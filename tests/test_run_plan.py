@@ -158,3 +158,106 @@ def test_the_cuda_simulator_runs_its_program(builds, fuse):
     for _ in range(3):
         np.testing.assert_array_equal(run_cuda(comp, (x,), fuse=fuse), _want(x))
     assert len(builds) == 1 and ("cuda", fuse) in {k[:2] for k in comp.entry.__dict__["_numba_programs"]}
+
+
+def _bits(a):
+    a = np.asarray(a)
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
+
+
+def _loop_then_reduce(t, dims, reduced, combiner, init, also_loop=True):
+    """exp(x - 1) (floats) or x * 3 + 1 (integers) as a fused loop, reduced over ``reduced``;
+    the loop's value also an output (so it is written), or not."""
+    b = xe.XlaBuilder("loop_reduce")
+    x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+    dt = xe.Shape(t, ()).dtype
+    if t in ("f32", "f64"):
+        e = xe.Exp(xe.Sub(x, xe.Constant(b, dt.type(1))))
+    else:
+        e = xe.Add(xe.Mul(x, xe.Constant(b, dt.type(3))), xe.Constant(b, dt.type(1)))
+    r = xe.Reduce(e, xe.Constant(b, dt.type(init)), combiner, reduced)
+    return b.build(xe.Tuple(r, e) if also_loop else r)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32", "u8"])
+def test_a_reduce_of_a_loops_rows_folds_them_in_the_loop(t, monkeypatch):
+    """A Reduce along the trailing dimensions of a fused loop's value runs in the loop's
+    step (``_fused_reduce``): from the second run on (the program), bit for bit what the
+    first run (the walk: loop, then the Reduce's kernel) gives -- float sums in the kernel's
+    pairing over rows of 1 to 1000, odd lengths, sum / max / min / product, serial and
+    parallel loops, the loop's value returned too or not, both denormal environments;
+    a reduction over a major dimension or over everything still right."""
+    from xla_explorer.executors.cpu import fused
+    monkeypatch.setattr(fused, "PARALLEL_THRESHOLD", 1 << 12)
+    rng = np.random.default_rng(12)
+    dt = xe.Shape(t, ()).dtype
+    combiners = [(lambda a, c: xe.Add(a, c), 0), (lambda a, c: xe.Max(a, c), -np.inf if t[0] == "f" else 0),
+                 (lambda a, c: xe.Min(a, c), np.inf if t[0] == "f" else 7), (lambda a, c: xe.Mul(a, c), 1)]
+    cases = [((64, 257), [1]), ((7, 1000), [1]), ((300, 1), [1]), ((5, 3, 31), [1, 2]), ((1, 5000), [1]),
+             ((2, 1, 40), [2]), ((40, 9), [0]), ((6, 50), [0, 1]), ((600, 130), [1])]
+    for dims, reduced in cases:
+        for k, (combiner, init) in enumerate(combiners):
+            for also_loop in (True, False):
+                comp = _loop_then_reduce(t, dims, reduced, combiner, init, also_loop)
+                if t[0] == "f":
+                    x = rng.standard_normal(dims).astype(dt) * (0.01 if k == 3 else 3)
+                else:
+                    x = rng.integers(0, 50, dims).astype(dt)
+                for env in ("flush", "ieee"):
+                    with xe.float_env(denormals=env):
+                        first = comp.run(x, backend="numba")
+                        second = comp.run(x, backend="numba")
+                        want = comp.run(x)
+                    first, second, want = (v if also_loop else (v,) for v in (first, second, want))
+                    for f, s, w in zip(first, second, want):
+                        np.testing.assert_array_equal(_bits(s), _bits(f), err_msg=f"{dims} {reduced} {k} {env}")
+                        np.testing.assert_allclose(np.asarray(s, np.float64), np.asarray(w, np.float64),
+                                                   rtol=1e-4 if t[0] == "f" else 0)
+    comp = _loop_then_reduce(t, (64, 257), [1], combiners[0][0], 0)
+    x = np.ones((64, 257), dt)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    labels = numba_executor._programs(comp.entry)
+    assert any("folding its rows" in lab for p in labels.values() for lab in p.labels)
+
+
+def test_a_loop_does_not_flush_inputs_known_clean():
+    """Under flushing a fused loop reads the values the executor knows hold no denormal (a
+    flushing loop's result, a reduce of one) unflushed: bit for bit the unfused run's (op
+    by op, every operand flushed by its rule), first run and program alike, over inputs
+    full of denormals; the loop's source flushes the parameter it reads but not the clean
+    values."""
+    from xla_explorer.executors.loopgen import LoopSource
+    tiny = np.finfo(F32).tiny
+
+    def build():
+        b = xe.XlaBuilder("clean")
+        x = xe.Parameter(b, 0, xe.Shape("f32", (64, 300)), "x")
+        y = xe.Parameter(b, 1, xe.Shape("f32", (64, 300)), "y")
+        e = xe.Mul(x, xe.Constant(b, F32(0.5)))                       # flushed result: clean
+        s = xe.Reduce(e, xe.Constant(b, F32(0)), lambda a, c: xe.Add(a, c), [0])
+        r = xe.Add(xe.Div(e, y), xe.Sub(e, s, broadcast_dimensions=[1]))   # reads e and s (clean), y (not)
+        return b.build(xe.Tuple(r, s))
+    comp = build()
+    rng = np.random.default_rng(13)
+    vals = np.array([0.0, -0.0, tiny, -tiny, tiny / 2, -tiny / 3, 3 * tiny, 1.0, -2.0, 1e-30], F32)
+    xv = rng.choice(vals, (64, 300)).astype(F32)
+    yv = rng.choice(vals, (64, 300)).astype(F32)
+    with xe.float_env(denormals="flush"):
+        first = comp.run(xv, yv, backend="numba")
+        second = comp.run(xv, yv, backend="numba")
+        unfused = build().run(xv, yv, backend="numba", fuse=False)
+        want = comp.run(xv, yv)
+    for f, s_, u, w in zip(first, second, unfused, want):
+        np.testing.assert_array_equal(_bits(s_), _bits(f))
+        np.testing.assert_array_equal(_bits(s_), _bits(u))
+        np.testing.assert_array_equal(np.isnan(s_), np.isnan(w))
+    group = [g for g in comp.fusion_plan().groups if g.root.opcode == "add"][0]
+    clean = [i for i in group.inputs if i.opcode != "parameter"]
+    assert clean and any(i.opcode == "parameter" for i in group.inputs)
+    assert ("flush", tuple(clean)) in group.__dict__["_cpu"]   # the program's loop skips them
+    with xe.float_env(denormals="flush"):
+        body = LoopSource(group, clean).body
+        flushing_all = LoopSource(group).body
+    flushed = " ".join(line for line in body if line.startswith("f"))
+    assert "in" in flushed and len(body) < len(flushing_all)

@@ -80,22 +80,40 @@ def can_emit(inst):
 _FTZ = {"f32": "ftz32", "bf16": "ftz32", "f64": "ftz64", "c64": "cftz32", "c128": "cftz64"}
 
 
-def emit(inst, *args, flushed=()):
+#: element-wise ops whose value at a denormal operand is their value at the zero it
+#: flushes to, for every real float type: e^x rounds to exactly 1 for |x| below the smallest
+#: normal (f32's ``exp_f32`` checked over every f32 denormal; f64's exp and the narrow
+#: floats' alike), so flushing their operand changes nothing and a fused loop skips it
+#: (an ftz is four vector instructions of a softmax's ~40 an element)
+DENORMAL_BLIND = {"exponential"}
+
+
+def denormal_blind(inst):
+    """Whether ``inst`` reads a denormal operand as the zero flushing makes of it."""
+    return (inst.opcode in DENORMAL_BLIND and _t(inst) in _CARRIER and not _is_complex(_t(inst))
+            and all(o.shape.is_array and not _is_complex(o.shape.element_type) for o in inst.operands))
+
+
+def emit(inst, *args, flushed=(), flush_result=True):
     """The expression of ``inst`` on its operands' expressions ``args``, as its emitter writes it,
     inside the current floating-point environment (``fpenv``): in ``"flush"`` mode operands and
     result are flushed to zero as the op's rule says (XLA:CPU's DAZ and FTZ).  ``flushed``:
     indices of operands already flushed (results of flushing ops in the same loop).  The mode
-    becomes part of the source, so a loop compiled for one mode is never run in the other."""
+    becomes part of the source, so a loop compiled for one mode is never run in the other.
+    ``flush_result=False``: the result is left unflushed (its only readers are
+    ``denormal_blind``).  The operands of a ``denormal_blind`` op are not flushed."""
     emitter = EMITTERS[inst.opcode]
     if not fpenv.flushing():
         return emitter(inst, *args)
     from ..ops import registry
     types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
     mask, result = fpenv.rule_of(registry.get(inst.opcode), types, _t(inst), inst.attrs)
+    if denormal_blind(inst):
+        mask = [False] * len(mask)
     args = [f"{_FTZ[t]}({a})" if m and k not in flushed else a
             for k, (a, m, t) in enumerate(zip(args, mask, types))]
     expr = emitter(inst, *args)
-    if result and not getattr(emitter, "picks_an_operand", False):
+    if result and flush_result and not getattr(emitter, "picks_an_operand", False):
         wrapped = f"{_FTZ[_t(inst)]}({expr})"
         expr = Exact(wrapped) if isinstance(expr, Exact) else wrapped
     return expr
@@ -109,6 +127,8 @@ def flush_functions(inst):
     from ..ops import registry
     types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
     mask, _ = fpenv.rule_of(registry.get(inst.opcode), types, _t(inst), inst.attrs)
+    if denormal_blind(inst):
+        return [None] * len(inst.operands)
     return [_FTZ[t] if m else None for m, t in zip(mask, types)]
 
 

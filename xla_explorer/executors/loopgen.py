@@ -6,12 +6,15 @@ at ``0`` (scalars) or through a broadcast's index map; every member is one state
 only, never on sizes or constant values (those are run-time arguments), so one compiled
 loop serves every size.
 """
-from .emit import carrier_dtype, emit, finish, flush_functions, flushes_result
+from .emit import carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result
 
 
 class LoopSource:
-    def __init__(self, group):
+    def __init__(self, group, clean=()):
+        """``clean``: inputs known to hold no denormal (the executor's tracking, ``"flush"``
+        mode): not flushed again where the loop reads them."""
         self.group = group
+        self._clean = set(clean)
         self.inputs = list(group.inputs)          # runtime arrays, in argument order
         self.params = []                          # names of extra runtime arguments
         self.param_values = []                    # how to compute them: ("bcast", input k, member) / ("iota", member)
@@ -45,6 +48,10 @@ class LoopSource:
         return f"coordinate(i, {p}[0], {p}[1])"
 
     def _build(self):
+        readers = {}   # member -> the members reading it
+        for m in self.group.members:
+            for o in m.operands:
+                readers.setdefault(o, []).append(m)
         for n, m in enumerate(self.group.members):
             t = m.shape.element_type
             if m.opcode == "constant":
@@ -55,6 +62,8 @@ class LoopSource:
                 expr = p
             elif m.opcode == "broadcast":
                 expr = self._input_expr(m.operands[0], m)
+                if m.operands[0] in self._clean:   # its values are its clean operand's
+                    self._flushed.add(m)
             elif m.opcode == "iota":
                 p = f"io{len(self.params)}"
                 self.params.append(p)
@@ -62,7 +71,7 @@ class LoopSource:
                 expr = self.iota_expr(p)
             else:
                 args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
-                flushed = [k for k, o in enumerate(m.operands) if o in self._flushed]
+                flushed = [k for k, o in enumerate(m.operands) if o in self._flushed or o in self._clean]
                 # a value read or made outside the flushing ops is flushed once, then reused
                 for k, fn in enumerate(flush_functions(m)):
                     if fn and k not in flushed:
@@ -72,8 +81,11 @@ class LoopSource:
                             self.body.append(f"{self._flushed_values[key]} = {fn}({args[k]})")
                         args[k] = self._flushed_values[key]
                         flushed.append(k)
-                expr = emit(m, *args, flushed=flushed)
-                if flushes_result(m):
+                # a value only denormal-blind ops read (exp(x - max)) is left unflushed
+                blind = (m is not self.group.root and bool(readers.get(m))
+                         and all(denormal_blind(u) for u in readers[m]))
+                expr = emit(m, *args, flushed=flushed, flush_result=not blind)
+                if flushes_result(m) and not blind:
                     self._flushed.add(m)
             name = f"t{n}"
             self._names[m] = name

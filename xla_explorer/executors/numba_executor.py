@@ -94,35 +94,39 @@ class CpuBackend:
     def flush(self, value):
         return self._cpu.elementwise.flush_denormals(value)
 
-    def run_group(self, group, values):
-        return self.group_runner(group, "flush" if fpenv.flushing() else "ieee")(values)
+    def run_group(self, group, values, clean=()):
+        return self.group_runner(group, "flush" if fpenv.flushing() else "ieee", clean)(values)
 
-    def group_runner(self, group, mode):
+    def group_runner(self, group, mode, clean=()):
         """``group``'s fused loop as a function of its input values, for the environment
-        ``mode`` (the loop's source depends on it): compiled, sized and typed once."""
+        ``mode`` (the loop's source depends on it): compiled, sized and typed once.
+        ``clean``: the inputs known to hold no denormal (flushing them changes nothing:
+        the loop does not)."""
         runners = group.__dict__.setdefault("_cpu", {})
-        runner = runners.get(mode)
+        cleaned = tuple(i for i in group.inputs if i in clean) if clean and mode == "flush" else ()
+        runners_key = (mode, cleaned) if cleaned else mode
+        runner = runners.get(runners_key)
         if runner is not None:
             return runner
         cpu = self._cpu
         if group.kind == "gather":   # a gather with its start indices' computation
-            runner = runners[mode] = cpu.indexing.fused_gather_runner(group, mode)
+            runner = runners[runners_key] = cpu.indexing.fused_gather_runner(group, mode)
             return runner
         if group.kind == "dot":   # a dot written in its transpose's layout (the walk's run_op)
-            runner = runners[mode] = _dot_runner(group, self)
+            runner = runners[runners_key] = _dot_runner(group, self)
             return runner
         if group.root.shape.is_array and group.root.shape.rank == 0:
             # integer / pred scalars (dynamic-update-slice's clamps): a Python function, no loop
             from .cpu.scalar_group import scalar_runner
             runner = scalar_runner(group)
             if runner is not None:
-                runners[mode] = runner
+                runners[runners_key] = runner
                 return runner
         runner = _view_runner(group)
         if runner is not None:
-            runners[mode] = runner
+            runners[runners_key] = runner
             return runner
-        src, compiled, static = cpu.fused.compile_loop(group)
+        src, compiled, static = cpu.fused.compile_loop(group, cleaned)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
         n = int(np.prod(shape.dims, dtype=np.int64))
@@ -146,7 +150,7 @@ class CpuBackend:
                 if out.dtype != final_dtype:
                     out = out.astype(final_dtype)
                 return out
-            runners[mode] = small_runner
+            runners[runners_key] = small_runner
             return small_runner
 
         # (what ``empty`` and ``run_loop`` decide from n alone, decided here: the pool or
@@ -168,7 +172,7 @@ class CpuBackend:
                 run_loop(compiled, n, out, inputs, static)
             out = out.reshape(dims)
             return out if same else _from_carrier(out, final_dtype)
-        runners[mode] = runner
+        runners[runners_key] = runner
         return runner
 
 
@@ -562,12 +566,15 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task):
             # the loop's output (in its carrier type, f16 -> f32) is allocated: guard it first
             groot = step.group.root
             _check_size(groot, groot.shape, groot.opcode, _carrier_dtype(groot.shape.element_type).itemsize)
+            inputs = [env[x] for x in step.group.inputs]
             if step.group.kind == "dot" and backend.layer == "cpu":
                 dot = step.group.dot
                 value = _dot_runner(step.group, backend, None if clean is None else [
-                    o in clean for o in dot.operands])([env[x] for x in step.group.inputs])
+                    o in clean for o in dot.operands])(inputs)
             else:
-                value = backend.run_group(step.group, [env[x] for x in step.group.inputs])
+                # (the loop the program will run: its clean inputs not flushed again, one compile)
+                value = (backend.run_group(step.group, inputs, clean) if clean and backend.layer == "cpu"
+                         else backend.run_group(step.group, inputs))
         elif inst.opcode == "parameter":
             value = env[inst]
         else:
@@ -685,7 +692,7 @@ class _Program:
             elif step.group is not None:
                 groot = step.group.root
                 max_bytes = max(max_bytes, _SIZES[groot])
-                fn = _group_step(step.group, backend, "flush" if flushing else "ieee")
+                fn = _group_step(step.group, backend, "flush" if flushing else "ieee", clean)
                 label = f"a fused loop of {len(step.group.members)} ops"
             elif inst.opcode == "parameter":   # its value is in its slot from the start
                 continue
@@ -693,6 +700,11 @@ class _Program:
                 fn, size = _op_step(inst, backend, None if clean is None else [o in clean for o in inst.operands])
                 max_bytes = max(max_bytes, size)
                 label = inst.name
+                fused = _fused_reduce(inst, plan, k, steps, slot, backend, clean, fn)
+                if fused is not None:   # the loop it reads folds its rows: both steps replaced
+                    j, loop_step, fn = fused
+                    steps[j] = (loop_step,) + steps[j][1:]
+                    labels[j] += " folding its rows"
             if clean is not None and _clean_after(inst, step, clean):
                 clean.add(inst)
             steps.append((fn, tuple(slot[o] for o in reads), k, dead))
@@ -701,10 +713,111 @@ class _Program:
         return self
 
 
-def _group_step(group, backend, mode):
+def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
+    """A Reduce folding the value of a fused loop along its trailing dimensions (a softmax's
+    row sum of its exp) as the loop computes it (``cpu.fused.compile_reduce_loop``): (the
+    index in ``steps`` of the loop's step, its new step, the Reduce's new step), or None.
+    The loop's step computes its value as before and the Reduce's result beside it, which
+    the Reduce's step picks up (keyed by the loop's value); when the run decides otherwise
+    (a thread count that cuts rows in parts) the Reduce's own step runs.
+
+    Taken only where the Reduce's kernel would fold whole rows with no flushing of its
+    operand (it holds no denormal, or the mode is not flushing): one standard combiner, a
+    constant init, an f32 / f64 / integer type computed in itself."""
+    if backend.layer != "cpu" or inst.opcode != "reduce" or len(inst.operands) != 2:
+        return None
+    x, init = inst.operands
+    loop = next((st for st in plan.steps if st.group is not None and st.group.kind == "loop"
+                 and st.group.root is x), None)
+    init_step = next((st for st in plan.steps if st.inst is init), None)
+    if loop is None or init_step is None or init.opcode != "constant" or plan.steps.index(loop) > k:
+        return None
+    t = inst.shape.element_type
+    if t not in ("f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64") or x.shape.element_type != t:
+        return None
+    if not x.shape.is_static or not inst.shape.is_array:
+        return None
+    cpu = backend._cpu
+    red = cpu.reduction
+    kernel = registry.LAYERS["cpu"].get("reduce")
+    if kernel is not red.reduce_kernel:
+        return None
+    comp = inst.attrs["computation"]
+    code = red._standard_code(CompiledRegion(comp, None, backend), t)
+    if code is None:
+        return None
+    dims = tuple(x.shape.dims)
+    reduced = tuple(sorted(int(d) for d in inst.attrs["dimensions"]))
+    groups = red._reduce_groups(dims, frozenset(reduced))
+    if not groups or not groups[-1][1] or sum(1 for _, r in groups if r) != 1:
+        return None   # not one block of trailing reduced dimensions (B = 1)
+    R = groups[-1][0]
+    A = red.product([g for g, _ in groups[:-1]])
+    n = A * R
+    if n == 0:
+        return None
+    flushing = fpenv.flushing()
+    mask, flush_result = _RULES.get(inst, ((), False)) if flushing else ((), False)
+    if flushing and (inst not in _RULES or (mask and mask[0] and x not in clean)):
+        return None   # the kernel would check (or flush) its operand
+    literal = np.asarray(init.attrs["literal"])
+    if flushing and len(mask) > 1 and mask[1]:
+        literal = np.asarray(fpenv.flush(literal, t))
+    dtype = _carrier_dtype(t)
+    if dtype != np.dtype(inst.shape.dtype):
+        return None
+    init_value = dtype.type(literal[()])
+    j = next((i for i, st in enumerate(steps) if st[2] == slot[x]), None)
+    if j is None:
+        return None
+    group = loop.group
+    mode = "flush" if flushing else "ieee"
+    try:
+        src, compiled, static = cpu.fused.compile_reduce_loop(group, clean if flushing else ())
+    except Exception:   # (a loop Numba does not compile this way: the two steps as they were)
+        return None
+    plain_loop = steps[j][0]
+    # the Reduce the only reader of the loop's value: it need not be written
+    keep = x is plan.computation.root or any(
+        x in (st.group.inputs if st.group is not None else st.inst.operands)
+        for st in plan.steps if st.inst is not inst)
+    wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
+    xdims, result_dims, final_dtype = x.shape.dims, inst.shape.dims, inst.shape.dtype
+    empty, run = cpu.shape.empty, cpu.fused.run_reduce_loop
+    split, threshold = red.split_threads, red.MOVE_PARALLEL_THRESHOLD
+    folded = {}
+
+    def loop_step(values, ctx, backend):
+        # _arb_pass folds whole rows (P = 1) when the rows are many or the operand small
+        if n >= threshold and A < 4 * split():
+            return plain_loop(values, ctx, backend)
+        out = empty(n, dtype) if keep else np.empty(0, dtype)   # (not kept: a token)
+        inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
+                  else _as_carrier(v, w) for v, w in zip(values, wants)]
+        sums = np.empty(A, dtype)
+        run(compiled, n, out, inputs, static, A, R, sums, init_value, code, keep)
+        if keep:
+            out = out.reshape(xdims)
+        if len(folded) > 8:
+            folded.clear()
+        folded[id(out)] = (out, sums)
+        return out
+
+    def reduce_step(values, ctx, backend):
+        got = folded.pop(id(values[0]), None)
+        if got is None or got[0] is not values[0]:
+            return reduce_fn(values, ctx, backend)
+        res = got[1].reshape(result_dims)
+        if res.dtype != final_dtype:
+            res = res.astype(final_dtype)
+        return backend.flush(res) if flush_result else res
+    return j, loop_step, reduce_step
+
+
+def _group_step(group, backend, mode, clean=None):
     runner = getattr(backend, "group_runner", None)
     if runner is not None:
-        run_loop = runner(group, mode)
+        run_loop = runner(group, mode, clean) if clean and backend.layer == "cpu" else runner(group, mode)
         return lambda values, ctx, backend: run_loop(values)
     return lambda values, ctx, backend: backend.run_group(group, values)
 

@@ -46,6 +46,26 @@ _poly_opts = dict(_opts, fastmath={"contract"})
 
 
 @njit(**_opts)
+def bcast_row(row, out_dims, strides):
+    """``bcast_index(row * out_dims[-1], out_dims, strides)``: where row ``row`` of a loop
+    over ``out_dims`` (its last dimension the row) starts in the broadcast operand.  One
+    division fewer per dimension: the row index needs none for the last dimension (its
+    coordinate is 0) nor for the first (the index is below its size): rows of a 2-D loop
+    divide nothing (those divisions were a fifth of a 256-wide f32 exp loop)."""
+    k = out_dims.shape[0] - 1
+    j = 0
+    r = np.int64(row)
+    for d in range(k - 1, 0, -1):
+        n = out_dims[d]
+        q = r // n
+        j += (r - q * n) * strides[d]
+        r = q
+    if k > 0:
+        j += r * strides[0]
+    return j
+
+
+@njit(**_opts)
 def bcast_index(i, out_dims, strides):
     """Flat index into an operand read through a broadcast: ``strides[d]`` is the operand's
     stride (in elements) for result dimension ``d``, 0 where the operand is broadcast."""

@@ -3,7 +3,7 @@
 The loop runs over *rows*: the group's dimensions are merged wherever every broadcast
 (and iota) of the group reads them contiguously (``shape.merge_dims``), and the last
 merged dimension is the row.  Per row, each broadcast operand's start is computed once
-(``bcast_index``, a few divisions); inside the row a broadcast is either constant (a
+(``bcast_row``: none for a 2-D loop, one per middle dimension); inside the row a broadcast is either constant (a
 softmax's row maximum) or contiguous (a bias along the features), which the generated
 code knows, so the inner loop is plain loads and stores that LLVM vectorises.  (Nothing
 else occurs: broadcast dimensions are increasing, so the result's last dimension of
@@ -60,7 +60,7 @@ class RowLoopSource(LoopSource):
     dimensions and contiguous broadcasts are slices of the row, constant broadcasts one
     value per row (set up in ``prelude``)."""
 
-    def __init__(self, group):
+    def __init__(self, group, clean=()):
         dims = group.root.shape.dims
         indexed = _indexed_members(group)
         self.mdims, merged = merge_dims(dims, *[s for _, s in indexed]) if indexed else (merge_dims(dims)[0], [])
@@ -70,7 +70,7 @@ class RowLoopSource(LoopSource):
         self.prelude = []
         self._sliced = {}
         self._k = 0
-        super().__init__(group)
+        super().__init__(group, clean)
 
     def _step(self):
         step = self._steps[self._k]
@@ -79,7 +79,7 @@ class RowLoopSource(LoopSource):
 
     def indexed_expr(self, array, p):
         step = self._step()
-        self.prelude.append(f"b_{p} = bcast_index(i0, odims, {p})")
+        self.prelude.append(f"b_{p} = bcast_row(row, odims, {p})")
         if step == 0:
             self.prelude.append(f"v_{p} = {array}[b_{p}]")
             return f"v_{p}"
@@ -95,7 +95,7 @@ class RowLoopSource(LoopSource):
 
     def iota_expr(self, p):
         step = self._step()
-        self.prelude.append(f"b_{p} = bcast_index(i0, odims, {p})")
+        self.prelude.append(f"b_{p} = bcast_row(row, odims, {p})")
         if step == 0:
             return f"b_{p}"
         assert step == 1, "an iota is constant or contiguous along the row"
@@ -110,9 +110,11 @@ class RowLoopSource(LoopSource):
                  f"def {name}({', '.join(self.arguments())}):",
                  "    nblk = (inner + blk - 1) // blk",
                  f"    for w in {rng}((n // inner) * nblk):",
-                 "        row = w // nblk",
-                 "        j0 = (w - row * nblk) * blk",
-                 "        j1 = min(inner, j0 + blk)",
+                 "        row, j0, j1 = w, 0, inner",   # whole rows: no division per row
+                 "        if nblk > 1:",
+                 "            row = w // nblk",
+                 "            j0 = (w - row * nblk) * blk",
+                 "            j1 = min(inner, j0 + blk)",
                  "        i0 = row * inner",
                  "        o_ = out[i0 + j0:i0 + j1]"]
         lines += ["        " + line for line in self.prelude]
@@ -125,10 +127,11 @@ class RowLoopSource(LoopSource):
 _compiled = {}
 
 
-def compile_loop(group):
-    """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of a group."""
+def compile_loop(group, clean=()):
+    """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of a group;
+    ``clean``: its inputs known to hold no denormal (not flushed again)."""
     numba()
-    src = RowLoopSource(group)
+    src = RowLoopSource(group, clean)
     text = _HEADER + f"\n{src.describe()}\n\n" + src.loop_text("loop_par", True) + "\n\n" + \
         src.loop_text("loop_ser", False)
     compiled = _compiled.get(text)
@@ -174,3 +177,83 @@ def run_loop(compiled, n, out, inputs, static):
         par(n, out, *inputs, odims, inner, blk, *params)
     else:
         ser(n, out, *inputs, odims, inner, inner, *params)
+
+
+# -- a fused loop with the row reduction that reads it ----------------------------------------
+#
+# XLA fuses an element-wise producer with the reduction reading it (a softmax's exp and its
+# row sum: a multi-output fusion).  Here: a loop group whose value a Reduce with a standard
+# combiner folds along its trailing dimensions (x as [A, R], every row a task of
+# ``reduction._arb_chunk``) computes each row of R and folds it at once, while it is in
+# the cache, with the very call ``_arb_chunk`` makes on it (``_fold``, whose float sum is
+# ``_sum_range``): the same bits, one pass less over the value.  The value is written where
+# other ops read it; where the Reduce is its only reader (log-softmax's exp, a norm's
+# squares) each row is computed into a scratch row instead, and nothing else is written.
+# The executor's run plan makes the two steps one (``numba_executor``).
+
+def _reduce_loop_text(src, name, parallel):
+    # rows [c * per, (c + 1) * per) a task; keep: the loop's value written to ``out``, else each
+    # row computed into ``buf`` (the Reduce is its only reader: nothing written but the folds)
+    rng = "prange" if parallel else "range"
+    lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
+             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code', 'keep', 'nchunk'])}):",
+             "    per = (A + nchunk - 1) // nchunk",
+             f"    for c in {rng}(nchunk):",
+             "        buf = np.empty(0 if keep else R, out.dtype)",
+             "        lanes = np.empty(16 if code == ADD_CODE else max(16, R // 2 + 1), out.dtype)",
+             "        for t in range(c * per, min(A, (c + 1) * per)):",
+             "            lo = t * R",
+             "            hi = lo + R",
+             "            i = lo",
+             "            while i < hi:",
+             "                row = i // inner",
+             "                j0 = i - row * inner",
+             "                j1 = min(inner, j0 + (hi - i))",
+             "                i0 = row * inner",
+             "                o_ = out[i0 + j0:i0 + j1] if keep else buf[i - lo:i - lo + (j1 - j0)]"]
+    lines += ["                " + line for line in src.prelude]
+    lines.append("                for j in range(j1 - j0):")
+    lines += ["                    " + line for line in src.body]
+    lines.append(f"                    o_[j] = {src.result}")
+    lines.append("                i += j1 - j0")
+    # _arb_chunk's whole-row case: out[t] = _sum_range(x[t * R:(t + 1) * R], init) for a sum,
+    # else _fold(code, x, t * R, (t + 1) * R, init, lanes): the same calls on arrays of the
+    # same types (1-D contiguous), so the same compiled folds
+    lines += ["            if code == ADD_CODE:",
+              "                if keep:",
+              "                    red[t] = _sum_range(out[lo:hi], init)",
+              "                else:",
+              "                    red[t] = _sum_range(buf[0:R], init)",
+              "            elif keep:",
+              "                red[t] = _fold(code, out, lo, hi, init, lanes)",
+              "            else:",
+              "                red[t] = _fold(code, buf, 0, R, init, lanes)"]
+    return "\n".join(lines) + "\n"
+
+
+def compile_reduce_loop(group, clean=()):
+    """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of ``group``'s
+    loop folding each row of its value (see above); ``clean`` as for ``compile_loop``."""
+    from . import reduction
+    numba()
+    src = RowLoopSource(group, clean)
+    head = (_HEADER + "from xla_explorer.executors.cpu.reduction import _sum_range, _fold\n"
+            f"# reduction.py {reduction._SELF_HASH}\nADD_CODE = {reduction.ADD}\n")
+    text = head + f"\n{src.describe()}\n\n" + _reduce_loop_text(src, "red_par", True) + "\n\n" + \
+        _reduce_loop_text(src, "red_ser", False)
+    compiled = _compiled.get(text)
+    if compiled is None:
+        module = load_source("fusedred", text)
+        compiled = _compiled[text] = (module.red_par, module.red_ser)
+    return src, compiled, _params(src)
+
+
+def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code, keep=True):
+    """The loop of ``compiled`` (``compile_reduce_loop``) over n = A * R elements, row t's fold
+    into red[t]; ``keep=False``: ``out`` is not written (it may be empty)."""
+    odims, inner, params, threshold = static
+    par, ser = compiled
+    if n >= threshold and A > 1:
+        par(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, min(A, 4 * threads()))
+    else:
+        ser(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, 1)

@@ -512,6 +512,58 @@ def _rows_int(code, x, base, out, obase, n):
             os[b] ^= xs[b]
 
 
+@njit(inline="always", **_opts)
+def _rows_float_np(code, x, base, out, obase, n):
+    """``_rows_float`` of maximum / minimum by NumPy's ``maximum`` / ``minimum``, which
+    vectorise where ``fmax`` / ``fmin`` do not (6x slower on a column maximum: LLVM keeps
+    their selects scalar).  Their values are fmax's / fmin's -- a NaN wins, the first of
+    two NaNs -- except between +0.0 and -0.0 (the first operand, where fmax takes +0.0,
+    fmin -0.0): ``_plain_undecided`` finds the results that may differ."""
+    xs = x[base:base + n]
+    os = out[obase:obase + n]
+    if code == MAX:
+        for b in range(n):
+            os[b] = np.maximum(os[b], xs[b])
+    else:
+        for b in range(n):
+            os[b] = np.minimum(os[b], xs[b])
+
+
+def _rows_plain(code, x, base, out, obase, n):
+    """Floats: ``_rows_float_np``; integers: ``_rows_int`` (exact)."""
+    if x.dtype.kind in "fc":
+        _rows_float_np.py_func(code, x, base, out, obase, n)
+    else:
+        _rows_int.py_func(code, x, base, out, obase, n)
+
+
+@nb.extending.overload(_rows_plain, inline="always")
+def _rows_plain_by_type(code, x, base, out, obase, n):
+    if isinstance(x.dtype, nb.types.Float):
+        return lambda code, x, base, out, obase, n: _rows_float_np(code, x, base, out, obase, n)
+    return lambda code, x, base, out, obase, n: _rows_int(code, x, base, out, obase, n)
+
+
+def _plain_undecided(x, os):
+    """Whether ``_rows_plain`` may have kept other bits than ``fmax`` / ``fmin``: floats with
+    a zero result (+0.0 or -0.0 is their rule); integers never."""
+    if x.dtype.kind in "fc":
+        return bool((os == 0).any())
+    return False
+
+
+@nb.extending.overload(_plain_undecided, inline="always")
+def _plain_undecided_by_type(x, os):
+    if isinstance(x.dtype, nb.types.Float):
+        def impl(x, os):
+            for b in range(os.shape[0]):
+                if os[b] == 0:
+                    return True
+            return False
+        return impl
+    return lambda x, os: False
+
+
 def _rows(code, x, base, out, obase, n):
     """``_rows_float`` or ``_rows_int`` by the element type (chosen when Numba compiles the
     caller, so one kernel body serves both; this Python body is for stepping through)."""
@@ -578,6 +630,15 @@ def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny):
             out[obase + b] = init if use_init else x[first + b]
         if tiny > 0:
             den = _has_denormal(x[first:first + B], tiny)
+        if code == MAX or code == MIN:
+            # NumPy's maximum / minimum: fmax's / fmin's bits unless a result is a zero
+            # (which sign): then the rows are folded again by fmax / fmin
+            for r in range(start, r1):
+                _rows_plain(code, x, (a * R + r) * B, out, obase, B)
+            if not _plain_undecided(x, out[obase:obase + B]):
+                return den
+            for b in range(B):
+                out[obase + b] = init if use_init else x[first + b]
         for r in range(start, r1):
             _rows(code, x, (a * R + r) * B, out, obase, B)
             if tiny > 0:  # (the row just read, still in cache)
@@ -595,6 +656,63 @@ def _has_denormal(xs, tiny):
 
 
 @njit(**_opts)
+def _max_rows_float(lo, hi, x, R, s, code, init, use_init, out, lanes):
+    """Rows [lo, hi) of x[A, R] folded by maximum / minimum (floats) as ``_fold`` folds each
+    (``_max_keys``, else ``_fold``'s own path): the integer view and the decoding scratch
+    made once, not per row (their slices cost ~40 ns a row: half a row of 256's time)."""
+    bits, mag, inf, sign = _key_bits(x)
+    scratch = np.empty(1, x.dtype)
+    sbits = _key_bits(scratch)[0]
+    for t in range(lo, hi):
+        acc = init if use_init else x[t * R]
+        if R - s < 32:
+            out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
+            continue
+        row = bits[t * R + s:(t + 1) * R]
+        best = _narrow(row[0] ^ ((row[0] >> sign) & mag), mag)
+        high = _narrow(row[0] & mag, mag)
+        if code == MAX:
+            for i in range(row.shape[0]):
+                b = row[i]
+                best = max(best, _narrow(b ^ ((b >> sign) & mag), mag))
+                high = max(high, _narrow(b & mag, mag))
+        else:
+            for i in range(row.shape[0]):
+                b = row[i]
+                best = min(best, _narrow(b ^ ((b >> sign) & mag), mag))
+                high = max(high, _narrow(b & mag, mag))
+        if high <= inf:
+            sbits[0] = best ^ ((best >> sign) & mag)
+            res = _op(code, acc, scratch[0])
+            if res != 0:
+                out[t] = res
+                continue
+        out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)   # a NaN or a zero: its rules
+
+
+def _max_rows(lo, hi, x, R, s, code, init, use_init, out, lanes):
+    """Floats: ``_max_rows_float``; integers: ``_fold`` row by row."""
+    if x.dtype.kind == "f":
+        return _max_rows_float.py_func(lo, hi, x, R, s, code, init, use_init, out, lanes)
+    for t in range(lo, hi):
+        acc = init if use_init else x[t * R]
+        out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
+
+
+@nb.extending.overload(_max_rows)
+def _max_rows_by_type(lo, hi, x, R, s, code, init, use_init, out, lanes):
+    if isinstance(x.dtype, nb.types.Float):
+        return lambda lo, hi, x, R, s, code, init, use_init, out, lanes: _max_rows_float(
+            lo, hi, x, R, s, code, init, use_init, out, lanes)
+
+    def impl(lo, hi, x, R, s, code, init, use_init, out, lanes):
+        for t in range(lo, hi):
+            acc = init if use_init else x[t * R]
+            out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
+    return impl
+
+
+@njit(**_opts)
 def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out, tiny, den):
     """Tasks [lo, hi) of reducing x[A, R, B] over R (cut in P parts) into out[A, P, B].
     Task t is part t % P of row t // P.  ``tiny`` > 0 (float sums under flushing): den[t]
@@ -605,6 +723,9 @@ def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out, tiny, den):
         # whole contiguous rows (the common case), without the per-task divisions and with
         # the sum's vectorised loop inlined: over 2x faster on rows of 512
         s = 0 if use_init else 1
+        if code == MAX or code == MIN:
+            _max_rows(lo, hi, x, R, s, code, init, use_init, out, lanes)
+            return
         for t in range(lo, hi):
             acc = init if use_init else x[t * R]
             if code == ADD:
@@ -2155,6 +2276,15 @@ def _denormal_parts(lo, hi, x, per, tiny, found):
         found[k] = _has_denormal(x[k * per:(k + 1) * per], tiny)
 
 
+@njit(**_opts)
+def _any_below(xs, tiny):
+    """Whether some |x| < tiny (a zero or a denormal; NaN is not)."""
+    found = False
+    for i in range(xs.shape[0]):
+        found |= abs(xs[i]) < tiny
+    return found
+
+
 def _flushed(v):
     """``flush_denormals(v)``, for a large f32 / f64 operand after a scan in threads (the
     executor's scan is one thread, and almost never finds anything)."""
@@ -2170,6 +2300,10 @@ def _flushed(v):
     return flush_denormals(v)
 
 
+#: (a switch for A/B measurements) max / min under flushing in one pass
+_ONE_PASS_PICK = True
+
+
 @kernel("reduce")
 def reduce_kernel(*values, shape, computation, dimensions, flush=()):
     """``flush``: per value, whether the executor's denormal rule wants it flushed (the
@@ -2178,9 +2312,19 @@ def reduce_kernel(*values, shape, computation, dimensions, flush=()):
     n = len(values) // 2
     out_shapes = list(shape.tuple_shapes) if shape.is_tuple else [shape]
     types = [s.element_type for s in out_shapes]
-    checked = n == 1 and types[0] in ("f32", "f64") and _standard_code(computation, types[0]) == ADD
+    code0 = _standard_code(computation, types[0]) if n == 1 and types[0] in ("f32", "f64") else None
+    checked = code0 == ADD
+    # a maximum / minimum under flushing reads its operand unflushed, and only a result of
+    # magnitude below the smallest normal (a zero or a denormal) makes it flush and reduce
+    # again: otherwise flushing cannot change it.  (Say the maximum M of the values is
+    # normal and positive: every denormal, and the zero it flushes to, is below M, which
+    # flushing keeps; M normal and negative: no value is a denormal; M infinite: the same
+    # infinities are there; a NaN: which NaN a fold keeps depends only on where the NaNs
+    # are, which flushing keeps.  The minimum likewise.)
+    picked = _ONE_PASS_PICK and code0 in (MAX, MIN) and bool(flush) and bool(flush[0])
     if any(flush):
-        values = [_flushed(v) if m and not (k == 0 and checked) else v for k, (v, m) in enumerate(zip(values, flush))]
+        values = [_flushed(v) if m and not (k == 0 and (checked or picked)) else v
+                  for k, (v, m) in enumerate(zip(values, flush))]
     operands, inits = values[:n], values[n:]
     dims = tuple(np.shape(operands[0]))
     reduced = tuple(sorted(int(d) for d in dimensions))
@@ -2196,6 +2340,8 @@ def reduce_kernel(*values, shape, computation, dimensions, flush=()):
         init = x.dtype.type(_to_carrier(inits[0], t)[()])
         tiny = fpenv.TINY[t] if checked and flush and flush[0] else None
         flat = _reduce_standard(x, dims, reduced, code, init, tiny)
+        if picked and _any_below(flat, flat.dtype.type(fpenv.TINY[t])):
+            flat = None   # a zero or denormal maximum / minimum: what flushing gives decides
         if flat is None:  # a denormal in the operand (rare): flushed, reduced again
             flat = _reduce_standard(_to_carrier(flush_denormals(operands[0]), t), dims, reduced, code, init)
         return _from_carrier(flat.reshape(result_dims), t)
