@@ -1,0 +1,122 @@
+"""Workloads beyond the sweep's: other layouts, ranks and ops that real programs use.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/other_layouts.py [NAME ...]
+
+``benchmarks/run.py`` sweeps each op family along its minor and one major dimension; the
+issue is judged on layouts it does not show too.  This runs a fixed list of other shapes
+(middle dimensions of rank-3 arrays, several reduced dimensions, 1-D windows, NHWC
+pooling, matrix-vector products, grouped convolutions, scatters of single elements, bf16,
+a GELU) from the HLO JAX lowers them to, each interleaved with ``jax.jit`` of the same
+function as ``run.py`` does (compile excluded, medians), and prints numba/JAX per workload
+with the 1-minute load average, and a Markdown table at the end.  Names on the command
+line select workloads by substring.  Results are checked against JAX's (``run._same``).
+Timings are not tests.
+"""
+import os
+import statistics
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run import _same, interleaved  # noqa: E402  (puts the repository first on sys.path)
+
+import xla_explorer as xe  # noqa: E402
+
+
+def workloads(rng):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def f32(*s):
+        return rng.standard_normal(s, dtype=np.float32)
+
+    def ints(n, high):
+        return rng.integers(0, high, n).astype(np.int32)
+
+    conv = lax.conv_general_dilated
+    return {
+        "reduce sum, middle dimension of [64,256,64]": (lambda x: x.sum(axis=1), [f32(64, 256, 64)]),
+        "reduce sum of everything, [1024,1024]": (lambda x: x.sum(), [f32(1024, 1024)]),
+        "reduce max over dimensions 0 and 2 of [64,128,128]": (lambda x: x.max(axis=(0, 2)), [f32(64, 128, 128)]),
+        "mean over batch and space, NCHW [16,64,32,32]": (lambda x: x.mean(axis=(0, 2, 3)), [f32(16, 64, 32, 32)]),
+        "transpose [64,128,128] -> (2,1,0)": (lambda x: jnp.transpose(x, (2, 1, 0)), [f32(64, 128, 128)]),
+        "transpose NHWC -> NCHW [32,64,64,16]": (lambda x: jnp.transpose(x, (0, 3, 1, 2)), [f32(32, 64, 64, 16)]),
+        "cumsum, middle dimension of [64,256,64]": (lambda x: jnp.cumsum(x, axis=1), [f32(64, 256, 64)]),
+        "sort along the major dimension of [4096,256]": (lambda x: jnp.sort(x, axis=0), [f32(4096, 256)]),
+        "argmax, middle dimension of [64,256,64]": (lambda x: jnp.argmax(x, axis=1), [f32(64, 256, 64)]),
+        "moving sum, 1-D window 5 stride 1, [1M]": (
+            lambda x: lax.reduce_window(x, 0.0, lax.add, (5,), (1,), "VALID"), [f32(1 << 20)]),
+        "max-pool 2x2/2 NHWC [16,64,64,32]": (
+            lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+            [f32(16, 64, 64, 32)]),
+        "sum-pool 3x3/1 SAME NCHW [16,32,64,64]": (
+            lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 1, 3, 3), (1, 1, 1, 1), "SAME"), [f32(16, 32, 64, 64)]),
+        "matrix-vector [2048,2048] @ [2048]": (lambda a, v: a @ v, [f32(2048, 2048), f32(2048)]),
+        "row vector-matrix [1,512] @ [512,512]": (lambda a, b: a @ b, [f32(1, 512), f32(512, 512)]),
+        "batched dot [32,256,256] x [32,256,256]": (
+            lambda a, b: jnp.einsum("bij,bjk->bik", a, b), [f32(32, 256, 256), f32(32, 256, 256)]),
+        "conv NHWC 3x3 SAME [8,64,64,32] * [3,3,32,64]": (
+            lambda x, w: conv(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+            [f32(8, 64, 64, 32), f32(3, 3, 32, 64)]),
+        "conv 1-D NWC width 5 [16,1024,64] * [5,64,64]": (
+            lambda x, w: conv(x, w, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC")),
+            [f32(16, 1024, 64), f32(5, 64, 64)]),
+        "depthwise conv NHWC 3x3 [8,64,64,32]": (
+            lambda x, w: conv(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                              feature_group_count=32), [f32(8, 64, 64, 32), f32(3, 3, 1, 32)]),
+        "gather 2M elements x[i, j] of [2048,2048]": (
+            lambda x, i, j: x[i, j], [f32(2048, 2048), ints(2_000_000, 2048), ints(2_000_000, 2048)]),
+        "scatter-add of 1M single elements into [1M]": (
+            lambda x, i, u: x.at[i].add(u), [f32(1 << 20), ints(1 << 20, 1 << 20), f32(1 << 20)]),
+        "embedding lookup, 4096 rows of [50000,128]": (lambda t, i: t[i], [f32(50000, 128), ints(4096, 50000)]),
+        "pad with interior padding, middle dimension of [64,256,64]": (
+            lambda x: lax.pad(x, np.float32(0), [(0, 0, 0), (2, 3, 1), (0, 0, 0)]), [f32(64, 256, 64)]),
+        "concatenate 3 along the middle dimension, [64,128,64]": (
+            lambda a, b, c: jnp.concatenate([a, b, c], axis=1), [f32(64, 128, 64) for _ in range(3)]),
+        "layer norm [4096,512]": (
+            lambda x: (x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5), [f32(4096, 512)]),
+        "GELU (tanh form) [4M]": (lambda x: jax.nn.gelu(x), [f32(1 << 22)]),
+        "s32 row sums [2048,2048]": (lambda x: x.sum(axis=1), [rng.integers(-100, 100, (2048, 2048)).astype(np.int32)]),
+        "bf16 add [2048,2048]": (
+            lambda x, y: x + y, [f32(2048, 2048).astype(jnp.bfloat16), f32(2048, 2048).astype(jnp.bfloat16)]),
+    }
+
+
+def main(argv=None):
+    import jax
+    import jax.numpy as jnp
+    only = (argv if argv is not None else sys.argv[1:])
+    rows = []
+    for name, (f, args) in workloads(np.random.default_rng(0)).items():
+        if only and not any(o in name for o in only):
+            continue
+        try:
+            comp = xe.from_jax(f, *args)
+            jf = jax.jit(f)
+            jargs = [jnp.asarray(a) for a in args]
+            want = np.asarray(jf(*jargs))
+            got = comp.run(*args, backend="numba")
+            tn, tj = interleaved(lambda: comp.run(*args, backend="numba"),
+                                 lambda: jf(*jargs).block_until_ready(), budget=1.5)
+        except Exception as e:  # noqa: BLE001 - a failing workload is reported, the others run
+            print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
+        n, j = statistics.median(tn), statistics.median(tj)
+        load = os.getloadavg()[0]
+        agrees = _same(got, want)
+        rows.append((name, n, j, load, agrees))
+        print(f"{name:60s} numba {n * 1e3:8.3f} ms  jax {j * 1e3:8.3f} ms  numba/jax {n / j:5.2f}  load {load:.1f}"
+              + ("" if agrees else "  DIFFERS FROM JAX"), flush=True)
+    print("\n| workload | numba | JAX | numba/JAX |\n|---|---|---|---|")
+    for name, n, j, _, agrees in rows:
+        ratio = f"**{n / j:.2f}**" if n > j else f"{n / j:.2f}"
+        print(f"| {name} | {n * 1e3:.2f} ms | {j * 1e3:.2f} ms | {ratio}{'' if agrees else ' (differs)'} |")
+    if rows:
+        loads = [r[3] for r in rows]
+        print(f"\nload {min(loads):.1f}-{max(loads):.1f}; {sum(r[1] > r[2] for r in rows)} of {len(rows)} above 1.0")
+
+
+if __name__ == "__main__":
+    main()
