@@ -443,7 +443,12 @@ def test_sigint_stops_an_endless_while_cleanly(backend):
     import signal
     import time
     code = f"""
-        import sys, numpy as np, xla_explorer as xe
+        import signal, sys, numpy as np, xla_explorer as xe
+        # Ctrl-C as a user's process gets it, whatever this test process left: a SIG_IGN
+        # is inherited across exec (late in a whole-suite run SIGINT was ignored in the
+        # test process, and the child then never saw the interrupt), a blocked mask too
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
         b = xe.XlaBuilder("forever")
         x = xe.Parameter(b, 0, xe.Shape("s32", ()), "x")
         one = lambda s: xe.Constant(s.builder, np.int32(1))
@@ -465,7 +470,13 @@ def test_sigint_stops_an_endless_while_cleanly(backend):
     assert p.stdout.readline().strip() == "started"
     time.sleep(3)
     p.send_signal(signal.SIGINT)
-    out, _ = p.communicate(timeout=120)
+    try:
+        out, _ = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        pytest.fail(f"the run went on after SIGINT (this process's SIGINT handler: "
+                    f"{signal.getsignal(signal.SIGINT)!r}); it printed {out!r}")
     assert "interrupted" in out and "after -1" in out, out
 
 
