@@ -203,6 +203,37 @@ def test_a_run_takes_one_thread_while_the_machine_is_busy(monkeypatch):
     assert set(seen) == {2}
 
 
+def test_busy_means_other_processes_not_this_one(monkeypatch):
+    """The load average counts this process's own threads: a long run of its own on an
+    idle machine must not make it think the machine busy (its kernels would then run on
+    one thread); others' load above the core count - 0.5 does."""
+    from xla_explorer.executors import numba_setup as ns
+    cores = ns._CORES
+    clock = {"t": 1000.0, "cpu": 0.0, "load": 0.0}
+    monkeypatch.setattr(ns.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(ns.os, "getloadavg", lambda: (clock["load"], 0.0, 0.0))
+    monkeypatch.setattr(ns, "_load", [0.0] * 5)
+
+    def run_for(seconds, own_cores, load):
+        for _ in range(int(seconds)):       # a read every second, as runs would
+            clock["t"] += 1.0
+            clock["cpu"] += own_cores
+            clock["load"] = load
+            monkeypatch.setattr(ns.time, "monotonic", lambda: clock["t"])
+            busy = ns.machine_busy()
+        return busy
+
+    # this process alone keeps every core busy for minutes: not busy
+    assert run_for(400, cores, cores + 1.0) is False
+    assert abs(ns.own_load() - cores) < 0.1
+    # others add as much load again: busy
+    assert run_for(5, cores / 2, 2.0 * cores + 1.0) is True
+    # this process idle, others busy: busy; others gone: not busy
+    assert run_for(400, 0.0, cores + 1.0) is True
+    assert ns.own_load() < 0.1
+    assert run_for(5, 0.0, 0.2) is False
+
+
 def test_a_busy_machine_gives_the_same_bits(monkeypatch):
     """A float sum of one long row is cut into parts by the thread count (then joined):
     on a busy machine (one thread) the parts stay those of Numba's thread count, so the

@@ -12,6 +12,7 @@ spinning workers and the other process fight for the cores.  With
 or loaded (about 20 us more per launch than spinning on an idle machine).  It is set
 here, before Numba loads its OpenMP pool, unless the user set it.
 """
+import math
 import os
 import threading
 import time
@@ -96,22 +97,55 @@ MOVE_PARALLEL_THRESHOLD = 1 << 18
 #: the tests set it, so that the threaded kernels run whatever else the machine does
 LOAD_AWARE = os.environ.get("XLA_EXPLORER_LOAD_AWARE", "1") != "0"
 
-_load = [0.0, 0.0]  # [when read, 1-minute load average]
+_load = [0.0, 0.0, 0.0, 0.0, 0.0]
+# [when read, 1-minute load average, this process's CPU time then, its recent CPU use
+#  (cores, averaged like the load average), the load average less that]
 _CORES = os.cpu_count() or 1  # (os.cpu_count() takes about 6 us: read once)
+
+#: the kernel's load average decays over a minute (Linux: a sample every 5 s, weight
+#: exp(-5/60)); this process's own CPU use is averaged the same way
+_LOAD_WINDOW_S = 60.0
+
+
+def own_load(now=None):
+    """This process's recent CPU use in cores (all its threads: Numba's, XLA's, Python's),
+    averaged over about a minute as the kernel averages the load; read by ``machine_busy``."""
+    _sample(time.monotonic() if now is None else now)
+    return _load[3]
+
+
+def _sample(now):
+    cpu = time.process_time()
+    dt = now - _load[0]
+    if _load[0] == 0.0:        # first read: nothing to average yet
+        _load[3] = 0.0
+    elif dt > 0:
+        rate = max(0.0, (cpu - _load[2]) / dt)
+        w = math.exp(-dt / _LOAD_WINDOW_S)
+        _load[3] = _load[3] * w + rate * (1.0 - w)
+    try:
+        _load[1] = os.getloadavg()[0]
+    except OSError:
+        _load[1] = 0.0
+    _load[0], _load[2] = now, cpu
+    _load[4] = _load[1] - _load[3]
 
 
 def machine_busy():
-    """Whether other processes already keep every core busy: the 1-minute load average
-    above the core count + 0.5 (a run's own threads count for at most the core count).
-    Read at most every half second."""
+    """Whether other processes already keep every core busy: the 1-minute load average,
+    less this process's own recent CPU use (``own_load``), above the core count - 0.5.
+    Read at most every half second.
+
+    The load average counts this process's threads too: a long computation of its own
+    (two Numba threads, XLA's, a benchmark's) pushed a 2-core machine's load over the old
+    rule's core count + 0.5 by itself, and its kernels then ran on one thread on an
+    otherwise idle machine.  A thread that waits for a core counts in the load but uses
+    no CPU, so on a machine others keep busy the estimate of their load errs high, which
+    is the safe side."""
     now = time.monotonic()
     if now - _load[0] > 0.5:
-        try:
-            _load[1] = os.getloadavg()[0]
-        except OSError:
-            _load[1] = 0.0
-        _load[0] = now
-    return _load[1] > _CORES + 0.5
+        _sample(now)
+    return _load[4] > _CORES - 0.5
 
 
 def enter_run():
