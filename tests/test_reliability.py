@@ -444,9 +444,10 @@ def test_sigint_stops_an_endless_while_cleanly(backend):
     import time
     code = f"""
         import signal, sys, numpy as np, xla_explorer as xe
-        # Ctrl-C as a user's process gets it, whatever this test process left: a SIG_IGN
-        # is inherited across exec (late in a whole-suite run SIGINT was ignored in the
-        # test process, and the child then never saw the interrupt), a blocked mask too
+        # Ctrl-C as a user's process gets it, however pytest was started: a SIG_IGN is
+        # inherited across exec, and a shell without job control starts a background job
+        # (`bash -c 'pytest ... &'`) with SIGINT ignored; the child then never saw the
+        # interrupt.  A blocked mask is inherited too
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
         b = xe.XlaBuilder("forever")
