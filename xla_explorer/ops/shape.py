@@ -400,7 +400,7 @@ def Concatenate(*operands, dimension=None):
     spec's ``Concatenate([a, b, c], 1)``.  Result index ``i`` along ``dimension`` reads operand
     ``k`` at ``i - (sizes of operands 0..k-1 along dimension)``.
 
-    >>> Concatenate(np.array([2, 3]), np.array([4, 5]), np.array([6, 7]), dimension=0)
+    >>> Concatenate(np.int32([2, 3]), np.int32([4, 5]), np.int32([6, 7]), dimension=0)
     array([2, 3, 4, 5, 6, 7], dtype=int32)
     """
     if len(operands) == 2 and isinstance(operands[0], (list, tuple)) and dimension is None and _is_int(operands[1]):
