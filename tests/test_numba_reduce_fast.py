@@ -55,6 +55,10 @@ def _values(rng, t, shape, kind):
          "zero maximum": lambda: rng.choice([0.0, -0.0, -1.0], shape),
          "normal": lambda: rng.standard_normal(shape),
          "denormals": lambda: rng.choice([0.0, -0.0, 1e-40, -1e-40, -1.0], shape),
+         # a normal maximum over denormals: flushing cannot change the answer
+         "denormals below": lambda: rng.choice([0.0, -0.0, 1e-40, -1e-40, -1.0, 0.5], shape),
+         # a NaN, infinities: the rows' NaN flag is set by both
+         "infinities": lambda: rng.choice([np.inf, -np.inf, -1.0, 1.0, 3.0], shape),
          "negative NaN": lambda: _one_nan(rng.standard_normal(shape), rng)}[kind]().astype(dt)
     if kind == "specials" and x.size:   # NaNs with payloads of both signs: which NaN wins shows
         bits = x.view(np.uint32)
@@ -71,10 +75,12 @@ def test_argmax_argmin_fold_linearly_with_the_trees_bits(t, is_max):
     assert kred._argminmax_plan(region.entry) == (is_max, t != "s32")
     rng = np.random.default_rng(3)
     dt = xe.Shape(t, ()).dtype
-    kinds = ["zeros", "specials", "all equal", "zero maximum", "normal", "denormals"] if t != "s32" else ["ints"]
+    kinds = ["zeros", "specials", "all equal", "zero maximum", "normal", "denormals", "denormals below",
+             "infinities", "negative NaN"] if t != "s32" else ["ints"]
     # rows (B = 1: the vectorised maximum, rows longer and shorter than its 64 lanes) and
     # columns (B > 1: the region as vectors, blocks of 256 columns and a partial one)
-    for shape, axis in [((5, 300), 1), ((4, 1), 1), ((3, 63), 1), ((200, 7), 0), ((3, 40, 300), 1)]:
+    for shape, axis in [((5, 300), 1), ((4, 1), 1), ((3, 63), 1), ((6, 32), 1), ((4, 33), 1), ((3, 2000), 1),
+                        ((200, 7), 0), ((3, 40, 300), 1)]:
         b = xe.XlaBuilder("argminmax")
         x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
         i = xe.Parameter(b, 1, xe.Shape("s32", shape), "i")
@@ -86,7 +92,7 @@ def test_argmax_argmin_fold_linearly_with_the_trees_bits(t, is_max):
                 xv = _values(rng, t, shape, kind)
                 v0 = dt.type(rng.choice([-np.inf, np.inf, -0.0, 0.0, np.nan])) if t != "s32" else dt.type(-2)
                 i0 = np.int32(rng.integers(-1, 3))
-                for env in (["flush", "ieee"] if kind == "denormals" else ["flush"]):
+                for env in (["flush", "ieee"] if kind.startswith("denormals") else ["flush"]):
                     with xe.float_env(denormals=env):
                         want = comp.run(xv, index, v0, i0)
                         got = comp.run(xv, index, v0, i0, backend="numba")

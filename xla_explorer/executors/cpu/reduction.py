@@ -2125,80 +2125,99 @@ def _is_denormal(a, tiny):
     return abs(a) < tiny and a != 0
 
 
-#: lanes of the vectorised maximum of a row (independent running maxima, combined at the end)
-_ARG_LANES = 64
+#: lanes of the vectorised fold of a row (independent running (value, index) pairs,
+#: combined at the end)
+_ARG_LANES = 32
 
 
 @njit(**_opts)
 def _argminmax_rows(lo, hi, x, idx, R, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
     """Rows [lo, hi) of x[A, R] (flat) with their indices idx[A, R]: vout / iout = the
-    recognised region folded over the row, then ``region(init, fold)``; rows holding a
-    denormal under flushing (``tiny`` > 0) are marked in ``bad`` (the caller reruns them)."""
-    lanes = np.empty(_ARG_LANES, x.dtype)
+    recognised region folded over the row, then ``region(init, fold)``; rows whose maximum
+    is a zero or a denormal and that hold a denormal, under flushing (``tiny`` > 0), are
+    marked in ``bad`` (the caller reruns them).
+
+    One pass: lane j of a block of L keeps the maximum of the row's elements j mod L and
+    the smallest index among those equal to it (branch-free selects LLVM vectorises; a
+    lane's sum of a - a turns NaN at a NaN or an infinity, the only sign of them the pass
+    keeps: a row so flagged is scanned for a NaN); the lanes are then combined.  Without
+    a NaN that is the maximum and the smallest index among the elements equal to it,
+    whatever the lanes' grouping; the value a zero maximum takes (the last zero's sign)
+    and a NaN row (the first NaN) are found by a scan of the row.  Flushing changes nothing unless the
+    maximum is a zero or a denormal (a normal maximum M > 0: the denormals, and the zeros
+    they flush to, stay below it; M < 0: no element is a denormal; the NaNs stay where
+    they are), so only such rows are scanned for denormals."""
     L = _ARG_LANES
+    lv = np.empty(L, x.dtype)
+    li = np.empty(L, idx.dtype)
+    nn = np.empty(L, x.dtype)
     for t in range(lo, hi):
         xs = x[t * R:(t + 1) * R]
         js = idx[t * R:(t + 1) * R]
-        # pass 1: the maximum by plain comparisons (NaNs skipped), whether a NaN or a
-        # denormal is there
-        nan = False
-        den = False
         full = R // L * L
         m = xs[0]
+        i = js[0]
+        nans = False
+        k0 = 1
         if full:
             for j in range(L):
-                lanes[j] = xs[j]
+                a = xs[j]
+                lv[j] = a
+                li[j] = js[j]
+                nn[j] = a - a   # NaN for a NaN (or an infinity): summed, a lane's flag
             for b in range(L, full, L):
                 blk = xs[b:b + L]
-                seen = 0
+                jb = js[b:b + L]
                 for j in range(L):
                     a = blk[j]
-                    c = lanes[j]
-                    if is_max:
-                        lanes[j] = a if a > c else c
-                    else:
-                        lanes[j] = a if a < c else c
-                    seen |= (a != a) | _is_denormal(a, tiny)
-                if seen:
-                    for j in range(L):
-                        nan |= blk[j] != blk[j]
-                        den |= _is_denormal(blk[j], tiny)
-            for j in range(L):
-                a = xs[j]
-                nan |= a != a
-                den |= _is_denormal(a, tiny)
-            m = lanes[0]
+                    c = lv[j]
+                    jj = jb[j]
+                    ci = li[j]
+                    nn[j] += a - a
+                    win = (a > c) if is_max else (a < c)
+                    lo_i = jj if jj < ci else ci
+                    li[j] = jj if win else (lo_i if a == c else ci)
+                    lv[j] = a if win else c
+            m = lv[0]
+            i = li[0]
+            flag = nn[0]
             for j in range(1, L):
-                c = lanes[j]
-                if c != c or (c > m if is_max else c < m):
+                c = lv[j]
+                ci = li[j]
+                flag += nn[j]
+                if (c > m) if is_max else (c < m):
                     m = c
-        for k in range(full, R):
+                    i = ci
+                elif c == m and ci < i:
+                    i = ci
+            if flag != flag:   # a NaN, or only an infinity: look
+                for j in range(full):
+                    nans |= xs[j] != xs[j]
+            k0 = full
+        for k in range(k0, R):
             a = xs[k]
-            nan |= a != a
-            den |= _is_denormal(a, tiny)
-            if m != m or (a > m if is_max else a < m):
+            c = js[k]
+            nans |= a != a
+            if (a > m) if is_max else (a < m):
                 m = a
-        if den:
-            bad[t] = True
-            continue
-        if nan:  # the first NaN
+                i = c
+            elif a == m and c < i:
+                i = c
+        if nans:  # the first NaN (m, i are meaningless: a NaN lane is never replaced)
             k = 0
             while xs[k] == xs[k]:
                 k += 1
             v, i = xs[k], js[k]
         else:
-            # pass 2: the smallest index among the maxima; the value is the last maximum
-            # (the same number, but a zero maximum takes the sign of the last zero)
-            k0 = 0
-            while xs[k0] != m:
-                k0 += 1
-            i = js[k0]
-            for k in range(k0 + 1, R):
-                c = js[k]
-                if xs[k] == m and c < i:
-                    i = c
+            if tiny and abs(m) < tiny:   # a zero or denormal maximum: flushing may decide
+                den = False
+                for k in range(R):
+                    den |= _is_denormal(xs[k], tiny)
+                if den:
+                    bad[t] = True
+                    continue
             v = m
-            if m == 0:
+            if m == 0:   # the value is the last maximum: a zero's sign is the last zero's
                 k = R - 1
                 while xs[k] != m:
                     k -= 1
