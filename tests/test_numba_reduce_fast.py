@@ -319,3 +319,46 @@ def test_whole_row_maximum_folds_each_row_as_fold_does(t, name):
                     want = np.empty(A, dt)
                     fold_rows(code, x, A, R, s, init, use_init, want, lanes)
                     np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=f"{R} {kind} {use_init} {init}")
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_jax_argmax_reads_its_iota_as_one_line(name):
+    """JAX's argmax broadcasts an iota along the reduced dimension: the run plan makes it
+    once, as a read-only broadcast of one line, and the kernel reads that line for every
+    row (rows, middle dimensions: columns, and sizes 1 along either).  The later runs (the
+    plan's) give the reference's bits, over ties, NaNs and infinities."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    rng = np.random.default_rng(7)
+    fn = getattr(jnp, name)
+    for shape, axis in [((7, 300), 1), ((5, 1), 1), ((1, 65), 1), ((300, 7), 0), ((6, 40, 9), 1), ((3, 33, 300), 1),
+                        ((4, 5, 70), 2)]:
+        f = (lambda a: lambda x: fn(x, axis=a))(axis)
+        x = rng.choice(np.array([0.0, -0.0, 1.0, -1.0, 2.0, np.inf, -np.inf], np.float32), shape)
+        comp = xe.from_jax(f, x)
+        for kind in ("ties", "normal", "nan"):
+            if kind == "normal":
+                x = rng.standard_normal(shape).astype(np.float32)
+            elif kind == "nan":
+                x = _one_nan(rng.standard_normal(shape).astype(np.float32), rng)
+            want = comp.run(x)
+            for _ in range(3):   # the first run walks the plan, the later ones run its program
+                got = comp.run(x, backend="numba")
+                np.testing.assert_array_equal(got, want, err_msg=f"{shape} {axis} {kind}")
+                np.testing.assert_array_equal(got, np.asarray(jax.jit(f)(x)), err_msg=f"{shape} {axis} {kind}")
+        if shape[axis] > 1 and x.size > shape[axis]:   # (else JAX reshapes its iota: nothing to share)
+            labels = [label for c in comp.computations for p in c.__dict__.get("_numba_programs", {}).values()
+                      for label in p.labels]
+            assert any("made once" in label for label in labels), (shape, labels)
+
+
+def test_shared_index_line_only_for_broadcast_views():
+    """``_shared_line``: an index operand with zero strides along the kept dimensions is
+    one line; a contiguous one (even if equal along rows) is not."""
+    line = np.arange(5, dtype=np.int32)
+    view = np.broadcast_to(line, (3, 5))
+    np.testing.assert_array_equal(kred._shared_line(view, frozenset([1])), line)
+    assert kred._shared_line(view.copy(), frozenset([1])) is None
+    assert kred._shared_line(view, frozenset([0])) is None
+    col = np.broadcast_to(line[None, :, None], (2, 5, 4))
+    np.testing.assert_array_equal(kred._shared_line(col, frozenset([1])), line)

@@ -694,6 +694,17 @@ class _Program:
                 max_bytes = max(max_bytes, _SIZES[groot])
                 fn = _group_step(step.group, backend, "flush" if flushing else "ieee", clean)
                 label = f"a fused loop of {len(step.group.members)} ops"
+                made = _argmax_iota(step.group, plan, backend, fn)
+                if made is not None:   # computed once: the same every run
+                    line, inputs = made
+                    fn = (lambda v: lambda values, ctx, backend: v)(line)
+                    label += " (an argmax's indices, made once)"
+                    for i, v in inputs:   # an iota only this loop reads: not made again either
+                        j = next((j for j, st in enumerate(steps) if st[2] == slot.get(i)), None)
+                        if j is not None and i is not root and all(
+                                st.group is step.group for st in plan.steps
+                                if i in (st.group.inputs if st.group is not None else st.inst.operands)):
+                            steps[j] = ((lambda v: lambda values, ctx, backend: v)(v),) + steps[j][1:]
             elif inst.opcode == "parameter":   # its value is in its slot from the start
                 continue
             else:
@@ -711,6 +722,53 @@ class _Program:
             labels.append(label)
         self.steps, self.labels, self.max_bytes, self.template = steps, labels, max_bytes, template
         return self
+
+
+def _argmax_iota(group, plan, backend, fn):
+    """The value of a loop of iotas, broadcasts and constants, whose inputs are iotas and
+    constants (a value no argument changes), that only recognised argmax / argmin reduces
+    read as their indices (JAX's broadcast iota along the reduced dimension), as a
+    read-only broadcast of its line along the reduced dimensions, when it is constant along
+    the others (the kernel then reads one line instead of an array as large as the
+    operand, as XLA fuses the iota into the reduce); else None."""
+    fixed = ("iota", "broadcast", "constant")
+    if (backend.layer != "cpu" or group.kind != "loop" or group.root is plan.computation.root
+            or any(m.opcode not in fixed for m in group.members)
+            or any(i.opcode not in ("iota", "constant") for i in group.inputs)
+            or not group.root.shape.is_array or not group.root.shape.is_static or not group.root.shape.numel):
+        return None
+    root = group.root
+    red = backend._cpu.reduction
+    readers = [st.inst for st in plan.steps
+               if root in (st.group.inputs if st.group is not None else st.inst.operands)]
+    dims = set()
+    for r in readers:
+        if (r.opcode != "reduce" or len(r.operands) != 4 or r.operands[1] is not root or r.operands[0] is root
+                or r.operands[2] is root or r.operands[3] is root
+                or red._argminmax_plan(r.attrs["computation"]) is None):
+            return None
+        dims.add(tuple(sorted(int(d) for d in r.attrs["dimensions"])))
+    if len(dims) != 1:
+        return None
+    reduced = dims.pop()
+    inputs = []
+    for i in group.inputs:
+        if i.opcode == "constant":
+            inputs.append(backend.constant(i.attrs["literal"]))
+            continue
+        st = next((st for st in plan.steps if st.inst is i and st.group is not None and st.group.kind == "loop"
+                   and st.group.members == [i]), None)
+        if st is None:
+            return None
+        inputs.append(_group_step(st.group, backend, "ieee")([], None, backend))
+    value = fn(inputs, None, backend)
+    if type(value) is not np.ndarray or value.shape != tuple(root.shape.dims):
+        return None
+    line = value[tuple(slice(None) if d in reduced else slice(0, 1) for d in range(value.ndim))]
+    view = np.broadcast_to(line, value.shape)
+    if not np.array_equal(view, value):
+        return None
+    return view, [(i, v) for i, v in zip(group.inputs, inputs) if i.opcode == "iota"]
 
 
 def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):

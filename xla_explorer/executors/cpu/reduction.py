@@ -2131,8 +2131,9 @@ _ARG_LANES = 32
 
 
 @njit(**_opts)
-def _argminmax_rows(lo, hi, x, idx, R, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
-    """Rows [lo, hi) of x[A, R] (flat) with their indices idx[A, R]: vout / iout = the
+def _argminmax_rows(lo, hi, x, idx, R, shared, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
+    """Rows [lo, hi) of x[A, R] (flat) with their indices idx[A, R] (``shared``: idx[R], every
+    row's, as JAX's iota along the row is): vout / iout = the
     recognised region folded over the row, then ``region(init, fold)``; rows whose maximum
     is a zero or a denormal and that hold a denormal, under flushing (``tiny`` > 0), are
     marked in ``bad`` (the caller reruns them).
@@ -2153,7 +2154,7 @@ def _argminmax_rows(lo, hi, x, idx, R, is_max, nan_check, tiny, initv, initi, vo
     nn = np.empty(L, x.dtype)
     for t in range(lo, hi):
         xs = x[t * R:(t + 1) * R]
-        js = idx[t * R:(t + 1) * R]
+        js = idx[0:R] if shared else idx[t * R:(t + 1) * R]
         full = R // L * L
         m = xs[0]
         i = js[0]
@@ -2226,10 +2227,11 @@ def _argminmax_rows(lo, hi, x, idx, R, is_max, nan_check, tiny, initv, initi, vo
 
 
 @njit(**_opts)
-def _argminmax_cols(lo, hi, x, idx, R, B, nblk, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
+def _argminmax_cols(lo, hi, x, idx, R, B, nblk, shared, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
     """Tasks [lo, hi) of x[A, R, B] folded over R: task t is a block of up to 256 columns
     of row t // nblk, folded left to right by the region as vectors (its own order of
-    combination is one the tree is equal to: see above)."""
+    combination is one the tree is equal to: see above).  ``shared``: idx is idx[R], the
+    index of every column's element r (JAX's iota along R)."""
     W = 256
     for t in range(lo, hi):
         a = t // nblk
@@ -2242,10 +2244,17 @@ def _argminmax_cols(lo, hi, x, idx, R, B, nblk, is_max, nan_check, tiny, initv, 
         row = x[base:base + w]
         for j in range(w):
             vs[j] = row[j]
-            ix[j] = idx[base + j]
+            ix[j] = idx[0] if shared else idx[base + j]
             den |= _is_denormal(row[j], tiny)
         for r in range(1, R):
             row = x[base + r * B:base + r * B + w]
+            if shared:
+                ci = idx[r]
+                for j in range(w):
+                    bv = row[j]
+                    vs[j], ix[j] = _arg_pick(vs[j], ix[j], bv, ci, is_max, nan_check)
+                    den |= _is_denormal(bv, tiny)
+                continue
             irow = idx[base + r * B:base + r * B + w]
             for j in range(w):
                 bv = row[j]
@@ -2258,12 +2267,27 @@ def _argminmax_cols(lo, hi, x, idx, R, B, nblk, is_max, nan_check, tiny, initv, 
             vs[j], ix[j] = _arg_pick(initv, initi, vs[j], ix[j], is_max, nan_check)
 
 
-def _argminmax(plan, types, operands, inits, A, R, B):
+def _shared_line(ix, reduced):
+    """The index operand's values along the reduced dimensions as one flat line when they
+    are the same for every kept coordinate (``ix`` a broadcast view: its kept dimensions'
+    strides 0, as the run plan hands a recognised argmax its iota), else None."""
+    if type(ix) is not np.ndarray or ix.ndim == 0:
+        return None
+    if any(ix.strides[d] != 0 for d in range(ix.ndim) if d not in reduced and ix.shape[d] > 1):
+        return None
+    return np.ascontiguousarray(ix[tuple(slice(None) if d in reduced else 0 for d in range(ix.ndim))]).reshape(-1)
+
+
+def _argminmax(plan, types, operands, inits, A, R, B, reduced=()):
     """The recognised argmax / argmin over x[A, R, B]: flat (values, indices) in carrier
-    types, or None when a denormal meets the flushing compares (the caller runs the tree)."""
+    types, or None when a denormal meets the flushing compares (the caller runs the tree).
+    ``reduced``: the reduced dimensions (an index operand constant along the others is
+    read as one line of R)."""
     is_max, nan_check = plan
     x = _to_carrier(operands[0], types[0]).reshape(-1)
-    idx = _to_carrier(operands[1], types[1]).reshape(-1)
+    line = _shared_line(operands[1], reduced) if reduced else None
+    shared = line is not None
+    idx = _to_carrier(line if shared else operands[1], types[1]).reshape(-1)
     initv = x.dtype.type(_to_carrier(inits[0], types[0])[()])
     initi = idx.dtype.type(_to_carrier(inits[1], types[1])[()])
     flushing = types[0] not in dtypes.INTEGRAL and fpenv.flushing(types[0])
@@ -2273,13 +2297,13 @@ def _argminmax(plan, types, operands, inits, A, R, B):
     parallel = A * R * B >= MOVE_PARALLEL_THRESHOLD
     if B == 1:
         bad = np.zeros(A, np.bool_)
-        in_threads(_argminmax_rows, A, parallel and A > 1, x, idx, R, is_max, nan_check, tiny, initv, initi,
+        in_threads(_argminmax_rows, A, parallel and A > 1, x, idx, R, shared, is_max, nan_check, tiny, initv, initi,
                    vout, iout, bad)
     else:
         nblk = -(-B // 256)
         bad = np.zeros(A * nblk, np.bool_)
-        in_threads(_argminmax_cols, A * nblk, parallel and A * nblk > 1, x, idx, R, B, nblk, is_max, nan_check,
-                   tiny, initv, initi, vout, iout, bad)
+        in_threads(_argminmax_cols, A * nblk, parallel and A * nblk > 1, x, idx, R, B, nblk, shared, is_max,
+                   nan_check, tiny, initv, initi, vout, iout, bad)
     if bad.any():
         return None
     return [vout, iout]
@@ -2379,7 +2403,8 @@ def reduce_kernel(*values, shape, computation, dimensions, flush=()):
             A = product([g for g, _ in groups[:i]])
             B = product([g for g, _ in groups[i + 1:]])
             plan = _argminmax_plan(computation.computation) if n == 2 else None
-            outs = _argminmax(plan, types, operands, inits, A, groups[i][0], B) if plan else None
+            outs = (_argminmax(plan, types, operands, inits, A, groups[i][0], B, frozenset(reduced)) if plan
+                    else None)
             if outs is None:
                 outs = _generated_rows(computation, types, operands, inits, A, groups[i][0], B)
         else:
