@@ -848,10 +848,10 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
         except Exception:
             return None
     plain_loop = steps[j][0]
-    # the Reduce the only reader of the loop's value: it need not be written
+    # the Reduce (and the epilogue) the only readers of the loop's value: it need not be written
     keep = x is plan.computation.root or any(
         x in (st.group.inputs if st.group is not None else st.inst.operands)
-        for st in plan.steps if st.inst is not inst)
+        for st in plan.steps if st.inst is not inst and (epi is None or st.inst is not epi[4]))
     done = {}   # the epilogue's results, keyed by the loop's value (as ``folded``)
     if epi is not None:
         esrc, e_in, _, estatic, eroot = epi

@@ -203,14 +203,16 @@ def _epilogue_arguments(epi):
 
 def _epilogue_lines(epi, e_in, s_in):
     """The epilogue loop's row t (whole rows of R), its names prefixed ``e_``: its input
-    ``e_in`` is the row just computed (``out``), ``s_in`` the folds (``sfl``)."""
+    ``e_in`` is the row just computed (in ``out``, or ``buf``), ``s_in`` the folds (``sfl``);
+    it has no other input (``i0`` addresses the row only)."""
     ren = lambda line: _LOCAL.sub(lambda m: "e_" + m.group(1), line)  # noqa: E731
-    lines = [f"e_in{e_in} = out", f"e_in{s_in} = sfl",
+    # (the row is out's row t, or buf, where the value is not kept: i0 addresses only it)
+    lines = [f"e_in{e_in} = out if keep else buf", f"e_in{s_in} = sfl",
              "sv = red[t]",
              "if flush_s and abs(sv) < tiny:",
              "    sv = sv * 0",
              "sfl[t] = sv",
-             "row = t", "i0 = t * R", "j0 = 0", "j1 = R", "e_o_ = eout[i0:i0 + R]"]
+             "row = t", "i0 = t * R if keep else 0", "j0 = 0", "j1 = R", "e_o_ = eout[t * R:(t + 1) * R]"]
     lines += [ren(line) for line in epi.prelude]
     lines.append("for j in range(R):")
     lines += ["    " + ren(line) for line in epi.body]
