@@ -342,3 +342,30 @@ def test_a_loop_does_not_flush_inputs_known_clean():
         flushing_all = LoopSource(group).body
     flushed = " ".join(line for line in body if line.startswith("f"))
     assert "in" in flushed and len(body) < len(flushing_all)
+
+
+def test_a_run_reduces_one_array_the_same_way_once(monkeypatch):
+    """Layer norm as JAX lowers it sums x twice (its mean, and again inside ``x.var``'s
+    call): the second prepared reduce of the same array object is the first's result
+    (``reduction._RUN_MEMO``), within one run only -- an argument changed in place between
+    runs gives the new result -- and results are those of the walk."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    from xla_explorer.executors.cpu import reduction
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((512, 256)).astype(F32)
+    f = lambda v: (v - v.mean(-1, keepdims=True)) / jnp.sqrt(v.var(-1, keepdims=True) + 1e-5)  # noqa: E731
+    comp = xe.from_jax(f, x)
+    first = comp.run(x, backend="numba")
+    np.testing.assert_allclose(first, comp.run(x), rtol=1e-5, atol=1e-6)
+    calls = []
+    real = reduction._reduce_standard
+    monkeypatch.setattr(reduction, "_reduce_standard", lambda *a, **k: calls.append(a[0].size) or real(*a, **k))
+    second = comp.run(x, backend="numba")
+    np.testing.assert_array_equal(_bits(second), _bits(first))
+    sums = [n for n in calls if n == x.size]
+    assert len(sums) == 1, calls           # x summed once, not twice
+    x *= 2                                  # the same array, other values: nothing remembered from before
+    third = comp.run(x, backend="numba")
+    np.testing.assert_allclose(third, comp.run(x), rtol=1e-5, atol=1e-6)
+    assert not reduction._RUN_MEMO

@@ -37,6 +37,7 @@ import functools
 import hashlib
 import math
 import pathlib
+import weakref
 
 import numpy as np
 
@@ -2579,6 +2580,8 @@ def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=())
     # as the kernel: a checked sum's operand is flushed only if its pass met a denormal
     marks = tuple(bool(m) and not (k == 0 and checked) for k, m in enumerate(flush)) if any(flush) else None
 
+    memo = product(dims) >= _MEMO_MIN and product(result_dims) <= _MEMO_MAX
+
     def run(operand, init_value):
         x, init_v = operand, init_value
         if marks is not None:
@@ -2587,11 +2590,37 @@ def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=())
             return reduce_kernel(operand, init_value, shape=shape, computation=computation, dimensions=dimensions,
                                  flush=flush)
         init = scalar(np.asarray(init_v, dtype)[()])
+        if memo:
+            key = (id(x), dtype, dims, reduced, code, init.tobytes(), tiny, marks)
+            got = _RUN_MEMO.get(key)
+            if got is not None and got[0]() is x:
+                return got[1]
         flat = _reduce_standard(contiguous(x), dims, reduced, code, init, tiny)
         if flat is None:  # a denormal in the operand (rare): flushed, reduced again
             flat = _reduce_standard(contiguous(flush_denormals(x)), dims, reduced, code, init)
-        return flat.reshape(result_dims)
+        out = flat.reshape(result_dims)
+        if memo:
+            if len(_RUN_MEMO) >= 16:
+                _RUN_MEMO.clear()
+            _RUN_MEMO[key] = (weakref.ref(x), out)
+        return out
     return run
+
+
+# A run reduces one array the same way twice where JAX's lowering calls a function that
+# recomputes what its caller computed (layer norm: ``x.var`` sums x again for its mean;
+# XLA inlines the call and the two reduces become one).  A prepared standard reduce of a
+# large operand remembers its result for the rest of the run (``forget_run``, at each run's
+# start and end), keyed by the operand -- the very array object, alive (a weak reference:
+# arrays are not written once made) -- and everything else the result depends on.
+_RUN_MEMO = {}
+_MEMO_MIN = 1 << 16     # operand elements: below, the look-up is not worth its cost
+_MEMO_MAX = 1 << 16     # result elements: above, the memo would keep large results alive
+
+
+def forget_run():
+    """Forget the results remembered in a run (see above)."""
+    _RUN_MEMO.clear()
 
 
 reduce_kernel.prepare = _reduce_prepare
