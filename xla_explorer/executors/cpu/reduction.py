@@ -2612,7 +2612,8 @@ def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=())
 # XLA inlines the call and the two reduces become one).  A prepared standard reduce of a
 # large operand remembers its result for the rest of the run (``forget_run``, at each run's
 # start and end), keyed by the operand -- the very array object, alive (a weak reference:
-# arrays are not written once made) -- and everything else the result depends on.
+# arrays are not written once made) -- and everything else the result depends on.  (A
+# kernel that wrote into an operand in place would have to call ``forget_run`` first.)
 _RUN_MEMO = {}
 _MEMO_MIN = 1 << 16     # operand elements: below, the look-up is not worth its cost
 _MEMO_MAX = 1 << 16     # result elements: above, the memo would keep large results alive
