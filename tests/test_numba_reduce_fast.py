@@ -55,6 +55,10 @@ def _values(rng, t, shape, kind):
          "zero maximum": lambda: rng.choice([0.0, -0.0, -1.0], shape),
          "normal": lambda: rng.standard_normal(shape),
          "denormals": lambda: rng.choice([0.0, -0.0, 1e-40, -1e-40, -1.0], shape),
+         # a normal maximum over denormals: flushing cannot change the answer
+         "denormals below": lambda: rng.choice([0.0, -0.0, 1e-40, -1e-40, -1.0, 0.5], shape),
+         # a NaN, infinities: the rows' NaN flag is set by both
+         "infinities": lambda: rng.choice([np.inf, -np.inf, -1.0, 1.0, 3.0], shape),
          "negative NaN": lambda: _one_nan(rng.standard_normal(shape), rng)}[kind]().astype(dt)
     if kind == "specials" and x.size:   # NaNs with payloads of both signs: which NaN wins shows
         bits = x.view(np.uint32)
@@ -71,10 +75,12 @@ def test_argmax_argmin_fold_linearly_with_the_trees_bits(t, is_max):
     assert kred._argminmax_plan(region.entry) == (is_max, t != "s32")
     rng = np.random.default_rng(3)
     dt = xe.Shape(t, ()).dtype
-    kinds = ["zeros", "specials", "all equal", "zero maximum", "normal", "denormals"] if t != "s32" else ["ints"]
+    kinds = ["zeros", "specials", "all equal", "zero maximum", "normal", "denormals", "denormals below",
+             "infinities", "negative NaN"] if t != "s32" else ["ints"]
     # rows (B = 1: the vectorised maximum, rows longer and shorter than its 64 lanes) and
     # columns (B > 1: the region as vectors, blocks of 256 columns and a partial one)
-    for shape, axis in [((5, 300), 1), ((4, 1), 1), ((3, 63), 1), ((200, 7), 0), ((3, 40, 300), 1)]:
+    for shape, axis in [((5, 300), 1), ((4, 1), 1), ((3, 63), 1), ((6, 32), 1), ((4, 33), 1), ((3, 2000), 1),
+                        ((200, 7), 0), ((3, 40, 300), 1)]:
         b = xe.XlaBuilder("argminmax")
         x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
         i = xe.Parameter(b, 1, xe.Shape("s32", shape), "i")
@@ -86,7 +92,7 @@ def test_argmax_argmin_fold_linearly_with_the_trees_bits(t, is_max):
                 xv = _values(rng, t, shape, kind)
                 v0 = dt.type(rng.choice([-np.inf, np.inf, -0.0, 0.0, np.nan])) if t != "s32" else dt.type(-2)
                 i0 = np.int32(rng.integers(-1, 3))
-                for env in (["flush", "ieee"] if kind == "denormals" else ["flush"]):
+                for env in (["flush", "ieee"] if kind.startswith("denormals") else ["flush"]):
                     with xe.float_env(denormals=env):
                         want = comp.run(xv, index, v0, i0)
                         got = comp.run(xv, index, v0, i0, backend="numba")
@@ -313,3 +319,46 @@ def test_whole_row_maximum_folds_each_row_as_fold_does(t, name):
                     want = np.empty(A, dt)
                     fold_rows(code, x, A, R, s, init, use_init, want, lanes)
                     np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=f"{R} {kind} {use_init} {init}")
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_jax_argmax_reads_its_iota_as_one_line(name):
+    """JAX's argmax broadcasts an iota along the reduced dimension: the run plan makes it
+    once, as a read-only broadcast of one line, and the kernel reads that line for every
+    row (rows, middle dimensions: columns, and sizes 1 along either).  The later runs (the
+    plan's) give the reference's bits, over ties, NaNs and infinities."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    rng = np.random.default_rng(7)
+    fn = getattr(jnp, name)
+    for shape, axis in [((7, 300), 1), ((5, 1), 1), ((1, 65), 1), ((300, 7), 0), ((6, 40, 9), 1), ((3, 33, 300), 1),
+                        ((4, 5, 70), 2)]:
+        f = (lambda a: lambda x: fn(x, axis=a))(axis)
+        x = rng.choice(np.array([0.0, -0.0, 1.0, -1.0, 2.0, np.inf, -np.inf], np.float32), shape)
+        comp = xe.from_jax(f, x)
+        for kind in ("ties", "normal", "nan"):
+            if kind == "normal":
+                x = rng.standard_normal(shape).astype(np.float32)
+            elif kind == "nan":
+                x = _one_nan(rng.standard_normal(shape).astype(np.float32), rng)
+            want = comp.run(x)
+            for _ in range(3):   # the first run walks the plan, the later ones run its program
+                got = comp.run(x, backend="numba")
+                np.testing.assert_array_equal(got, want, err_msg=f"{shape} {axis} {kind}")
+                np.testing.assert_array_equal(got, np.asarray(jax.jit(f)(x)), err_msg=f"{shape} {axis} {kind}")
+        if shape[axis] > 1 and x.size > shape[axis]:   # (else JAX reshapes its iota: nothing to share)
+            labels = [label for c in comp.computations for p in c.__dict__.get("_numba_programs", {}).values()
+                      for label in p.labels]
+            assert any("made once" in label for label in labels), (shape, labels)
+
+
+def test_shared_index_line_only_for_broadcast_views():
+    """``_shared_line``: an index operand with zero strides along the kept dimensions is
+    one line; a contiguous one (even if equal along rows) is not."""
+    line = np.arange(5, dtype=np.int32)
+    view = np.broadcast_to(line, (3, 5))
+    np.testing.assert_array_equal(kred._shared_line(view, frozenset([1])), line)
+    assert kred._shared_line(view.copy(), frozenset([1])) is None
+    assert kred._shared_line(view, frozenset([0])) is None
+    col = np.broadcast_to(line[None, :, None], (2, 5, 4))
+    np.testing.assert_array_equal(kred._shared_line(col, frozenset([1])), line)

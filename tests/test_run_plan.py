@@ -221,6 +221,87 @@ def test_a_reduce_of_a_loops_rows_folds_them_in_the_loop(t, monkeypatch):
     assert any("folding its rows" in lab for p in labels.values() for lab in p.labels)
 
 
+def _normalised(t, dims, reduced, combiner, init, op, also_e=False):
+    """e = exp(x - 1) (integers: x * 3 + 1), s = reduce(e), reshaped to e's rank with 1s and
+    broadcast back: op(e, s) (a softmax's division when op is Div and the combiner Add)."""
+    b = xe.XlaBuilder("normalised")
+    x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+    dt = xe.Shape(t, ()).dtype
+    if t in ("f32", "f64"):
+        e = xe.Exp(xe.Sub(x, xe.Constant(b, dt.type(1))))
+    else:
+        e = xe.Add(xe.Mul(x, xe.Constant(b, dt.type(3))), xe.Constant(b, dt.type(1)))
+    r = xe.Reduce(e, xe.Constant(b, dt.type(init)), combiner, reduced)
+    kept = [d for d in range(len(dims)) if d not in reduced]
+    r1 = xe.Reshape(r, [1 if d in reduced else dims[d] for d in range(len(dims))])
+    s = xe.BroadcastInDim(r1, dims, list(range(len(dims))))
+    y = op(e, s)
+    assert kept == list(range(len(kept)))
+    return b.build(xe.Tuple(y, e) if also_e else y)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32"])
+def test_a_loop_reading_a_row_fold_runs_in_the_folds_step(t, monkeypatch):
+    """A loop reading a row-folded loop's value and the folds broadcast along its rows (a
+    softmax's division) runs in the fold's step, on each row after its fold (``_epilogue``):
+    from the second run on bit for bit what the walk gives (loop, Reduce, reshape, loop),
+    over rows of 1 to 1000, several trailing reduced dimensions, sum / max folds, divide /
+    multiply / subtract, serial and parallel loops, the first loop's value an output too,
+    both denormal environments (the folds flushed as the Reduce's result is)."""
+    from xla_explorer.executors.cpu import fused
+    monkeypatch.setattr(fused, "PARALLEL_THRESHOLD", 1 << 12)
+    rng = np.random.default_rng(13)
+    dt = xe.Shape(t, ()).dtype
+    add, mx = (lambda a, c: xe.Add(a, c), 0), (lambda a, c: xe.Max(a, c), -np.inf if t[0] == "f" else 0)
+    variants = [(add, xe.Div if t[0] == "f" else xe.Mul, False), (add, xe.Mul, True), (mx, xe.Sub, False)]
+    cases = [((64, 257), [1]), ((7, 1000), [1]), ((300, 1), [1]), ((5, 3, 31), [1, 2]), ((1, 50), [1]),
+             ((600, 130), [1])]
+    for dims, reduced in cases:
+        for k, ((combiner, init), op, also_e) in enumerate(variants):
+            comp = _normalised(t, dims, reduced, combiner, init, op, also_e)
+            if t[0] == "f":
+                # exponents far below the maximum: denormal sums and quotients under "ieee"
+                x = (rng.standard_normal(dims) * 3 - rng.choice([0, 95], dims)).astype(dt)
+            else:
+                x = rng.integers(0, 50, dims).astype(dt)
+            for env in ("flush", "ieee"):
+                with xe.float_env(denormals=env):
+                    runs = [comp.run(x, backend="numba") for _ in range(3)]
+                runs = [v if also_e else (v,) for v in runs]
+                for later in runs[1:]:
+                    for f, s in zip(runs[0], later):
+                        np.testing.assert_array_equal(_bits(s), _bits(f),
+                                                      err_msg=f"{dims} {reduced} {k} {op.__name__} {env}")
+    comp = _normalised(t, (64, 257), [1], add[0], 0, xe.Mul)
+    x = np.ones((64, 257), dt)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    labels = [lab for p in numba_executor._programs(comp.entry).values() for lab in p.labels]
+    assert any("run by the row fold" in lab for lab in labels), labels
+
+
+def test_jax_softmax_divides_each_row_after_its_sum():
+    """jax.nn.softmax along the minor dimension: the division runs in the exp loop's step;
+    the later runs' bits are the first run's, with and without flushing (logits spread so
+    that some exponentials are denormal), and agree with the reference."""
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(14)
+    for dims in [(64, 256), (3, 5, 70), (1, 9), (9, 1)]:
+        x = (rng.standard_normal(dims) * 40).astype(np.float32)
+        comp = xe.from_jax(lambda v: jax.nn.softmax(v, axis=-1), x)
+        for env in ("flush", "ieee"):
+            with xe.float_env(denormals=env):
+                runs = [comp.run(x, backend="numba") for _ in range(3)]
+                want = comp.run(x)
+            for later in runs[1:]:
+                np.testing.assert_array_equal(_bits(later), _bits(runs[0]), err_msg=f"{dims} {env}")
+            np.testing.assert_allclose(runs[-1], want, rtol=1e-5, atol=1e-30)
+        if dims[-1] > 1:
+            labels = [lab for c in comp.computations for p in c.__dict__.get("_numba_programs", {}).values()
+                      for lab in p.labels]
+            assert any("run by the row fold" in lab for lab in labels), labels
+
+
 def test_a_loop_does_not_flush_inputs_known_clean():
     """Under flushing a fused loop reads the values the executor knows hold no denormal (a
     flushing loop's result, a reduce of one) unflushed: bit for bit the unfused run's (op
@@ -261,3 +342,30 @@ def test_a_loop_does_not_flush_inputs_known_clean():
         flushing_all = LoopSource(group).body
     flushed = " ".join(line for line in body if line.startswith("f"))
     assert "in" in flushed and len(body) < len(flushing_all)
+
+
+def test_a_run_reduces_one_array_the_same_way_once(monkeypatch):
+    """Layer norm as JAX lowers it sums x twice (its mean, and again inside ``x.var``'s
+    call): the second prepared reduce of the same array object is the first's result
+    (``reduction._RUN_MEMO``), within one run only -- an argument changed in place between
+    runs gives the new result -- and results are those of the walk."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    from xla_explorer.executors.cpu import reduction
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((512, 256)).astype(F32)
+    f = lambda v: (v - v.mean(-1, keepdims=True)) / jnp.sqrt(v.var(-1, keepdims=True) + 1e-5)  # noqa: E731
+    comp = xe.from_jax(f, x)
+    first = comp.run(x, backend="numba")
+    np.testing.assert_allclose(first, comp.run(x), rtol=1e-5, atol=1e-6)
+    calls = []
+    real = reduction._reduce_standard
+    monkeypatch.setattr(reduction, "_reduce_standard", lambda *a, **k: calls.append(a[0].size) or real(*a, **k))
+    second = comp.run(x, backend="numba")
+    np.testing.assert_array_equal(_bits(second), _bits(first))
+    sums = [n for n in calls if n == x.size]
+    assert len(sums) == 1, calls           # x summed once, not twice
+    x *= 2                                  # the same array, other values: nothing remembered from before
+    third = comp.run(x, backend="numba")
+    np.testing.assert_allclose(third, comp.run(x), rtol=1e-5, atol=1e-6)
+    assert not reduction._RUN_MEMO

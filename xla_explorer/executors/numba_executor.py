@@ -670,6 +670,7 @@ class _Program:
         flushing = fpenv.flushing()
         clean = set() if flushing else None   # as _evaluate tracks it (static: no value decides)
         steps, labels, max_bytes = [], [], 0
+        epilogues = {}   # loop root -> its step's maker (_fused_reduce's epilogues)
         template = [None] * self.nslots
         for k, step in enumerate(plan.steps):
             inst = step.inst
@@ -694,6 +695,20 @@ class _Program:
                 max_bytes = max(max_bytes, _SIZES[groot])
                 fn = _group_step(step.group, backend, "flush" if flushing else "ieee", clean)
                 label = f"a fused loop of {len(step.group.members)} ops"
+                if groot in epilogues:   # run by a row fold before it (its value picked up here)
+                    fn = epilogues.pop(groot)(fn)
+                    label += " (run by the row fold)"
+                made = _argmax_iota(step.group, plan, backend, fn)
+                if made is not None:   # computed once: the same every run
+                    line, inputs = made
+                    fn = (lambda v: lambda values, ctx, backend: v)(line)
+                    label += " (an argmax's indices, made once)"
+                    for i, v in inputs:   # an iota only this loop reads: not made again either
+                        j = next((j for j, st in enumerate(steps) if st[2] == slot.get(i)), None)
+                        if j is not None and i is not root and all(
+                                st.group is step.group for st in plan.steps
+                                if i in (st.group.inputs if st.group is not None else st.inst.operands)):
+                            steps[j] = ((lambda v: lambda values, ctx, backend: v)(v),) + steps[j][1:]
             elif inst.opcode == "parameter":   # its value is in its slot from the start
                 continue
             else:
@@ -702,15 +717,65 @@ class _Program:
                 label = inst.name
                 fused = _fused_reduce(inst, plan, k, steps, slot, backend, clean, fn)
                 if fused is not None:   # the loop it reads folds its rows: both steps replaced
-                    j, loop_step, fn = fused
+                    j, loop_step, fn, more = fused
                     steps[j] = (loop_step,) + steps[j][1:]
                     labels[j] += " folding its rows"
+                    epilogues.update(more)
+                    if more:
+                        labels[j] += ", then " + ", ".join(e.name for e in more)
             if clean is not None and _clean_after(inst, step, clean):
                 clean.add(inst)
             steps.append((fn, tuple(slot[o] for o in reads), k, dead))
             labels.append(label)
         self.steps, self.labels, self.max_bytes, self.template = steps, labels, max_bytes, template
         return self
+
+
+def _argmax_iota(group, plan, backend, fn):
+    """The value of a loop of iotas, broadcasts and constants, whose inputs are iotas and
+    constants (a value no argument changes), that only recognised argmax / argmin reduces
+    read as their indices (JAX's broadcast iota along the reduced dimension), as a
+    read-only broadcast of its line along the reduced dimensions, when it is constant along
+    the others (the kernel then reads one line instead of an array as large as the
+    operand, as XLA fuses the iota into the reduce); else None."""
+    fixed = ("iota", "broadcast", "constant")
+    if (backend.layer != "cpu" or group.kind != "loop" or group.root is plan.computation.root
+            or any(m.opcode not in fixed for m in group.members)
+            or any(i.opcode not in ("iota", "constant") for i in group.inputs)
+            or not group.root.shape.is_array or not group.root.shape.is_static or not group.root.shape.numel):
+        return None
+    root = group.root
+    red = backend._cpu.reduction
+    readers = [st.inst for st in plan.steps
+               if root in (st.group.inputs if st.group is not None else st.inst.operands)]
+    dims = set()
+    for r in readers:
+        if (r.opcode != "reduce" or len(r.operands) != 4 or r.operands[1] is not root or r.operands[0] is root
+                or r.operands[2] is root or r.operands[3] is root
+                or red._argminmax_plan(r.attrs["computation"]) is None):
+            return None
+        dims.add(tuple(sorted(int(d) for d in r.attrs["dimensions"])))
+    if len(dims) != 1:
+        return None
+    reduced = dims.pop()
+    inputs = []
+    for i in group.inputs:
+        if i.opcode == "constant":
+            inputs.append(backend.constant(i.attrs["literal"]))
+            continue
+        st = next((st for st in plan.steps if st.inst is i and st.group is not None and st.group.kind == "loop"
+                   and st.group.members == [i]), None)
+        if st is None:
+            return None
+        inputs.append(_group_step(st.group, backend, "ieee")([], None, backend))
+    value = fn(inputs, None, backend)
+    if type(value) is not np.ndarray or value.shape != tuple(root.shape.dims):
+        return None
+    line = value[tuple(slice(None) if d in reduced else slice(0, 1) for d in range(value.ndim))]
+    view = np.broadcast_to(line, value.shape)
+    if not np.array_equal(view, value):
+        return None
+    return view, [(i, v) for i, v in zip(group.inputs, inputs) if i.opcode == "iota"]
 
 
 def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
@@ -772,15 +837,27 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
         return None
     group = loop.group
     mode = "flush" if flushing else "ieee"
+    epi = _epilogue(inst, x, plan, backend, clean if flushing else (), A, R, dtype) if _EPILOGUES else None
     try:
-        src, compiled, static = cpu.fused.compile_reduce_loop(group, clean if flushing else ())
+        src, compiled, static = cpu.fused.compile_reduce_loop(
+            group, clean if flushing else (), epi[:3] if epi is not None else None)
     except Exception:   # (a loop Numba does not compile this way: the two steps as they were)
-        return None
+        epi = None
+        try:
+            src, compiled, static = cpu.fused.compile_reduce_loop(group, clean if flushing else ())
+        except Exception:
+            return None
     plain_loop = steps[j][0]
-    # the Reduce the only reader of the loop's value: it need not be written
+    # the Reduce (and the epilogue) the only readers of the loop's value: it need not be written
     keep = x is plan.computation.root or any(
         x in (st.group.inputs if st.group is not None else st.inst.operands)
-        for st in plan.steps if st.inst is not inst)
+        for st in plan.steps if st.inst is not inst and (epi is None or st.inst is not epi[4]))
+    done = {}   # the epilogue's results, keyed by the loop's value (as ``folded``)
+    if epi is not None:
+        esrc, e_in, _, estatic, eroot = epi
+        edims = eroot.shape.dims
+        e_odims, _, e_params, _ = estatic
+        tiny = dtype.type(fpenv.TINY[t] if flush_result and t in fpenv.TINY else 0)
     wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
     xdims, result_dims, final_dtype = x.shape.dims, inst.shape.dims, inst.shape.dtype
     empty, run = cpu.shape.empty, cpu.fused.run_reduce_loop
@@ -795,12 +872,20 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
         inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
                   else _as_carrier(v, w) for v, w in zip(values, wants)]
         sums = np.empty(A, dtype)
-        run(compiled, n, out, inputs, static, A, R, sums, init_value, code, keep)
+        if epi is None:
+            run(compiled, n, out, inputs, static, A, R, sums, init_value, code, keep)
+        else:
+            eout = empty(n, dtype)
+            run(compiled, n, out, inputs, static, A, R, sums, init_value, code, keep,
+                (eout, e_odims, *e_params, np.empty(A, dtype), flush_result, tiny))
         if keep:
             out = out.reshape(xdims)
         if len(folded) > 8:
             folded.clear()
+            done.clear()
         folded[id(out)] = (out, sums)
+        if epi is not None:
+            done[id(out)] = (out, eout.reshape(edims))
         return out
 
     def reduce_step(values, ctx, backend):
@@ -811,7 +896,72 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
         if res.dtype != final_dtype:
             res = res.astype(final_dtype)
         return backend.flush(res) if flush_result else res
-    return j, loop_step, reduce_step
+
+    epilogues = {}
+    if epi is not None:
+        def epilogue_step(plain):
+            def step(values, ctx, backend):
+                got = done.pop(id(values[e_in]), None)
+                if got is None or got[0] is not values[e_in]:
+                    return plain(values, ctx, backend)
+                return got[1]
+            return step
+        epilogues[eroot] = epilogue_step
+    return j, loop_step, reduce_step, epilogues
+
+
+#: (a switch for A/B measurements) a row fold runs the loop reading its rows and folds
+_EPILOGUES = True
+
+
+def _epilogue(inst, x, plan, backend, clean, A, R, dtype):
+    """The loop a fused row fold can run on each row after its fold (``fused.compile_reduce
+    _loop``'s epilogue: a softmax's division by its row sums), or None: a loop over x's
+    dimensions (rows of R, as the fold's) whose inputs are x itself and the Reduce's result
+    through reshapes and broadcasts of the same elements only (its value at row t is fold
+    t), read as one value per row.  (RowLoopSource, which input is x, which the folds,
+    its static parameters, its root.)"""
+    from .scalar_lib import bcast_row
+    cpu = backend._cpu
+    for st in plan.steps:
+        g = st.group
+        if (g is None or g.kind != "loop" or x not in g.inputs or len(g.inputs) != 2
+                or tuple(g.root.shape.dims) != tuple(x.shape.dims) or g.root.shape.element_type != x.shape.element_type
+                or np.dtype(g.root.shape.dtype) != dtype):
+            continue
+        s = g.inputs[1 - g.inputs.index(x)]
+        v = s
+        while v is not inst:   # back to the Reduce through reshapes and broadcasts of A elements
+            vs = next((q for q in plan.steps if q.inst is v), None)
+            if vs is None or not v.shape.is_array or v.shape.numel != A or len(v.operands) < 1:
+                break
+            if vs.group is None and v.opcode in ("reshape", "bitcast"):
+                v = v.operands[0]
+            elif (vs.group is not None and vs.group.kind == "loop" and len(vs.group.members) == 1
+                  and v.opcode == "broadcast"):
+                v = v.operands[0]
+            else:
+                break
+        if v is not inst:
+            continue
+        try:
+            esrc = cpu.fused.RowLoopSource(g, [i for i in clean if i is x])
+        except AssertionError:
+            continue
+        if int(esrc.mdims[-1]) != R:
+            continue
+        k_s = g.inputs.index(s)
+        static = cpu.fused._params(esrc)
+        # the folds' broadcast: one value per row, row t's being fold t
+        bcasts = [k for k, (kind, inst2, _) in enumerate(esrc.param_values) if kind == "bcast"]
+        if any(kind == "iota" for kind, _, _ in esrc.param_values) or len(bcasts) != 1 or esrc.param_values[bcasts[0]][1] is not s or esrc._steps[0] != 0:
+            continue
+        odims, strides = static[0], static[2][bcasts[0]]
+        rows = sorted({0, 1, A // 2, A - 2, A - 1} & set(range(A)))
+        if any(int(bcast_row(r, odims, strides)) != r for r in rows):
+            continue
+        return esrc, g.inputs.index(x), k_s, static, g.root
+    return None
 
 
 def _group_step(group, backend, mode, clean=None):
@@ -923,6 +1073,9 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     ctx = ctx or ExecutionContext(channels=channels)
     # one thread when other processes keep the cores busy (numba_setup.enter_run)
     threads = enter_run() if device == "cpu" else 0
+    forget = backend._cpu.reduction.forget_run if device == "cpu" else None
+    if forget is not None:   # a run's remembered reduces (cpu.reduction._RUN_MEMO): its own only
+        forget()
     try:
         out = evaluate(module.entry, args, ctx, backend, on_value)
     except Exception as e:
@@ -934,6 +1087,8 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
         raise
     finally:
         leave_run(threads)
+        if forget is not None:
+            forget()
     if type(out) is np.ndarray and out.dtype == mplan.result_dtype and out.shape == mplan.result_dims:
         return out   # what conform returns for it
     return conform(_host_tree(out, backend), module.entry.root.shape, module.name)

@@ -16,6 +16,8 @@ from ``PARALLEL_THRESHOLD`` elements on when the loop calls a transcendental fun
 computes complex numbers, from ``MOVE_PARALLEL_THRESHOLD`` on otherwise (a few cycles an
 element: a thread launch pays only on longer loops).
 """
+import re
+
 import numpy as np
 
 from ..jit_cache import load_source
@@ -191,12 +193,40 @@ def run_loop(compiled, n, out, inputs, static):
 # squares) each row is computed into a scratch row instead, and nothing else is written.
 # The executor's run plan makes the two steps one (``numba_executor``).
 
-def _reduce_loop_text(src, name, parallel):
+#: a generated loop's own names (``LoopSource``, ``RowLoopSource``): an epilogue's are renamed
+_LOCAL = re.compile(r"\b(in\d+|bs\d+|c\d+|io\d+|t\d+|f\d+|b_\w+|v_\w+|s_\w+|odims|o_)\b")
+
+
+def _epilogue_arguments(epi):
+    return ["eout", "e_odims", *["e_" + p for p in epi.params], "sfl", "flush_s", "tiny"]
+
+
+def _epilogue_lines(epi, e_in, s_in):
+    """The epilogue loop's row t (whole rows of R), its names prefixed ``e_``: its input
+    ``e_in`` is the row just computed (in ``out``, or ``buf``), ``s_in`` the folds (``sfl``);
+    it has no other input (``i0`` addresses the row only)."""
+    ren = lambda line: _LOCAL.sub(lambda m: "e_" + m.group(1), line)  # noqa: E731
+    # (the row is out's row t, or buf, where the value is not kept: i0 addresses only it)
+    lines = [f"e_in{e_in} = out if keep else buf", f"e_in{s_in} = sfl",
+             "sv = red[t]",
+             "if flush_s and abs(sv) < tiny:",
+             "    sv = sv * 0",
+             "sfl[t] = sv",
+             "row = t", "i0 = t * R if keep else 0", "j0 = 0", "j1 = R", "e_o_ = eout[t * R:(t + 1) * R]"]
+    lines += [ren(line) for line in epi.prelude]
+    lines.append("for j in range(R):")
+    lines += ["    " + ren(line) for line in epi.body]
+    lines.append(f"    e_o_[j] = {ren(epi.result)}")
+    return lines
+
+
+def _reduce_loop_text(src, name, parallel, epilogue=None):
     # rows [c * per, (c + 1) * per) a task; keep: the loop's value written to ``out``, else each
     # row computed into ``buf`` (the Reduce is its only reader: nothing written but the folds)
     rng = "prange" if parallel else "range"
+    extra = _epilogue_arguments(epilogue[0]) if epilogue else []
     lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
-             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code', 'keep', 'nchunk'])}):",
+             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code', 'keep', 'nchunk'] + extra)}):",
              "    per = (A + nchunk - 1) // nchunk",
              f"    for c in {rng}(nchunk):",
              "        buf = np.empty(0 if keep else R, out.dtype)",
@@ -228,19 +258,25 @@ def _reduce_loop_text(src, name, parallel):
               "                red[t] = _fold(code, out, lo, hi, init, lanes)",
               "            else:",
               "                red[t] = _fold(code, buf, 0, R, init, lanes)"]
+    if epilogue:   # the loop reading this row and its fold, run on the row while it is in cache
+        lines += ["            " + line for line in _epilogue_lines(*epilogue)]
     return "\n".join(lines) + "\n"
 
 
-def compile_reduce_loop(group, clean=()):
+def compile_reduce_loop(group, clean=(), epilogue=None):
     """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of ``group``'s
-    loop folding each row of its value (see above); ``clean`` as for ``compile_loop``."""
+    loop folding each row of its value (see above); ``clean`` as for ``compile_loop``.
+    ``epilogue``: (RowLoopSource of a loop over the same rows of R, which of its inputs is
+    this loop's value, which the folds broadcast along the rows): run on each row after
+    its fold (a softmax's division), into ``eout`` (``run_reduce_loop``'s ``extra``)."""
     from . import reduction
     numba()
     src = RowLoopSource(group, clean)
     head = (_HEADER + "from xla_explorer.executors.cpu.reduction import _sum_range, _fold\n"
             f"# reduction.py {reduction._SELF_HASH}\nADD_CODE = {reduction.ADD}\n")
-    text = head + f"\n{src.describe()}\n\n" + _reduce_loop_text(src, "red_par", True) + "\n\n" + \
-        _reduce_loop_text(src, "red_ser", False)
+    desc = src.describe() + (f"\n# then: {epilogue[0].describe()}" if epilogue else "")
+    text = head + f"\n{desc}\n\n" + _reduce_loop_text(src, "red_par", True, epilogue) + "\n\n" + \
+        _reduce_loop_text(src, "red_ser", False, epilogue)
     compiled = _compiled.get(text)
     if compiled is None:
         module = load_source("fusedred", text)
@@ -248,12 +284,14 @@ def compile_reduce_loop(group, clean=()):
     return src, compiled, _params(src)
 
 
-def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code, keep=True):
+def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code, keep=True, extra=()):
     """The loop of ``compiled`` (``compile_reduce_loop``) over n = A * R elements, row t's fold
-    into red[t]; ``keep=False``: ``out`` is not written (it may be empty)."""
+    into red[t]; ``keep=False``: ``out`` is not written (it may be empty).  ``extra``: the
+    epilogue's arguments (eout, its odims, its parameters, sfl[A], flush_s, tiny)."""
     odims, inner, params, threshold = static
     par, ser = compiled
     if n >= threshold and A > 1:
-        par(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, min(A, 4 * threads()))
+        par(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, min(A, 4 * threads()),
+            *extra)
     else:
-        ser(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, 1)
+        ser(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, 1, *extra)

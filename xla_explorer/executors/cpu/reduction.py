@@ -37,6 +37,7 @@ import functools
 import hashlib
 import math
 import pathlib
+import weakref
 
 import numpy as np
 
@@ -2125,80 +2126,100 @@ def _is_denormal(a, tiny):
     return abs(a) < tiny and a != 0
 
 
-#: lanes of the vectorised maximum of a row (independent running maxima, combined at the end)
-_ARG_LANES = 64
+#: lanes of the vectorised fold of a row (independent running (value, index) pairs,
+#: combined at the end)
+_ARG_LANES = 32
 
 
 @njit(**_opts)
-def _argminmax_rows(lo, hi, x, idx, R, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
-    """Rows [lo, hi) of x[A, R] (flat) with their indices idx[A, R]: vout / iout = the
-    recognised region folded over the row, then ``region(init, fold)``; rows holding a
-    denormal under flushing (``tiny`` > 0) are marked in ``bad`` (the caller reruns them)."""
-    lanes = np.empty(_ARG_LANES, x.dtype)
+def _argminmax_rows(lo, hi, x, idx, R, shared, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
+    """Rows [lo, hi) of x[A, R] (flat) with their indices idx[A, R] (``shared``: idx[R], every
+    row's, as JAX's iota along the row is): vout / iout = the
+    recognised region folded over the row, then ``region(init, fold)``; rows whose maximum
+    is a zero or a denormal and that hold a denormal, under flushing (``tiny`` > 0), are
+    marked in ``bad`` (the caller reruns them).
+
+    One pass: lane j of a block of L keeps the maximum of the row's elements j mod L and
+    the smallest index among those equal to it (branch-free selects LLVM vectorises; a
+    lane's sum of a - a turns NaN at a NaN or an infinity, the only sign of them the pass
+    keeps: a row so flagged is scanned for a NaN); the lanes are then combined.  Without
+    a NaN that is the maximum and the smallest index among the elements equal to it,
+    whatever the lanes' grouping; the value a zero maximum takes (the last zero's sign)
+    and a NaN row (the first NaN) are found by a scan of the row.  Flushing changes nothing unless the
+    maximum is a zero or a denormal (a normal maximum M > 0: the denormals, and the zeros
+    they flush to, stay below it; M < 0: no element is a denormal; the NaNs stay where
+    they are), so only such rows are scanned for denormals."""
     L = _ARG_LANES
+    lv = np.empty(L, x.dtype)
+    li = np.empty(L, idx.dtype)
+    nn = np.empty(L, x.dtype)
     for t in range(lo, hi):
         xs = x[t * R:(t + 1) * R]
-        js = idx[t * R:(t + 1) * R]
-        # pass 1: the maximum by plain comparisons (NaNs skipped), whether a NaN or a
-        # denormal is there
-        nan = False
-        den = False
+        js = idx[0:R] if shared else idx[t * R:(t + 1) * R]
         full = R // L * L
         m = xs[0]
+        i = js[0]
+        nans = False
+        k0 = 1
         if full:
             for j in range(L):
-                lanes[j] = xs[j]
+                a = xs[j]
+                lv[j] = a
+                li[j] = js[j]
+                nn[j] = a - a   # NaN for a NaN (or an infinity): summed, a lane's flag
             for b in range(L, full, L):
                 blk = xs[b:b + L]
-                seen = 0
+                jb = js[b:b + L]
                 for j in range(L):
                     a = blk[j]
-                    c = lanes[j]
-                    if is_max:
-                        lanes[j] = a if a > c else c
-                    else:
-                        lanes[j] = a if a < c else c
-                    seen |= (a != a) | _is_denormal(a, tiny)
-                if seen:
-                    for j in range(L):
-                        nan |= blk[j] != blk[j]
-                        den |= _is_denormal(blk[j], tiny)
-            for j in range(L):
-                a = xs[j]
-                nan |= a != a
-                den |= _is_denormal(a, tiny)
-            m = lanes[0]
+                    c = lv[j]
+                    jj = jb[j]
+                    ci = li[j]
+                    nn[j] += a - a
+                    win = (a > c) if is_max else (a < c)
+                    lo_i = jj if jj < ci else ci
+                    li[j] = jj if win else (lo_i if a == c else ci)
+                    lv[j] = a if win else c
+            m = lv[0]
+            i = li[0]
+            flag = nn[0]
             for j in range(1, L):
-                c = lanes[j]
-                if c != c or (c > m if is_max else c < m):
+                c = lv[j]
+                ci = li[j]
+                flag += nn[j]
+                if (c > m) if is_max else (c < m):
                     m = c
-        for k in range(full, R):
+                    i = ci
+                elif c == m and ci < i:
+                    i = ci
+            if flag != flag:   # a NaN, or only an infinity: look
+                for j in range(full):
+                    nans |= xs[j] != xs[j]
+            k0 = full
+        for k in range(k0, R):
             a = xs[k]
-            nan |= a != a
-            den |= _is_denormal(a, tiny)
-            if m != m or (a > m if is_max else a < m):
+            c = js[k]
+            nans |= a != a
+            if (a > m) if is_max else (a < m):
                 m = a
-        if den:
-            bad[t] = True
-            continue
-        if nan:  # the first NaN
+                i = c
+            elif a == m and c < i:
+                i = c
+        if nans:  # the first NaN (m, i are meaningless: a NaN lane is never replaced)
             k = 0
             while xs[k] == xs[k]:
                 k += 1
             v, i = xs[k], js[k]
         else:
-            # pass 2: the smallest index among the maxima; the value is the last maximum
-            # (the same number, but a zero maximum takes the sign of the last zero)
-            k0 = 0
-            while xs[k0] != m:
-                k0 += 1
-            i = js[k0]
-            for k in range(k0 + 1, R):
-                c = js[k]
-                if xs[k] == m and c < i:
-                    i = c
+            if tiny and abs(m) < tiny:   # a zero or denormal maximum: flushing may decide
+                den = False
+                for k in range(R):
+                    den |= _is_denormal(xs[k], tiny)
+                if den:
+                    bad[t] = True
+                    continue
             v = m
-            if m == 0:
+            if m == 0:   # the value is the last maximum: a zero's sign is the last zero's
                 k = R - 1
                 while xs[k] != m:
                     k -= 1
@@ -2207,10 +2228,11 @@ def _argminmax_rows(lo, hi, x, idx, R, is_max, nan_check, tiny, initv, initi, vo
 
 
 @njit(**_opts)
-def _argminmax_cols(lo, hi, x, idx, R, B, nblk, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
+def _argminmax_cols(lo, hi, x, idx, R, B, nblk, shared, is_max, nan_check, tiny, initv, initi, vout, iout, bad):
     """Tasks [lo, hi) of x[A, R, B] folded over R: task t is a block of up to 256 columns
     of row t // nblk, folded left to right by the region as vectors (its own order of
-    combination is one the tree is equal to: see above)."""
+    combination is one the tree is equal to: see above).  ``shared``: idx is idx[R], the
+    index of every column's element r (JAX's iota along R)."""
     W = 256
     for t in range(lo, hi):
         a = t // nblk
@@ -2223,10 +2245,17 @@ def _argminmax_cols(lo, hi, x, idx, R, B, nblk, is_max, nan_check, tiny, initv, 
         row = x[base:base + w]
         for j in range(w):
             vs[j] = row[j]
-            ix[j] = idx[base + j]
+            ix[j] = idx[0] if shared else idx[base + j]
             den |= _is_denormal(row[j], tiny)
         for r in range(1, R):
             row = x[base + r * B:base + r * B + w]
+            if shared:
+                ci = idx[r]
+                for j in range(w):
+                    bv = row[j]
+                    vs[j], ix[j] = _arg_pick(vs[j], ix[j], bv, ci, is_max, nan_check)
+                    den |= _is_denormal(bv, tiny)
+                continue
             irow = idx[base + r * B:base + r * B + w]
             for j in range(w):
                 bv = row[j]
@@ -2239,12 +2268,27 @@ def _argminmax_cols(lo, hi, x, idx, R, B, nblk, is_max, nan_check, tiny, initv, 
             vs[j], ix[j] = _arg_pick(initv, initi, vs[j], ix[j], is_max, nan_check)
 
 
-def _argminmax(plan, types, operands, inits, A, R, B):
+def _shared_line(ix, reduced):
+    """The index operand's values along the reduced dimensions as one flat line when they
+    are the same for every kept coordinate (``ix`` a broadcast view: its kept dimensions'
+    strides 0, as the run plan hands a recognised argmax its iota), else None."""
+    if type(ix) is not np.ndarray or ix.ndim == 0:
+        return None
+    if any(ix.strides[d] != 0 for d in range(ix.ndim) if d not in reduced and ix.shape[d] > 1):
+        return None
+    return np.ascontiguousarray(ix[tuple(slice(None) if d in reduced else 0 for d in range(ix.ndim))]).reshape(-1)
+
+
+def _argminmax(plan, types, operands, inits, A, R, B, reduced=()):
     """The recognised argmax / argmin over x[A, R, B]: flat (values, indices) in carrier
-    types, or None when a denormal meets the flushing compares (the caller runs the tree)."""
+    types, or None when a denormal meets the flushing compares (the caller runs the tree).
+    ``reduced``: the reduced dimensions (an index operand constant along the others is
+    read as one line of R)."""
     is_max, nan_check = plan
     x = _to_carrier(operands[0], types[0]).reshape(-1)
-    idx = _to_carrier(operands[1], types[1]).reshape(-1)
+    line = _shared_line(operands[1], reduced) if reduced else None
+    shared = line is not None
+    idx = _to_carrier(line if shared else operands[1], types[1]).reshape(-1)
     initv = x.dtype.type(_to_carrier(inits[0], types[0])[()])
     initi = idx.dtype.type(_to_carrier(inits[1], types[1])[()])
     flushing = types[0] not in dtypes.INTEGRAL and fpenv.flushing(types[0])
@@ -2254,13 +2298,13 @@ def _argminmax(plan, types, operands, inits, A, R, B):
     parallel = A * R * B >= MOVE_PARALLEL_THRESHOLD
     if B == 1:
         bad = np.zeros(A, np.bool_)
-        in_threads(_argminmax_rows, A, parallel and A > 1, x, idx, R, is_max, nan_check, tiny, initv, initi,
+        in_threads(_argminmax_rows, A, parallel and A > 1, x, idx, R, shared, is_max, nan_check, tiny, initv, initi,
                    vout, iout, bad)
     else:
         nblk = -(-B // 256)
         bad = np.zeros(A * nblk, np.bool_)
-        in_threads(_argminmax_cols, A * nblk, parallel and A * nblk > 1, x, idx, R, B, nblk, is_max, nan_check,
-                   tiny, initv, initi, vout, iout, bad)
+        in_threads(_argminmax_cols, A * nblk, parallel and A * nblk > 1, x, idx, R, B, nblk, shared, is_max,
+                   nan_check, tiny, initv, initi, vout, iout, bad)
     if bad.any():
         return None
     return [vout, iout]
@@ -2360,7 +2404,8 @@ def reduce_kernel(*values, shape, computation, dimensions, flush=()):
             A = product([g for g, _ in groups[:i]])
             B = product([g for g, _ in groups[i + 1:]])
             plan = _argminmax_plan(computation.computation) if n == 2 else None
-            outs = _argminmax(plan, types, operands, inits, A, groups[i][0], B) if plan else None
+            outs = (_argminmax(plan, types, operands, inits, A, groups[i][0], B, frozenset(reduced)) if plan
+                    else None)
             if outs is None:
                 outs = _generated_rows(computation, types, operands, inits, A, groups[i][0], B)
         else:
@@ -2535,6 +2580,8 @@ def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=())
     # as the kernel: a checked sum's operand is flushed only if its pass met a denormal
     marks = tuple(bool(m) and not (k == 0 and checked) for k, m in enumerate(flush)) if any(flush) else None
 
+    memo = product(dims) >= _MEMO_MIN and product(result_dims) <= _MEMO_MAX
+
     def run(operand, init_value):
         x, init_v = operand, init_value
         if marks is not None:
@@ -2543,11 +2590,38 @@ def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=())
             return reduce_kernel(operand, init_value, shape=shape, computation=computation, dimensions=dimensions,
                                  flush=flush)
         init = scalar(np.asarray(init_v, dtype)[()])
+        if memo:
+            key = (id(x), dtype, dims, reduced, code, init.tobytes(), tiny, marks)
+            got = _RUN_MEMO.get(key)
+            if got is not None and got[0]() is x:
+                return got[1]
         flat = _reduce_standard(contiguous(x), dims, reduced, code, init, tiny)
         if flat is None:  # a denormal in the operand (rare): flushed, reduced again
             flat = _reduce_standard(contiguous(flush_denormals(x)), dims, reduced, code, init)
-        return flat.reshape(result_dims)
+        out = flat.reshape(result_dims)
+        if memo:
+            if len(_RUN_MEMO) >= 16:
+                _RUN_MEMO.clear()
+            _RUN_MEMO[key] = (weakref.ref(x), out)
+        return out
     return run
+
+
+# A run reduces one array the same way twice where JAX's lowering calls a function that
+# recomputes what its caller computed (layer norm: ``x.var`` sums x again for its mean;
+# XLA inlines the call and the two reduces become one).  A prepared standard reduce of a
+# large operand remembers its result for the rest of the run (``forget_run``, at each run's
+# start and end), keyed by the operand -- the very array object, alive (a weak reference:
+# arrays are not written once made) -- and everything else the result depends on.  (A
+# kernel that wrote into an operand in place would have to call ``forget_run`` first.)
+_RUN_MEMO = {}
+_MEMO_MIN = 1 << 16     # operand elements: below, the look-up is not worth its cost
+_MEMO_MAX = 1 << 16     # result elements: above, the memo would keep large results alive
+
+
+def forget_run():
+    """Forget the results remembered in a run (see above)."""
+    _RUN_MEMO.clear()
 
 
 reduce_kernel.prepare = _reduce_prepare
