@@ -347,7 +347,7 @@ def test_a_loop_does_not_flush_inputs_known_clean():
 def test_a_run_reduces_one_array_the_same_way_once(monkeypatch):
     """Layer norm as JAX lowers it sums x twice (its mean, and again inside ``x.var``'s
     call): the second prepared reduce of the same array object is the first's result
-    (``reduction._RUN_MEMO``), within one run only -- an argument changed in place between
+    (``reduction.begin_run``), within one run only -- an argument changed in place between
     runs gives the new result -- and results are those of the walk."""
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
@@ -368,4 +368,35 @@ def test_a_run_reduces_one_array_the_same_way_once(monkeypatch):
     x *= 2                                  # the same array, other values: nothing remembered from before
     third = comp.run(x, backend="numba")
     np.testing.assert_allclose(third, comp.run(x), rtol=1e-5, atol=1e-6)
-    assert not reduction._RUN_MEMO
+    assert getattr(reduction._memo, "d", None) is None
+
+
+def test_remembered_reduces_are_not_shared_outputs_or_threads():
+    """A run that returns one reduce twice gets two arrays (a caller may write one); a run
+    in another thread at the same time remembers nothing of this one's."""
+    import threading
+    from xla_explorer.executors.cpu import reduction
+    b = xe.XlaBuilder("twice")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (512, 256)), "x")
+    zero = xe.Constant(b, np.float32(0))
+    s1 = xe.Reduce(x, zero, lambda p, q: xe.Add(p, q), [1])
+    s2 = xe.Reduce(x, zero, lambda p, q: xe.Add(p, q), [1])
+    comp = b.build(xe.Tuple(s1, s2))
+    a = np.random.default_rng(3).standard_normal((512, 256)).astype(F32)
+    want = comp.run(a)
+    comp.run(a, backend="numba")
+    p, q = comp.run(a, backend="numba")     # (the second run is the prepared plan's)
+    np.testing.assert_allclose(p, want[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(_bits(q), _bits(p))
+    assert not np.shares_memory(p, q)
+    p[:] = 7
+    assert (q != 7).any()
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(getattr(reduction._memo, "d", "unset")))
+    reduction.begin_run()
+    try:
+        t.start()
+        t.join()
+    finally:
+        reduction.end_run(None)
+    assert seen == ["unset"]

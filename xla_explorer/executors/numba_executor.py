@@ -1073,9 +1073,9 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     ctx = ctx or ExecutionContext(channels=channels)
     # one thread when other processes keep the cores busy (numba_setup.enter_run)
     threads = enter_run() if device == "cpu" else 0
-    forget = backend._cpu.reduction.forget_run if device == "cpu" else None
-    if forget is not None:   # a run's remembered reduces (cpu.reduction._RUN_MEMO): its own only
-        forget()
+    memo = backend._cpu.reduction if device == "cpu" else None
+    # a run's remembered reduces (cpu.reduction.begin_run): its own, in this thread only
+    outer_memo = memo.begin_run() if memo is not None else None
     try:
         out = evaluate(module.entry, args, ctx, backend, on_value)
     except Exception as e:
@@ -1087,8 +1087,8 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
         raise
     finally:
         leave_run(threads)
-        if forget is not None:
-            forget()
+        if memo is not None:
+            memo.end_run(outer_memo)
     if type(out) is np.ndarray and out.dtype == mplan.result_dtype and out.shape == mplan.result_dims:
         return out   # what conform returns for it
     return conform(_host_tree(out, backend), module.entry.root.shape, module.name)

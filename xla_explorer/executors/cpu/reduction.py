@@ -37,6 +37,7 @@ import functools
 import hashlib
 import math
 import pathlib
+import threading
 import weakref
 
 import numpy as np
@@ -2590,19 +2591,21 @@ def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=())
             return reduce_kernel(operand, init_value, shape=shape, computation=computation, dimensions=dimensions,
                                  flush=flush)
         init = scalar(np.asarray(init_v, dtype)[()])
-        if memo:
+        runs = getattr(_memo, "d", None) if memo else None
+        if runs is not None:
             key = (id(x), dtype, dims, reduced, code, init.tobytes(), tiny, marks)
-            got = _RUN_MEMO.get(key)
+            got = runs.get(key)
             if got is not None and got[0]() is x:
-                return got[1]
+                # a copy: two outputs of a run must not be one array (a caller may write one)
+                return got[1].copy()
         flat = _reduce_standard(contiguous(x), dims, reduced, code, init, tiny)
         if flat is None:  # a denormal in the operand (rare): flushed, reduced again
             flat = _reduce_standard(contiguous(flush_denormals(x)), dims, reduced, code, init)
         out = flat.reshape(result_dims)
-        if memo:
-            if len(_RUN_MEMO) >= 16:
-                _RUN_MEMO.clear()
-            _RUN_MEMO[key] = (weakref.ref(x), out)
+        if runs is not None:
+            if len(runs) >= 16:
+                runs.clear()
+            runs[key] = (weakref.ref(x), out)
         return out
     return run
 
@@ -2610,18 +2613,31 @@ def _reduce_prepare(operand_shapes, *, shape, computation, dimensions, flush=())
 # A run reduces one array the same way twice where JAX's lowering calls a function that
 # recomputes what its caller computed (layer norm: ``x.var`` sums x again for its mean;
 # XLA inlines the call and the two reduces become one).  A prepared standard reduce of a
-# large operand remembers its result for the rest of the run (``forget_run``, at each run's
-# start and end), keyed by the operand -- the very array object, alive (a weak reference:
-# arrays are not written once made) -- and everything else the result depends on.  (A
-# kernel that wrote into an operand in place would have to call ``forget_run`` first.)
-_RUN_MEMO = {}
+# large operand remembers its result for the rest of the run, keyed by the operand -- the
+# very array object, alive (a weak reference: arrays are not written once made) -- and
+# everything else the result depends on.  (A kernel that wrote into an operand in place
+# would have to end the memo first.)  A second use gets a copy.
+#
+# The memo belongs to the run and to the thread that runs it (``begin_run`` /
+# ``end_run``): outside a run, in another thread (a kernel's worker, a second run at the
+# same time: a widget's), nothing is remembered, so an array a user changes between two
+# runs is never answered from the first.
+_memo = threading.local()
 _MEMO_MIN = 1 << 16     # operand elements: below, the look-up is not worth its cost
 _MEMO_MAX = 1 << 16     # result elements: above, the memo would keep large results alive
 
 
-def forget_run():
-    """Forget the results remembered in a run (see above)."""
-    _RUN_MEMO.clear()
+def begin_run():
+    """Start this thread's memo of reduces for a run; returns what ``end_run`` restores
+    (the memo of a run this one runs inside, or None)."""
+    prev = getattr(_memo, "d", None)
+    _memo.d = {}
+    return prev
+
+
+def end_run(prev):
+    """Forget the run's remembered reduces (see above)."""
+    _memo.d = prev
 
 
 reduce_kernel.prepare = _reduce_prepare
