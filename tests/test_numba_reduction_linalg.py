@@ -567,6 +567,24 @@ def test_conv_nhwc_blocks_and_depthwise():
     check(comp, *_args(rng, comp), rtol=1e-4)
 
 
+def test_conv_one_in_feature_per_group():
+    """im2col's one-feature rows (a depthwise convolution: every group one in-feature, the
+    cells' offsets computed once per output row for all groups): padding cells, rhs and lhs
+    dilation, strides, batch groups, f32 / s32 / pred."""
+    rng = np.random.default_rng(8)
+    for t, lhs, rhs, kw in [
+            (F32, (3, 17, 13, 5), (3, 3, 1, 10), dict(window_strides=[1, 1], padding="SAME", feature_group_count=5)),
+            (F32, (2, 12, 11, 4), (3, 2, 1, 4), dict(window_strides=[2, 1], padding=[(2, 1), (0, 3)],
+                                                     rhs_dilation=[2, 1], lhs_dilation=[1, 2], feature_group_count=4)),
+            (S32, (2, 9, 7, 3), (3, 3, 1, 3), dict(window_strides=[1, 1], padding="SAME", feature_group_count=3)),
+            ("pred", (1, 6, 5, 2), (2, 2, 1, 2), dict(window_strides=[1, 1], padding="VALID", feature_group_count=2)),
+            (F32, (4, 10, 9, 1), (3, 3, 1, 6), dict(window_strides=[1, 1], padding="SAME", batch_group_count=2))]:
+        b = xe.XlaBuilder("one_feature")
+        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs),
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"), **kw))
+        check(comp, *_args(rng, comp), rtol=1e-4)
+
+
 def test_conv_3x3_takes_winograd(monkeypatch):
     """3x3 stride-1 convolutions of real size run Winograd F(2x2, 3x3): odd output sizes
     (edge tiles cut), asymmetric and negative padding, reversed windows, f32 and f64, NCHW."""
