@@ -126,12 +126,14 @@ class CpuBackend:
         if runner is not None:
             runners[runners_key] = runner
             return runner
-        src, compiled, static = cpu.fused.compile_loop(group, cleaned)
+        # (narrow: bf16 values in and out as their bits, converted in the loop)
+        src, compiled, static = cpu.fused.compile_loop(group, cleaned, narrow=True)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
         n = int(np.prod(shape.dims, dtype=np.int64))
-        out_dtype = _carrier_dtype(shape.element_type)
-        wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
+        out_dtype = _BF16_BITS if shape.element_type == "bf16" else _carrier_dtype(shape.element_type)
+        wants = [_BF16_IN if i.shape.element_type == "bf16" else _carrier_dtype(i.shape.element_type)
+                 for i in src.inputs]
         dims, final_dtype = shape.dims, shape.dtype
         run_loop = cpu.fused.run_loop
         if 0 < n < static[3] and n * out_dtype.itemsize < cpu.shape.BufferPool.MIN_BYTES:
@@ -148,7 +150,7 @@ class CpuBackend:
                 ser(n, out, *inputs, odims, inner, inner, *params)
                 out = out.reshape(dims)
                 if out.dtype != final_dtype:
-                    out = out.astype(final_dtype)
+                    out = _from_carrier(out, final_dtype)
                 return out
             runners[runners_key] = small_runner
             return small_runner
@@ -233,6 +235,10 @@ def _carrier_dtype(t):
 def _as_carrier(value, want):
     from .cpu.shape import contiguous
     arr = np.asarray(value)
+    if want is _BF16_IN:   # a bf16 input of a narrow loop: its bits, no conversion
+        if arr.dtype != _BF16:
+            arr = arr.astype(_BF16)
+        return contiguous(arr).reshape(-1).view(_BF16_BITS)
     if arr.dtype != want:
         if arr.dtype == _BF16 and want == np.float32 and arr.size >= _FAST_CONVERT:
             from .cpu.elementwise import bf16_to_f32
@@ -243,6 +249,8 @@ def _as_carrier(value, want):
 
 def _from_carrier(out, final_dtype):
     """A fused loop's result, computed in its carrier type, as its element type."""
+    if out.dtype == _BF16_BITS and final_dtype == _BF16:   # a narrow loop's bf16 bits
+        return out.view(_BF16)
     if final_dtype == _BF16 and out.dtype == np.float32 and out.size >= _FAST_CONVERT:
         from .cpu.elementwise import f32_to_bf16
         return f32_to_bf16(out, final_dtype)
@@ -253,6 +261,17 @@ def _from_carrier(out, final_dtype):
 #: Numba passes of ``cpu.elementwise`` (ml_dtypes' astype below: fewer Python steps)
 _FAST_CONVERT = 1 << 12
 _BF16 = np.dtype(dtypes.to_numpy("bf16"))
+#: (``cpu.fused.BF16_BITS``: a narrow loop's bf16 result, as bits)
+_BF16_BITS = np.dtype(np.uint16)
+
+
+class _Bf16Bits:
+    """The ``want`` of a narrow loop's bf16 input (``_as_carrier``): its bits as uint16, not a
+    conversion to uint16 (no dtype equals it, so every bf16 value goes through
+    ``_as_carrier``, which views it)."""
+
+
+_BF16_IN = _Bf16Bits()
 
 
 def _static_params(src):
