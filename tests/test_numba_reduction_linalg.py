@@ -607,6 +607,34 @@ def test_conv_3x3_takes_winograd(monkeypatch):
     assert len(calls) == 5
 
 
+def test_winograd_kernel_transform_is_remembered_by_the_bits_of_w():
+    """``linalg._wino_kernel`` keeps the last U of each kernel shape: a kernel of the same bits
+    (another array) gets it, a kernel that differs in one element (or in the sign of a zero)
+    gets its own; results as the reference's and, for the same w, the same bits."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(21)
+    b = xe.XlaBuilder("winograd_u")
+    comp = b.build(xe.ConvGeneralDilated(param(b, 0, F32, (2, 16, 16, 16)), param(b, 1, F32, (3, 3, 16, 64)), [1, 1],
+                                         "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    x, w = _args(rng, comp)
+    first = comp.run(x, w, backend="numba")
+    again = comp.run(x.copy(), w.copy(), backend="numba")
+    np.testing.assert_array_equal(first.view(np.uint32), again.view(np.uint32))
+    w2 = w.copy()
+    w2[1, 2, 3, 4] += 1
+    w3 = w.copy()
+    w3[0, 0, 0, 0] = 0.0
+    w4 = w3.copy()
+    w4[0, 0, 0, 0] = -0.0
+    for other in (w2, w3, w4, w):
+        got = comp.run(x, other, backend="numba")
+        np.testing.assert_allclose(got, comp.run(x, other), rtol=1e-4, atol=5e-4)
+    assert not np.array_equal(comp.run(x, w2, backend="numba"), first)
+    U3 = klin._wino_kernel(np.ascontiguousarray(np.transpose(w3, (3, 2, 0, 1))), np.float32)
+    U4 = klin._wino_kernel(np.ascontiguousarray(np.transpose(w4, (3, 2, 0, 1))), np.float32)
+    assert U3 is not U4
+
+
 # -- Fft, Cholesky, TriangularSolve, batch norms ------------------------------------------------
 
 @pytest.mark.parametrize("t, dims, fft_type, length", [
