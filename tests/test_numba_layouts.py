@@ -295,11 +295,12 @@ def test_flush_denormals_is_fpenv_flush(t, n, monkeypatch):
 
 def test_denormal_scan_finds_exactly_the_denormal_bit_patterns():
     """``elementwise._any_denormal`` (a minimum of |bits| - 1 over the array): true exactly
-    when some word has a zero exponent and a nonzero mantissa -- every bf16 pattern, the f32
+    when some word has a zero exponent and a nonzero mantissa (``_any_all_ones``, a maximum:
+    when some word's exponent is all ones) -- every bf16 pattern, the f32
     and f64 boundaries (+-0, the smallest and largest denormals, the smallest normal,
     infinities, NaN) and random patterns, each alone among normal values, at positions in
     and after the vector lanes (all 2^32 f32 patterns were checked once, offline)."""
-    from xla_explorer.executors.cpu.elementwise import _MASKS, _any_denormal
+    from xla_explorer.executors.cpu.elementwise import _MASKS, _any_all_ones, _any_denormal
     rng = np.random.default_rng(17)
     cases = {
         "bf16": np.arange(1 << 16, dtype=np.uint32).astype(np.uint16),
@@ -322,6 +323,12 @@ def test_denormal_scan_finds_exactly_the_denormal_bit_patterns():
                 got[k] = _any_denormal(buf, word(exponent), word(mantissa))
             np.testing.assert_array_equal(got, want)
             assert not _any_denormal(np.full(n, one, word), word(exponent), word(mantissa))
+            # and the Inf / NaN scan (``_any_all_ones``: a maximum of |bits|)
+            want = (words & word(exponent)) == word(exponent)
+            for k, u in enumerate(words):
+                buf[at] = u
+                got[k] = _any_all_ones(buf, word(exponent))
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "s32"])

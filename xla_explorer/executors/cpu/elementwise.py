@@ -178,11 +178,38 @@ def flush_denormals(x):
 
 
 @njit(**_opts)
-def _any_all_ones(bits, exponent):
-    found = 0
+def _max_magnitude32(bits):
+    m = np.uint32(0)
     for i in range(bits.shape[0]):
-        found |= (bits[i] & exponent) == exponent
-    return found != 0
+        m = max(m, np.uint32(bits[i] & np.uint32(0x7FFFFFFF)))
+    return m
+
+
+@njit(**_opts)
+def _max_magnitude16(bits):
+    m = np.uint16(0)
+    for i in range(bits.shape[0]):
+        m = max(m, np.uint16(bits[i] & np.uint16(0x7FFF)))
+    return m
+
+
+@njit(**_opts)
+def _max_magnitude64(bits):
+    m = np.uint64(0)
+    for i in range(bits.shape[0]):
+        m = max(m, np.uint64(bits[i] & np.uint64(0x7FFFFFFFFFFFFFFF)))
+    return m
+
+
+@njit(**_opts)
+def _any_all_ones(bits, exponent):
+    """Whether some word's exponent is all ones (Inf or NaN): its magnitude bits are at least
+    the exponent mask -- one maximum over the array, as ``_any_denormal``'s minimum."""
+    if bits.itemsize == 4:
+        return np.uint64(_max_magnitude32(bits)) >= np.uint64(exponent)
+    if bits.itemsize == 2:
+        return np.uint64(_max_magnitude16(bits)) >= np.uint64(exponent)
+    return np.uint64(_max_magnitude64(bits)) >= np.uint64(exponent)
 
 
 def has_nonfinite(*values):
