@@ -496,6 +496,27 @@ def test_dot_reads_strided_heads_in_place_and_keeps_its_bits_across_thread_count
         np.testing.assert_array_equal(one, two)
 
 
+def test_batched_dot_shared_or_not_gives_the_same_bits(monkeypatch):
+    """A batched product below ``linalg._BATCH_SPLIT_WORK`` runs as one np.matmul, above it
+    batch by batch in the threads: one BLAS call per matrix either way, so the same bits
+    (16 products of 64x64x64, over the row-split threshold, and a strided batch)."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((16, 64, 64), dtype=np.float32)
+    w = rng.standard_normal((16, 64, 64), dtype=np.float32)
+    assert klin._SPLIT_WORK <= 16 * 64 ** 3 < klin._BATCH_SPLIT_WORK
+    whole = klin.matmul(a, w, np.empty_like(a))
+    monkeypatch.setattr(klin, "_BATCH_SPLIT_WORK", 0)
+    shared = klin.matmul(a, w, np.empty_like(a))
+    np.testing.assert_array_equal(whole.view(np.uint32), shared.view(np.uint32))
+    strided = np.swapaxes(a, 1, 2)
+    monkeypatch.setattr(klin, "_BATCH_SPLIT_WORK", 1 << 62)
+    one = klin.matmul(strided, w, np.empty_like(a))
+    monkeypatch.setattr(klin, "_BATCH_SPLIT_WORK", 0)
+    np.testing.assert_array_equal(one.view(np.uint32), klin.matmul(strided, w, np.empty_like(a)).view(np.uint32))
+    np.testing.assert_allclose(one, np.swapaxes(a, 1, 2) @ w, rtol=1e-4, atol=1e-4)
+
+
 def test_dot_big_batched_and_wrapping_integers():
     rng = np.random.default_rng(6)
     b = xe.XlaBuilder("bmm")

@@ -131,6 +131,13 @@ def in_blocks(work, starts, scratch, size):
         _blas_leave()
 
 
+#: a batched product is shared by the threads batch by batch from this many multiply-adds
+#: on (below: one np.matmul, which runs the same one BLAS call per matrix, so the same bits).
+#: A worker's start and its cold caches cost more than half a small product saves: 16
+#: products of 64x64x64 (4.2M multiply-adds) took 198 us a run shared, 166 us in one
+#: thread (best of 3000, load 5.8)
+_BATCH_SPLIT_WORK = 1 << 24
+
 #: a big product split by rows is cut into this many parts whatever the thread count: a
 #: cut changes BLAS's blocking and so the bits (not a batch split: one BLAS call per
 #: matrix either way), so one thread (a busy machine) runs the same parts in turn
@@ -152,15 +159,19 @@ def matmul(a, w, out):
     strides BLAS takes: see ``blas_operand``; w's batch dimensions may be 1), BLAS
     single-threaded in each thread.  A product of _SPLIT_WORK multiply-adds or more is
     shared by the threads (``shape.in_threads``: the caller takes the parts a worker has
-    not started), by its first batch dimension, else by rows in _ROW_PARTS parts."""
+    not started), by its first batch dimension (from _BATCH_SPLIT_WORK on), else by rows
+    in _ROW_PARTS parts."""
     M, K = a.shape[-2:]
     N = w.shape[-1]
     B = math.prod(a.shape[:-2])
+    work = B * M * K * N
+    by_batch = a.ndim > 2 and a.shape[0] > 1 and w.shape[0] == a.shape[0]
     _blas_enter()
     try:
-        if B * M * K * N < _SPLIT_WORK:
+        # (the row cut is the bits' and stays _SPLIT_WORK's; a batch split is not)
+        if work < _SPLIT_WORK or by_batch and work < _BATCH_SPLIT_WORK:
             np.matmul(a, w, out=out)
-        elif a.ndim > 2 and a.shape[0] > 1 and w.shape[0] == a.shape[0]:
+        elif by_batch:
             in_threads(_matmul_batches, a.shape[0], True, a, w, out)
         else:
             step = -(-M // _ROW_PARTS)
