@@ -628,6 +628,27 @@ def test_conv_3x3_takes_winograd(monkeypatch):
     assert len(calls) == 5
 
 
+def test_winograd_blocks_shared_or_not_give_the_same_bits(monkeypatch):
+    """Winograd's blocks are cut by size; whether the threads share them
+    (``linalg._WINO_SPLIT_WORK``) changes nothing of the bits."""
+    import numba
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(22)
+    b = xe.XlaBuilder("winograd_split")
+    comp = b.build(xe.ConvGeneralDilated(param(b, 0, F32, (8, 16, 16, 32)), param(b, 1, F32, (3, 3, 32, 32)), [1, 1],
+                                         "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    args = _args(rng, comp)
+    alone = comp.run(*args, backend="numba")
+    monkeypatch.setattr(klin, "_WINO_SPLIT_WORK", 0)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        shared = comp.run(*args, backend="numba")
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(alone.view(np.uint32), shared.view(np.uint32))
+
+
 def test_winograd_kernel_transform_is_remembered_by_the_bits_of_w():
     """``linalg._wino_kernel`` keeps the last U of each kernel shape: a kernel of the same bits
     (another array) gets it, a kernel that differs in one element (or in the sign of a zero)

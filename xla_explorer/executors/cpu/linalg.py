@@ -119,14 +119,16 @@ def _blocks_part(lo, hi, work, starts, scratch):
             work(starts[i], buf)
 
 
-def in_blocks(work, starts, scratch, size):
+def in_blocks(work, starts, scratch, size, split_from=None):
     """``work(start, buffer)`` for every start, spread over the threads (``shape.in_threads``:
-    the caller takes the parts a worker has not started; each part its own scratch buffer),
-    BLAS single-threaded meanwhile.  The blocks are cut by the caller (by size), so the
-    threads change nothing of the results."""
+    the caller takes the parts a worker has not started; each part its own scratch buffer)
+    when ``size`` is at least ``split_from`` (default _SPLIT_WORK), BLAS single-threaded
+    meanwhile.  The blocks are cut by the caller (by size), so the threads change nothing
+    of the results."""
+    split_from = _SPLIT_WORK if split_from is None else split_from
     _blas_enter()
     try:
-        in_threads(_blocks_part, len(starts), size >= _SPLIT_WORK and len(starts) > 1, work, starts, scratch)
+        in_threads(_blocks_part, len(starts), size >= split_from and len(starts) > 1, work, starts, scratch)
     finally:
         _blas_leave()
 
@@ -668,6 +670,10 @@ _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 _WINO_BLOCK = 512
 #: a small convolution's tiles are cut into this many blocks (64 tiles at least each)
 _WINO_PARTS = 4
+#: the blocks are shared by the threads from this much work (tiles x 16 x in x out
+#: features) on: the sweep's 256 KiB conv 3x3 (8.4M) ran 662 us at best of 1500 shared, 605
+#: in one thread (NCHW 763 / 688; load 7.5); at 4 MiB (134M) sharing halves it
+_WINO_SPLIT_WORK = 1 << 24
 
 
 #: (w's shape, dtype, compute type) -> (a copy of w, its U): a program's weights are the same
@@ -738,7 +744,7 @@ def _winograd(x, w, pads, out_sp, ct):
         _wino_output(M, th, tw, t0, t1, out)
 
     in_blocks(work, list(range(0, tiles, block)),
-              lambda: (empty((16, block, C), ct), empty((16, block, O), ct)), tiles * 16 * C * O)
+              lambda: (empty((16, block, C), ct), empty((16, block, O), ct)), tiles * 16 * C * O, _WINO_SPLIT_WORK)
     return out
 
 
