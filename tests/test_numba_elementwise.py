@@ -548,6 +548,60 @@ def test_bf16_carrier_conversions_are_ml_dtypes():
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+def test_bf16_bits_in_the_loop_are_the_carrier_conversions():
+    """A CPU fused loop reads bf16 operands and stores a bf16 result on their bits
+    (``scalar_lib.bf16_bits_to_f32`` / ``f32_to_bf16_bits``, ``fused.compile_loop(narrow=True)``):
+    the same bits as ml_dtypes' astype -- every bf16; f32 specials, NaN payloads, rounding
+    ties and random patterns (all 2^32 f32 were checked once, offline) -- and loops with bf16
+    operands of every kind (same shape, broadcast along rows and columns, scalar), in both
+    float environments, give the reference's bits."""
+    import ml_dtypes
+    from xla_explorer.executors import scalar_lib
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    got = np.empty(every.size, np.float32)
+    _sweep_loop(scalar_lib.bf16_bits_to_f32)(every, got)
+    np.testing.assert_array_equal(got.view(np.uint32), every.view(bf16).astype(np.float32).view(np.uint32))
+    rng = np.random.default_rng(4)
+    bits = np.concatenate([
+        rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32),
+        np.uint32([0x7F800001, 0x7FC00000, 0xFF800001, 0x7FFF0000, 0x7F80FFFF, 0x7FBFFFFF, 0xFFC12345, 0x7F7FFFFF,
+                   0x7F7F8000, 0x00008000, 0x80018000, 0x3F808000, 0x3F818000, 0x3F807FFF, 1, 0x80000000, 0]),
+        (rng.integers(0, 1 << 16, 20_000, dtype=np.uint64).astype(np.uint32) << 16) | np.uint32(0x8000)])
+    f = bits.view(np.float32)
+    out = np.empty(f.size, np.uint16)
+    _sweep_loop(scalar_lib.f32_to_bf16_bits)(f, out)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out, f.astype(bf16).view(np.uint16))
+    # loops: bf16 in (NaN payloads, denormals, infinities), bf16 / f32 out
+    x = rng.standard_normal((64, 96), dtype=np.float32).astype(bf16)
+    x.reshape(-1)[:6] = np.uint16([0x7F81, 0xFFC3, 0x0001, 0x8040, 0x7F80, 0x0080]).view(bf16)
+    row, col = x[3].copy(), x[:, 5].copy()
+    B = xe.Shape("bf16", (64, 96))
+    for mode in ("flush", "ieee"):
+        b = xe.XlaBuilder("bf16_bits")
+        p = xe.Parameter(b, 0, B, "x")
+        r = xe.Parameter(b, 1, xe.Shape("bf16", (96,)), "row")
+        c = xe.Parameter(b, 2, xe.Shape("bf16", (64,)), "col")
+        s = xe.Parameter(b, 3, xe.Shape("bf16", ()), "s")
+        v = xe.Add(xe.Mul(p, xe.BroadcastInDim(r, (64, 96), [1])), xe.BroadcastInDim(c, (64, 96), [0]))
+        v = xe.Sub(xe.Neg(v), xe.BroadcastInDim(s, (64, 96), []))
+        for root in (v, xe.ConvertElementType(v, "f32"), xe.Neg(p)):
+            comp = b.build(root)
+            args = (x, row, col, np.asarray(np.float32(0.5)).astype(bf16))
+            got = comp.run(*args, backend="numba", denormals=mode)
+            want = comp.run(*args, denormals=mode)
+            assert got.dtype == want.dtype
+            _exact(got, want)   # (f32 NaN payloads are the machine's; a bf16 store quiets them)
+    b = xe.XlaBuilder("to_bf16")   # f32 in, bf16 out: the store's rounding, ties, NaN payloads
+    y = f[:f.size // 64 * 64].reshape(-1, 64)
+    comp = b.build(xe.ConvertElementType(xe.Parameter(b, 0, xe.Shape("f32", y.shape), "y"), "bf16"))
+    with np.errstate(invalid="ignore"):
+        for mode in ("flush", "ieee"):
+            np.testing.assert_array_equal(comp.run(y, backend="numba", denormals=mode).view(np.uint16),
+                                          comp.run(y, denormals=mode).view(np.uint16))
+
+
 @pytest.mark.parametrize("n", [5000, 1 << 19])
 def test_big_bf16_fused_loop_equals_the_reference(n):
     import ml_dtypes

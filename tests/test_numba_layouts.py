@@ -293,6 +293,44 @@ def test_flush_denormals_is_fpenv_flush(t, n, monkeypatch):
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
+def test_denormal_scan_finds_exactly_the_denormal_bit_patterns():
+    """``elementwise._any_denormal`` (a minimum of |bits| - 1 over the array): true exactly
+    when some word has a zero exponent and a nonzero mantissa (``_any_all_ones``, a maximum:
+    when some word's exponent is all ones) -- every bf16 pattern, the f32
+    and f64 boundaries (+-0, the smallest and largest denormals, the smallest normal,
+    infinities, NaN) and random patterns, each alone among normal values, at positions in
+    and after the vector lanes (all 2^32 f32 patterns were checked once, offline)."""
+    from xla_explorer.executors.cpu.elementwise import _MASKS, _any_all_ones, _any_denormal
+    rng = np.random.default_rng(17)
+    cases = {
+        "bf16": np.arange(1 << 16, dtype=np.uint32).astype(np.uint16),
+        "f32": np.concatenate([np.uint32([0, 1, 0x7FFFFF, 0x800000, 0x7F800000, 0x7FC00000, 0x7F7FFFFF, 0x3F800000]),
+                               rng.integers(0, 1 << 32, 3000, dtype=np.uint64).astype(np.uint32),
+                               rng.integers(0, 1 << 23, 1000, dtype=np.uint64).astype(np.uint32)]),
+        "f64": np.concatenate([np.uint64([0, 1, (1 << 52) - 1, 1 << 52, 0x7FF0000000000000, 0x7FF8000000000000]),
+                               rng.integers(0, 1 << 63, 2000, dtype=np.uint64),
+                               rng.integers(0, 1 << 52, 1000, dtype=np.uint64)])}
+    for t, words in cases.items():
+        word, exponent, mantissa, sign = _MASKS[t]
+        words = np.concatenate([words, words | word(sign)]).astype(word)
+        one = word(0x3F80 if t == "bf16" else 0x3F800000 if t == "f32" else 0x3FF0000000000000)
+        for n, at in ((1, 0), (37, 36), (64, 5), (131, 128)):
+            buf = np.full(n, one, word)
+            want = ((words & word(exponent)) == 0) & ((words & word(mantissa)) != 0)
+            got = np.empty(words.size, bool)
+            for k, u in enumerate(words):
+                buf[at] = u
+                got[k] = _any_denormal(buf, word(exponent), word(mantissa))
+            np.testing.assert_array_equal(got, want)
+            assert not _any_denormal(np.full(n, one, word), word(exponent), word(mantissa))
+            # and the Inf / NaN scan (``_any_all_ones``: a maximum of |bits|)
+            want = (words & word(exponent)) == word(exponent)
+            for k, u in enumerate(words):
+                buf[at] = u
+                got[k] = _any_all_ones(buf, word(exponent))
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("t", ["f32", "f64", "bf16", "c64", "s32"])
 def test_nonfinite_scan_is_the_numpy_check(t):
     from xla_explorer.executors.cpu.elementwise import has_nonfinite

@@ -496,6 +496,27 @@ def test_dot_reads_strided_heads_in_place_and_keeps_its_bits_across_thread_count
         np.testing.assert_array_equal(one, two)
 
 
+def test_batched_dot_shared_or_not_gives_the_same_bits(monkeypatch):
+    """A batched product below ``linalg._BATCH_SPLIT_WORK`` runs as one np.matmul, above it
+    batch by batch in the threads: one BLAS call per matrix either way, so the same bits
+    (16 products of 64x64x64, over the row-split threshold, and a strided batch)."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((16, 64, 64), dtype=np.float32)
+    w = rng.standard_normal((16, 64, 64), dtype=np.float32)
+    assert klin._SPLIT_WORK <= 16 * 64 ** 3 < klin._BATCH_SPLIT_WORK
+    whole = klin.matmul(a, w, np.empty_like(a))
+    monkeypatch.setattr(klin, "_BATCH_SPLIT_WORK", 0)
+    shared = klin.matmul(a, w, np.empty_like(a))
+    np.testing.assert_array_equal(whole.view(np.uint32), shared.view(np.uint32))
+    strided = np.swapaxes(a, 1, 2)
+    monkeypatch.setattr(klin, "_BATCH_SPLIT_WORK", 1 << 62)
+    one = klin.matmul(strided, w, np.empty_like(a))
+    monkeypatch.setattr(klin, "_BATCH_SPLIT_WORK", 0)
+    np.testing.assert_array_equal(one.view(np.uint32), klin.matmul(strided, w, np.empty_like(a)).view(np.uint32))
+    np.testing.assert_allclose(one, np.swapaxes(a, 1, 2) @ w, rtol=1e-4, atol=1e-4)
+
+
 def test_dot_big_batched_and_wrapping_integers():
     rng = np.random.default_rng(6)
     b = xe.XlaBuilder("bmm")
@@ -567,6 +588,24 @@ def test_conv_nhwc_blocks_and_depthwise():
     check(comp, *_args(rng, comp), rtol=1e-4)
 
 
+def test_conv_one_in_feature_per_group():
+    """im2col's one-feature rows (a depthwise convolution: every group one in-feature, the
+    cells' offsets computed once per output row for all groups): padding cells, rhs and lhs
+    dilation, strides, batch groups, f32 / s32 / pred."""
+    rng = np.random.default_rng(8)
+    for t, lhs, rhs, kw in [
+            (F32, (3, 17, 13, 5), (3, 3, 1, 10), dict(window_strides=[1, 1], padding="SAME", feature_group_count=5)),
+            (F32, (2, 12, 11, 4), (3, 2, 1, 4), dict(window_strides=[2, 1], padding=[(2, 1), (0, 3)],
+                                                     rhs_dilation=[2, 1], lhs_dilation=[1, 2], feature_group_count=4)),
+            (S32, (2, 9, 7, 3), (3, 3, 1, 3), dict(window_strides=[1, 1], padding="SAME", feature_group_count=3)),
+            ("pred", (1, 6, 5, 2), (2, 2, 1, 2), dict(window_strides=[1, 1], padding="VALID", feature_group_count=2)),
+            (F32, (4, 10, 9, 1), (3, 3, 1, 6), dict(window_strides=[1, 1], padding="SAME", batch_group_count=2))]:
+        b = xe.XlaBuilder("one_feature")
+        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs),
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"), **kw))
+        check(comp, *_args(rng, comp), rtol=1e-4)
+
+
 def test_conv_3x3_takes_winograd(monkeypatch):
     """3x3 stride-1 convolutions of real size run Winograd F(2x2, 3x3): odd output sizes
     (edge tiles cut), asymmetric and negative padding, reversed windows, f32 and f64, NCHW."""
@@ -587,6 +626,55 @@ def test_conv_3x3_takes_winograd(monkeypatch):
                                              dimension_numbers=dn, window_reversal=rev))
         check(comp, *_args(rng, comp), rtol=1e-4, atol=5e-4)
     assert len(calls) == 5
+
+
+def test_winograd_blocks_shared_or_not_give_the_same_bits(monkeypatch):
+    """Winograd's blocks are cut by size; whether the threads share them
+    (``linalg._WINO_SPLIT_WORK``) changes nothing of the bits."""
+    import numba
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(22)
+    b = xe.XlaBuilder("winograd_split")
+    comp = b.build(xe.ConvGeneralDilated(param(b, 0, F32, (8, 16, 16, 32)), param(b, 1, F32, (3, 3, 32, 32)), [1, 1],
+                                         "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    args = _args(rng, comp)
+    alone = comp.run(*args, backend="numba")
+    monkeypatch.setattr(klin, "_WINO_SPLIT_WORK", 0)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        shared = comp.run(*args, backend="numba")
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(alone.view(np.uint32), shared.view(np.uint32))
+
+
+def test_winograd_kernel_transform_is_remembered_by_the_bits_of_w():
+    """``linalg._wino_kernel`` keeps the last U of each kernel shape: a kernel of the same bits
+    (another array) gets it, a kernel that differs in one element (or in the sign of a zero)
+    gets its own; results as the reference's and, for the same w, the same bits."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(21)
+    b = xe.XlaBuilder("winograd_u")
+    comp = b.build(xe.ConvGeneralDilated(param(b, 0, F32, (2, 16, 16, 16)), param(b, 1, F32, (3, 3, 16, 64)), [1, 1],
+                                         "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    x, w = _args(rng, comp)
+    first = comp.run(x, w, backend="numba")
+    again = comp.run(x.copy(), w.copy(), backend="numba")
+    np.testing.assert_array_equal(first.view(np.uint32), again.view(np.uint32))
+    w2 = w.copy()
+    w2[1, 2, 3, 4] += 1
+    w3 = w.copy()
+    w3[0, 0, 0, 0] = 0.0
+    w4 = w3.copy()
+    w4[0, 0, 0, 0] = -0.0
+    for other in (w2, w3, w4, w):
+        got = comp.run(x, other, backend="numba")
+        np.testing.assert_allclose(got, comp.run(x, other), rtol=1e-4, atol=5e-4)
+    assert not np.array_equal(comp.run(x, w2, backend="numba"), first)
+    U3 = klin._wino_kernel(np.ascontiguousarray(np.transpose(w3, (3, 2, 0, 1))), np.float32)
+    U4 = klin._wino_kernel(np.ascontiguousarray(np.transpose(w4, (3, 2, 0, 1))), np.float32)
+    assert U3 is not U4
 
 
 # -- Fft, Cholesky, TriangularSolve, batch norms ------------------------------------------------

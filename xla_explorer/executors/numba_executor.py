@@ -126,12 +126,14 @@ class CpuBackend:
         if runner is not None:
             runners[runners_key] = runner
             return runner
-        src, compiled, static = cpu.fused.compile_loop(group, cleaned)
+        # (narrow: bf16 values in and out as their bits, converted in the loop)
+        src, compiled, static = cpu.fused.compile_loop(group, cleaned, narrow=True)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
         n = int(np.prod(shape.dims, dtype=np.int64))
-        out_dtype = _carrier_dtype(shape.element_type)
-        wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
+        out_dtype = _BF16_BITS if shape.element_type == "bf16" else _carrier_dtype(shape.element_type)
+        wants = [_BF16_IN if i.shape.element_type == "bf16" else _carrier_dtype(i.shape.element_type)
+                 for i in src.inputs]
         dims, final_dtype = shape.dims, shape.dtype
         run_loop = cpu.fused.run_loop
         if 0 < n < static[3] and n * out_dtype.itemsize < cpu.shape.BufferPool.MIN_BYTES:
@@ -148,7 +150,7 @@ class CpuBackend:
                 ser(n, out, *inputs, odims, inner, inner, *params)
                 out = out.reshape(dims)
                 if out.dtype != final_dtype:
-                    out = out.astype(final_dtype)
+                    out = _from_carrier(out, final_dtype)
                 return out
             runners[runners_key] = small_runner
             return small_runner
@@ -233,6 +235,10 @@ def _carrier_dtype(t):
 def _as_carrier(value, want):
     from .cpu.shape import contiguous
     arr = np.asarray(value)
+    if want is _BF16_IN:   # a bf16 input of a narrow loop: its bits, no conversion
+        if arr.dtype != _BF16:
+            arr = arr.astype(_BF16)
+        return contiguous(arr).reshape(-1).view(_BF16_BITS)
     if arr.dtype != want:
         if arr.dtype == _BF16 and want == np.float32 and arr.size >= _FAST_CONVERT:
             from .cpu.elementwise import bf16_to_f32
@@ -243,6 +249,8 @@ def _as_carrier(value, want):
 
 def _from_carrier(out, final_dtype):
     """A fused loop's result, computed in its carrier type, as its element type."""
+    if out.dtype == _BF16_BITS and final_dtype == _BF16:   # a narrow loop's bf16 bits
+        return out.view(_BF16)
     if final_dtype == _BF16 and out.dtype == np.float32 and out.size >= _FAST_CONVERT:
         from .cpu.elementwise import f32_to_bf16
         return f32_to_bf16(out, final_dtype)
@@ -253,6 +261,17 @@ def _from_carrier(out, final_dtype):
 #: Numba passes of ``cpu.elementwise`` (ml_dtypes' astype below: fewer Python steps)
 _FAST_CONVERT = 1 << 12
 _BF16 = np.dtype(dtypes.to_numpy("bf16"))
+#: (``cpu.fused.BF16_BITS``: a narrow loop's bf16 result, as bits)
+_BF16_BITS = np.dtype(np.uint16)
+
+
+class _Bf16Bits:
+    """The ``want`` of a narrow loop's bf16 input (``_as_carrier``): its bits as uint16, not a
+    conversion to uint16 (no dtype equals it, so every bf16 value goes through
+    ``_as_carrier``, which views it)."""
+
+
+_BF16_IN = _Bf16Bits()
 
 
 def _static_params(src):
@@ -340,7 +359,9 @@ def run_op(inst, values, ctx, backend, clean=None, extra=None):
         return Token()
     if op in ("call", "fusion"):
         callee = inst.attrs["computation"] if op == "call" else inst.attrs["calls"]
-        return evaluate(callee, values, ctx, backend)
+        # (the operands known clean are the body's clean parameters: an optimised HLO's dot
+        # fusion does not scan again what the caller's loop flushed)
+        return evaluate(callee, values, ctx, backend, clean_params=_clean_mask(clean))
     if op == "while":
         cond, body = inst.attrs["condition"], inst.attrs["body"]
         state = values[0]
@@ -509,17 +530,28 @@ def _device_tree(v, backend):
     return backend.to_device(v)
 
 
-def evaluate(computation, args, ctx, backend, on_value=None):
+def _clean_mask(clean):
+    """A call's per-operand clean flags as the key of its body's programs: None when none
+    is known clean (or not flushing)."""
+    return tuple(bool(c) for c in clean) if clean is not None and any(clean) else None
+
+
+def evaluate(computation, args, ctx, backend, on_value=None, clean_params=None):
+    """``clean_params``: per parameter, whether its value is known to hold no denormal (a
+    call's or fusion's operands, ``"flush"`` mode), or None; the body is tracked (and its
+    program kept) per mask."""
     plan = fusion_plan(computation, fuse=backend.fuse)
+    if clean_params is not None and not fpenv.flushing():
+        clean_params = None
     # a computation run before runs its program (``_program``: the steps decided once);
     # a first run, a run over a lowered size limit, a run watched value by value walk it
-    program = _program(computation, plan, backend) if on_value is None else None
+    program = _program(computation, plan, backend, clean_params) if on_value is None else None
     # the run's progress, for a notebook's progress bar (a first run compiles its kernels:
     # announced); nested computations run inside the outer run's task
     if progress._running:
         if program is not None:
             return program.run(args, ctx, backend, None)
-        return _evaluate(computation, plan, args, ctx, backend, on_value, None)
+        return _evaluate(computation, plan, args, ctx, backend, on_value, None, clean_params)
     flag = "_ran_on_" + backend.layer
     if program is not None and not progress._listeners and computation.__dict__.get(flag):
         return program.run(args, ctx, backend, None)   # nobody listens: no task at all
@@ -528,7 +560,7 @@ def evaluate(computation, args, ctx, backend, on_value=None):
         if program is not None:
             out = program.run(args, ctx, backend, t)
         else:
-            out = _evaluate(computation, plan, args, ctx, backend, on_value, t)
+            out = _evaluate(computation, plan, args, ctx, backend, on_value, t, clean_params)
     computation.__dict__[flag] = True
     return out
 
@@ -539,6 +571,10 @@ def _clean_after(inst, step, clean):
     does; a flushed result's.  Parameters and control flow are not known (False)."""
     if step.group is not None and step.group.kind == "dot":   # as its dot's value
         return _clean_after(step.group.dot, _fusion.Step(step.group.dot), clean)
+    if step.group is None and inst.opcode in ("call", "fusion"):   # as its body's root
+        callee = inst.attrs["computation"] if inst.opcode == "call" else inst.attrs["calls"]
+        mask = _clean_mask([o in clean for o in inst.operands])
+        return inst.shape.is_array and callee.__dict__.get("_numba_root_clean", {}).get(mask, False)
     if step.group is not None:
         flushed = step.group.__dict__.get("_flushes_result")
         if flushed is None:
@@ -552,11 +588,28 @@ def _clean_after(inst, step, clean):
     return flush_result or (not any(mask) and all(o in clean for o in inst.operands))
 
 
-def _evaluate(computation, plan, args, ctx, backend, on_value, task):
+def _initial_clean(computation, clean_params):
+    """The values known to hold no denormal before a computation's first step (``"flush"``
+    mode; None otherwise): the parameters ``clean_params`` marks."""
+    if not fpenv.flushing():
+        return None
+    if clean_params is None:
+        return set()
+    return {p for p, c in zip(computation.parameters, clean_params) if c}
+
+
+def _note_root_clean(computation, clean_params, clean):
+    """Remember, per mask of clean parameters, whether the computation's root is clean (its
+    caller's ``_clean_after``)."""
+    if clean is not None:
+        computation.__dict__.setdefault("_numba_root_clean", {})[clean_params] = computation.root in clean
+
+
+def _evaluate(computation, plan, args, ctx, backend, on_value, task, clean_params=None):
     env = dict(zip(computation.parameters, args))
     root = computation.root
     # instructions whose values are known to hold no denormal: not flushed again
-    clean = set() if fpenv.flushing() else None
+    clean = _initial_clean(computation, clean_params)
     for k, step in enumerate(plan.steps):
         inst = step.inst
         if task is not None and task is not progress.QUIET:
@@ -594,10 +647,13 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task):
         for o in reads:
             if plan.last_use.get(o) == k and o is not root and o in env:
                 del env[o]
+    _note_root_clean(computation, clean_params, clean)
     # every step ran once in this environment: its kernels compiled, its sizes counted,
     # its denormal rules known -- what later runs need is decided now
-    if _program(computation, plan, backend) is None:
-        _programs(computation)[_program_key(backend)] = _Program.build(computation, plan, backend)
+    if _program(computation, plan, backend, clean_params) is None:
+        built = (_Program.build(computation, plan, backend) if clean_params is None
+                 else _Program.build(computation, plan, backend, clean_params=clean_params))
+        _programs(computation)[_program_key(backend, clean_params)] = built
     return env[root]
 
 
@@ -616,14 +672,16 @@ def _programs(computation):
     return computation.__dict__.setdefault("_numba_programs", {})
 
 
-def _program_key(backend):
-    return (backend.layer, backend.fuse, "flush" if fpenv.flushing() else "ieee")
+def _program_key(backend, clean_params=None):
+    key = (backend.layer, backend.fuse, "flush" if fpenv.flushing() else "ieee")
+    return key if clean_params is None else key + (clean_params,)
 
 
-def _program(computation, plan, backend):
-    """The computation's program for this backend and environment, or None (not run yet,
-    its plan changed, or a size over the limit in force: the walk then says which)."""
-    program = computation.__dict__.get("_numba_programs", {}).get(_program_key(backend))
+def _program(computation, plan, backend, clean_params=None):
+    """The computation's program for this backend and environment (and mask of clean
+    parameters), or None (not run yet, its plan changed, or a size over the limit in
+    force: the walk then says which)."""
+    program = computation.__dict__.get("_numba_programs", {}).get(_program_key(backend, clean_params))
     if program is None or program.plan is not plan or program.max_bytes > shapes.MAX_BYTES:
         return None
     return program
@@ -655,7 +713,7 @@ class _Program:
         return env[self.root]
 
     @classmethod
-    def build(cls, computation, plan, backend):
+    def build(cls, computation, plan, backend, clean_params=None):
         self = cls()
         self.plan = plan
         slot = {}
@@ -668,7 +726,7 @@ class _Program:
         root = computation.root
         self.root = slot[root]
         flushing = fpenv.flushing()
-        clean = set() if flushing else None   # as _evaluate tracks it (static: no value decides)
+        clean = _initial_clean(computation, clean_params)   # as _evaluate tracks it (static)
         steps, labels, max_bytes = [], [], 0
         epilogues = {}   # loop root -> its step's maker (_fused_reduce's epilogues)
         template = [None] * self.nslots
@@ -727,6 +785,7 @@ class _Program:
                 clean.add(inst)
             steps.append((fn, tuple(slot[o] for o in reads), k, dead))
             labels.append(label)
+        _note_root_clean(computation, clean_params, clean)
         self.steps, self.labels, self.max_bytes, self.template = steps, labels, max_bytes, template
         return self
 

@@ -79,13 +79,47 @@ from ..numba_setup import MOVE_PARALLEL_THRESHOLD  # noqa: E402
 _opts = dict(cache=True, nogil=True)
 
 
+# A value is denormal when its magnitude bits |b| (the sign bit cleared) lie in
+# [1, mantissa]: |b| - 1, wrapping in the word (0 -> all ones), is below ``mantissa``.  So
+# the scan is one minimum of |b| - 1 over the array, compared once at the end: a min
+# vectorises into two instructions an element where the test of both fields took six
+# (256 KiB: 15 -> 5.5 us, 4 MiB: 202 -> 82 us in one thread).  One function per word type,
+# every step cast back to it (Numba widens narrow unsigned arithmetic to 64 bits, which
+# would neither wrap nor vectorise as wide).
+
+@njit(**_opts)
+def _min_magnitude32(bits):
+    m = np.uint32(0xFFFFFFFF)
+    for i in range(bits.shape[0]):
+        m = min(m, np.uint32(np.uint32(bits[i] & np.uint32(0x7FFFFFFF)) - np.uint32(1)))
+    return m
+
+
+@njit(**_opts)
+def _min_magnitude16(bits):
+    m = np.uint16(0xFFFF)
+    for i in range(bits.shape[0]):
+        m = min(m, np.uint16(np.uint16(bits[i] & np.uint16(0x7FFF)) - np.uint16(1)))
+    return m
+
+
+@njit(**_opts)
+def _min_magnitude64(bits):
+    m = np.uint64(0xFFFFFFFFFFFFFFFF)
+    for i in range(bits.shape[0]):
+        m = min(m, np.uint64(np.uint64(bits[i] & np.uint64(0x7FFFFFFFFFFFFFFF)) - np.uint64(1)))
+    return m
+
+
 @njit(**_opts)
 def _any_denormal(bits, exponent, mantissa):
-    found = 0
-    for i in range(bits.shape[0]):
-        b = bits[i]
-        found |= ((b & exponent) == 0) & ((b & mantissa) != 0)
-    return found != 0
+    """Whether a denormal's bits are among ``bits`` (uint16 / uint32 / uint64 words with the
+    float's exponent and mantissa masks)."""
+    if bits.itemsize == 4:
+        return np.uint64(_min_magnitude32(bits)) < np.uint64(mantissa)
+    if bits.itemsize == 2:
+        return np.uint64(_min_magnitude16(bits)) < np.uint64(mantissa)
+    return np.uint64(_min_magnitude64(bits)) < np.uint64(mantissa)
 
 
 @njit(**_opts)
@@ -144,11 +178,38 @@ def flush_denormals(x):
 
 
 @njit(**_opts)
-def _any_all_ones(bits, exponent):
-    found = 0
+def _max_magnitude32(bits):
+    m = np.uint32(0)
     for i in range(bits.shape[0]):
-        found |= (bits[i] & exponent) == exponent
-    return found != 0
+        m = max(m, np.uint32(bits[i] & np.uint32(0x7FFFFFFF)))
+    return m
+
+
+@njit(**_opts)
+def _max_magnitude16(bits):
+    m = np.uint16(0)
+    for i in range(bits.shape[0]):
+        m = max(m, np.uint16(bits[i] & np.uint16(0x7FFF)))
+    return m
+
+
+@njit(**_opts)
+def _max_magnitude64(bits):
+    m = np.uint64(0)
+    for i in range(bits.shape[0]):
+        m = max(m, np.uint64(bits[i] & np.uint64(0x7FFFFFFFFFFFFFFF)))
+    return m
+
+
+@njit(**_opts)
+def _any_all_ones(bits, exponent):
+    """Whether some word's exponent is all ones (Inf or NaN): its magnitude bits are at least
+    the exponent mask -- one maximum over the array, as ``_any_denormal``'s minimum."""
+    if bits.itemsize == 4:
+        return np.uint64(_max_magnitude32(bits)) >= np.uint64(exponent)
+    if bits.itemsize == 2:
+        return np.uint64(_max_magnitude16(bits)) >= np.uint64(exponent)
+    return np.uint64(_max_magnitude64(bits)) >= np.uint64(exponent)
 
 
 def has_nonfinite(*values):

@@ -62,7 +62,10 @@ class RowLoopSource(LoopSource):
     dimensions and contiguous broadcasts are slices of the row, constant broadcasts one
     value per row (set up in ``prelude``)."""
 
-    def __init__(self, group, clean=()):
+    def __init__(self, group, clean=(), narrow=False):
+        #: ``narrow``: bf16 inputs arrive as their bits (uint16 arrays) and a bf16 result is
+        #: stored as bits, converted in the loop (``BF16_BITS``), not by passes around it
+        self.narrow = narrow
         dims = group.root.shape.dims
         indexed = _indexed_members(group)
         self.mdims, merged = merge_dims(dims, *[s for _, s in indexed]) if indexed else (merge_dims(dims)[0], [])
@@ -73,6 +76,19 @@ class RowLoopSource(LoopSource):
         self._sliced = {}
         self._k = 0
         super().__init__(group, clean)
+
+    def _input_expr(self, operand, reader):
+        expr = super()._input_expr(operand, reader)
+        if self.narrow and operand.shape.element_type == "bf16":
+            return f"bf16_bits_to_f32({expr})"
+        return expr
+
+    @property
+    def stored(self):
+        """The expression stored into ``out``: the result, as bf16 bits where narrow."""
+        if self.narrow and self.group.root.shape.element_type == "bf16":
+            return f"f32_to_bf16_bits({self.result})"
+        return self.result
 
     def _step(self):
         step = self._steps[self._k]
@@ -122,18 +138,24 @@ class RowLoopSource(LoopSource):
         lines += ["        " + line for line in self.prelude]
         lines.append("        for j in range(j1 - j0):")
         lines += ["            " + line for line in self.body]
-        lines.append(f"            o_[j] = {self.result}")
+        lines.append(f"            o_[j] = {self.stored}")
         return "\n".join(lines) + "\n"
 
 
 _compiled = {}
 
+#: the dtype a ``narrow`` loop (``compile_loop``) takes a bf16 input in, and stores a bf16
+#: result in: its bits.  A bf16 add of 4M elements converted each operand to f32 and the
+#: result back in passes around the loop (five passes over memory more than XLA's one)
+BF16_BITS = np.dtype(np.uint16)
 
-def compile_loop(group, clean=()):
+
+def compile_loop(group, clean=(), narrow=False):
     """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of a group;
-    ``clean``: its inputs known to hold no denormal (not flushed again)."""
+    ``clean``: its inputs known to hold no denormal (not flushed again); ``narrow``: bf16
+    inputs and result as their bits (``BF16_BITS``), converted in the loop."""
     numba()
-    src = RowLoopSource(group, clean)
+    src = RowLoopSource(group, clean, narrow)
     text = _HEADER + f"\n{src.describe()}\n\n" + src.loop_text("loop_par", True) + "\n\n" + \
         src.loop_text("loop_ser", False)
     compiled = _compiled.get(text)

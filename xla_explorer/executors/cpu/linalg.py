@@ -119,17 +119,26 @@ def _blocks_part(lo, hi, work, starts, scratch):
             work(starts[i], buf)
 
 
-def in_blocks(work, starts, scratch, size):
+def in_blocks(work, starts, scratch, size, split_from=None):
     """``work(start, buffer)`` for every start, spread over the threads (``shape.in_threads``:
-    the caller takes the parts a worker has not started; each part its own scratch buffer),
-    BLAS single-threaded meanwhile.  The blocks are cut by the caller (by size), so the
-    threads change nothing of the results."""
+    the caller takes the parts a worker has not started; each part its own scratch buffer)
+    when ``size`` is at least ``split_from`` (default _SPLIT_WORK), BLAS single-threaded
+    meanwhile.  The blocks are cut by the caller (by size), so the threads change nothing
+    of the results."""
+    split_from = _SPLIT_WORK if split_from is None else split_from
     _blas_enter()
     try:
-        in_threads(_blocks_part, len(starts), size >= _SPLIT_WORK and len(starts) > 1, work, starts, scratch)
+        in_threads(_blocks_part, len(starts), size >= split_from and len(starts) > 1, work, starts, scratch)
     finally:
         _blas_leave()
 
+
+#: a batched product is shared by the threads batch by batch from this many multiply-adds
+#: on (below: one np.matmul, which runs the same one BLAS call per matrix, so the same bits).
+#: A worker's start and its cold caches cost more than half a small product saves: 16
+#: products of 64x64x64 (4.2M multiply-adds) took 198 us a run shared, 166 us in one
+#: thread (best of 3000, load 5.8)
+_BATCH_SPLIT_WORK = 1 << 24
 
 #: a big product split by rows is cut into this many parts whatever the thread count: a
 #: cut changes BLAS's blocking and so the bits (not a batch split: one BLAS call per
@@ -152,15 +161,19 @@ def matmul(a, w, out):
     strides BLAS takes: see ``blas_operand``; w's batch dimensions may be 1), BLAS
     single-threaded in each thread.  A product of _SPLIT_WORK multiply-adds or more is
     shared by the threads (``shape.in_threads``: the caller takes the parts a worker has
-    not started), by its first batch dimension, else by rows in _ROW_PARTS parts."""
+    not started), by its first batch dimension (from _BATCH_SPLIT_WORK on), else by rows
+    in _ROW_PARTS parts."""
     M, K = a.shape[-2:]
     N = w.shape[-1]
     B = math.prod(a.shape[:-2])
+    work = B * M * K * N
+    by_batch = a.ndim > 2 and a.shape[0] > 1 and w.shape[0] == a.shape[0]
     _blas_enter()
     try:
-        if B * M * K * N < _SPLIT_WORK:
+        # (the row cut is the bits' and stays _SPLIT_WORK's; a batch split is not)
+        if work < _SPLIT_WORK or by_batch and work < _BATCH_SPLIT_WORK:
             np.matmul(a, w, out=out)
-        elif a.ndim > 2 and a.shape[0] > 1 and w.shape[0] == a.shape[0]:
+        elif by_batch:
             in_threads(_matmul_batches, a.shape[0], True, a, w, out)
         else:
             step = -(-M // _ROW_PARTS)
@@ -452,59 +465,75 @@ def im2col(x, rows_per_group, Bg, batch_groups, I, odims, geo, maxwin, ncell, bs
     """patches[g, r, cell * I + i] = the input element window cell ``cell`` of output row
     ``start + r`` (batch, spatial position) of group g reads at in-feature i, or 0 for
     padding and lhs-dilation holes.  x is [batch, spatial..., features], flat; ``geo``
-    from ``window_geometry`` (lhs dilation as the base dilation)."""
+    from ``window_geometry`` (lhs dilation as the base dilation).  Per output row the
+    cells' offsets are computed once, for every group (a depthwise convolution's 32
+    groups of one feature each re-walked the window 32 times, 24 ns a cell: 10x slower)."""
     m = odims.shape[0]
+    G = patches.shape[0]
     oc = np.empty(m, np.int64)
     wc = np.empty(m, np.int64)
     ct = np.empty((m, maxwin), np.int64)
+    offs = np.empty(ncell, np.int64)
     nsp = rows_per_group // Bg
-    for g in range(patches.shape[0]):
-        for r in range(patches.shape[1]):
-            rr = start + r
-            bout = rr // nsp
-            rest = rr - bout * nsp
-            for d in range(m - 1, -1, -1):
-                oc[d] = rest % odims[d]
-                rest //= odims[d]
-            for d in range(m):
-                # ct[d, k]: the input index kernel position k reads along dimension d
-                # (-1: padding or an lhs-dilation hole), as reduction._axis_codes
-                size, stride, low, ldil, rdil, win = geo[d, 0], geo[d, 1], geo[d, 2], geo[d, 3], geo[d, 4], geo[d, 5]
-                dilated = (size - 1) * ldil + 1 if size > 0 else 0
-                q = oc[d] * stride - low
-                for k in range(win):
-                    if q < 0 or q >= dilated or q % ldil != 0:
-                        ct[d, k] = -1
-                    else:
-                        ct[d, k] = q // ldil
-                    q += rdil
-                wc[d] = 0
-            b_in = g * Bg + bout if batch_groups else bout
-            c0 = 0 if batch_groups else g * I
-            row = patches[g, r]
-            for cell in range(ncell):
-                off = b_in * bstride + c0
-                ok = True
-                for d in range(m):
-                    t = ct[d, wc[d]]
-                    if t < 0:
-                        ok = False
-                    off += t * geo[d, 6]
-                dst = row[cell * I:(cell + 1) * I]
-                if ok:
-                    src = x[off:off + I]
-                    for i in range(I):
-                        dst[i] = src[i]
+    for r in range(patches.shape[1]):
+        rr = start + r
+        bout = rr // nsp
+        rest = rr - bout * nsp
+        for d in range(m - 1, -1, -1):
+            oc[d] = rest % odims[d]
+            rest //= odims[d]
+        for d in range(m):
+            # ct[d, k]: the input index kernel position k reads along dimension d
+            # (-1: padding or an lhs-dilation hole), as reduction._axis_codes
+            size, stride, low, ldil, rdil, win = geo[d, 0], geo[d, 1], geo[d, 2], geo[d, 3], geo[d, 4], geo[d, 5]
+            dilated = (size - 1) * ldil + 1 if size > 0 else 0
+            q = oc[d] * stride - low
+            for k in range(win):
+                if q < 0 or q >= dilated or q % ldil != 0:
+                    ct[d, k] = -1
                 else:
-                    for i in range(I):
-                        dst[i] = 0
-                d = m - 1
-                while d >= 0:
-                    wc[d] += 1
-                    if wc[d] < geo[d, 5]:
-                        break
-                    wc[d] = 0
-                    d -= 1
+                    ct[d, k] = q // ldil
+                q += rdil
+            wc[d] = 0
+        # offs[cell]: the cell's element offset in one image at feature 0, -1 for padding
+        for cell in range(ncell):
+            off = 0
+            for d in range(m):
+                t = ct[d, wc[d]]
+                if t < 0:
+                    off = -1
+                    break
+                off += t * geo[d, 6]
+            offs[cell] = off
+            d = m - 1
+            while d >= 0:
+                wc[d] += 1
+                if wc[d] < geo[d, 5]:
+                    break
+                wc[d] = 0
+                d -= 1
+        for g in range(G):
+            b_in = g * Bg + bout if batch_groups else bout
+            base = b_in * bstride + (0 if batch_groups else g * I)
+            row = patches[g, r]
+            if I == 1:
+                for cell in range(ncell):
+                    o = offs[cell]
+                    if o >= 0:
+                        row[cell] = x[base + o]
+                    else:
+                        row[cell] = 0
+            else:
+                for cell in range(ncell):
+                    o = offs[cell]
+                    dst = row[cell * I:(cell + 1) * I]
+                    if o >= 0:
+                        src = x[base + o:base + o + I]
+                        for i in range(I):
+                            dst[i] = src[i]
+                    else:
+                        for i in range(I):
+                            dst[i] = 0
 
 
 #: elements of one block of im2col patches: each worker thread gathers a block of rows
@@ -641,6 +670,37 @@ _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 _WINO_BLOCK = 512
 #: a small convolution's tiles are cut into this many blocks (64 tiles at least each)
 _WINO_PARTS = 4
+#: the blocks are shared by the threads from this much work (tiles x 16 x in x out
+#: features) on: the sweep's 256 KiB conv 3x3 (8.4M) ran 662 us at best of 1500 shared, 605
+#: in one thread (NCHW 763 / 688; load 7.5); at 4 MiB (134M) sharing halves it
+_WINO_SPLIT_WORK = 1 << 24
+
+
+#: (w's shape, dtype, compute type) -> (a copy of w, its U): a program's weights are the same
+#: from run to run, and U's two float64 products cost 60 us of a 0.75 ms convolution
+_WINO_KERNELS = {}
+
+
+def _wino_kernel(w, ct):
+    """U[k, c, o] = (G g G^T)[k] of w [O, C, 3, 3] in float64, then the compute type ``ct``:
+    two 2-D matrix products over all the (o, c) kernels at once (not an einsum, nor a
+    batched product of 3x3 matrices: NumPy runs those one small matrix at a time, 0.15 ms
+    for 32x32 kernels).  Remembered for the last w of each shape: a w of the same bits (its
+    bytes compared) gets the same U."""
+    key = (w.shape, w.dtype.str, np.dtype(ct).str)
+    hit = _WINO_KERNELS.get(key)
+    if hit is not None and np.array_equal(hit[0].view(np.uint8), np.ascontiguousarray(w).view(np.uint8)):
+        return hit[1]
+    O, C = w.shape[:2]
+    OC = O * C
+    t = (w.astype(np.float64).reshape(OC * 3, 3) @ _G.T).reshape(OC, 3, 4)            # g G^T
+    t = (_G @ np.ascontiguousarray(t.transpose(1, 0, 2)).reshape(3, OC * 4)).reshape(4, O, C, 4)  # G (g G^T)
+    U = np.ascontiguousarray(t.transpose(0, 3, 2, 1), dtype=ct).reshape(16, C, O)
+    U.flags.writeable = False
+    if len(_WINO_KERNELS) >= 32:
+        _WINO_KERNELS.clear()
+    _WINO_KERNELS[key] = (np.array(w, copy=True), U)
+    return U
 
 
 def _winograd(x, w, pads, out_sp, ct):
@@ -650,13 +710,7 @@ def _winograd(x, w, pads, out_sp, ct):
     O = w.shape[0]
     OH, OW = out_sp
     th, tw = -(-OH // 2), -(-OW // 2)
-    # U[k, c, o] = (G g G^T)[k] in float64, then the compute type: two 2-D matrix products
-    # over all the (o, c) kernels at once (not an einsum, nor a batched product of 3x3
-    # matrices: NumPy runs those one small matrix at a time, 0.15 ms for 32x32 kernels)
-    OC = O * C
-    t = (w.astype(np.float64).reshape(OC * 3, 3) @ _G.T).reshape(OC, 3, 4)            # g G^T
-    t = (_G @ np.ascontiguousarray(t.transpose(1, 0, 2)).reshape(3, OC * 4)).reshape(4, O, C, 4)  # G (g G^T)
-    U = np.ascontiguousarray(t.transpose(0, 3, 2, 1), dtype=ct).reshape(16, C, O)
+    U = _wino_kernel(w, ct)
     out = empty((B, OH, OW, O), ct)
     tiles = B * th * tw
     # blocks of at most _WINO_BLOCK tiles, at least 4 of them where there are 4 x 64 tiles
@@ -690,7 +744,7 @@ def _winograd(x, w, pads, out_sp, ct):
         _wino_output(M, th, tw, t0, t1, out)
 
     in_blocks(work, list(range(0, tiles, block)),
-              lambda: (empty((16, block, C), ct), empty((16, block, O), ct)), tiles * 16 * C * O)
+              lambda: (empty((16, block, C), ct), empty((16, block, O), ct)), tiles * 16 * C * O, _WINO_SPLIT_WORK)
     return out
 
 
