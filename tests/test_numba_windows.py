@@ -274,3 +274,42 @@ def test_channel_blocks_fold_from_init_in_window_order(t, name, init, C):
             assert _bits(comp.run(x, backend="numba", denormals="ieee")) == _bits(want), (wd, ws, pads)
         if name in ("max", "min") or t == "s32":
             np.testing.assert_array_equal(comp.run(x, denormals="ieee"), want)
+
+
+@pytest.mark.parametrize("case", ["nhwc", "nchw", "long", "long2", "cumsum", "big-item", "small", "mul"])
+@pytest.mark.parametrize("where", ["none", "one", "many"])
+def test_denormal_operands_are_flushed_where_the_kernels_check_them(case, where):
+    """Under flushing, a sum's operand is checked for denormals by the kernels as they read
+    it (and the window run again on the flushed operand when one is found): the bits of
+    the window of the flushed operand, flushed, on every path -- blocks of channels,
+    separable items, long rows, a cumulative pass, a big item's rows, a prepared step."""
+    from xla_explorer import fpenv
+    rng = np.random.default_rng(len(case) + len(where))
+    dims, wd, ws, pad, name = {
+        "nhwc": ((4, 40, 40, 16), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", "add"),
+        "nchw": ((8, 4, 60, 60), (1, 1, 3, 3), (1, 1, 2, 2), "SAME", "add"),
+        "long": ((2, LONG), (1, 5), (1, 1), "VALID", "add"),
+        "long2": ((3, LONG), (2, 3), (1, 2), "SAME", "add"),
+        "cumsum": ((64, 300), (1, 300), (1, 1), [(0, 0), (299, 0)], "add"),
+        "big-item": ((700, 700), (3, 3), (2, 2), "SAME", "add"),
+        "small": ((2, 9, 9), (1, 3, 3), (1, 2, 2), "SAME", "add"),
+        "mul": ((4, 40, 40, 16), (1, 2, 2, 1), (1, 2, 2, 1), "VALID", "mul"),
+    }[case]
+    x = rng.standard_normal(dims).astype(np.float32)
+    f = x.reshape(-1)
+    neutral, partner = (0.0, 1.2e-38) if name == "add" else (1.0, 1e5)
+    step = dims[-1] if case in ("nhwc", "mul") else 1   # the next window position
+    for k in {"none": [], "one": [f.size // 2 + 3], "many": list(range(f.size // 7, f.size - 2 * step, 20011))}[where]:
+        # a denormal among neutral values, beside a value it changes: a result sees the flush
+        for r in range(-2, 3):   # (and in the rows next to it, for windows across rows)
+            c = k + r * dims[-1]
+            f[max(0, c - 2000):max(0, c + 2000)] = neutral
+        f[k] = np.float32(-3e-39 if k % 2 else 1e-45)
+        f[k + step] = partner
+    comp = _rw(dims, "f32", name, 0.0 if name == "add" else 1.0, wd, ws, pad)
+    want = fpenv.flush(comp.run(fpenv.flush(x), backend="numba", denormals="ieee"))
+    for _ in range(3):   # the walk, then the run plan
+        got = comp.run(x, backend="numba")
+        assert _bits(got) == _bits(want)
+    if where != "none":
+        assert _bits(comp.run(x, backend="numba", denormals="ieee")) != _bits(want)

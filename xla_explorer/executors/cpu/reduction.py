@@ -1227,7 +1227,8 @@ def _row_scratch(passes):
 
 
 @njit(**_opts)
-def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, ident, init, use_init, by_rows):
+def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, ident, init, use_init, by_rows, tiny,
+               found):
     """Items [lo, hi) of ``xin`` through every pass into ``yout`` (the last pass starting
     from init), two scratch buffers in turn between passes; or, ``by_rows``, rows [lo, hi)
     of the one pass in ``passes`` (a big item, its passes one after the other).
@@ -1276,6 +1277,12 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
             a0, a1 = 0, g[0]
         start = init if last else ident
         use_start = use_init and last
+        if tiny > 0 and k == 0:
+            # whether the operand (the item, or the rows) holds a denormal, read just before
+            # the first pass reads it (so from the cache then); found[0] = 1
+            xs = xin[it * item_in:(it + 1) * item_in] if not by_rows else x[a0 * g[1] * g[2]:a1 * g[1] * g[2]]
+            if _has_denormal(xs, tiny):
+                found[0] = 1
         N, B, M = g[1], g[2], g[3]
         s, low, bdil, wdil, win = g[4], g[5], g[6], g[7], g[8]
         dilated = (N - 1) * bdil + 1 if N > 0 else 0
@@ -1462,7 +1469,7 @@ _LONG_ROW = 1 << 15
 
 
 @njit(**_opts)
-def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch):
+def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, found):
     """Tasks [lo, hi) of a pass along the contiguous dimension (B = 1) with long rows: task t
     makes results [c * _FOLD_CHUNK, (c + 1) * _FOLD_CHUNK) of row t // nch (c = t % nch).
     The padded positions those results read are gathered into scratch (``ident`` in the
@@ -1470,7 +1477,8 @@ def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch):
     and s = 1), an s > 1 stride's phases made contiguous, and each result folds its
     window's cells in window order, then ``start`` (``use_start``): the cells, order and
     start of ``_separable``'s padded rows, so its bits, with every run in cache and a
-    row's parts in several threads."""
+    row's parts in several threads.  ``tiny`` > 0: also whether what the results read holds
+    a denormal (found[0] = 1), checked as it comes into the cache."""
     N, M = g[1], g[3]
     s, low, bdil, wdil, win = g[4], g[5], g[6], g[7], g[8]
     dilated = (N - 1) * bdil + 1 if N > 0 else 0
@@ -1505,6 +1513,8 @@ def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch):
                 for k in range(P):
                     q = k0 + k
                     seg[k] = x[xrow + q // bdil] if 0 <= q < dilated and q % bdil == 0 else ident
+        if tiny > 0 and _has_denormal(src[sbase:sbase + P], tiny):
+            found[0] = 1
         if s > 1:
             _deinterleave(src[sbase:sbase + P], s, ph, L)
             src, sbase = ph, 0
@@ -1699,13 +1709,20 @@ def _identity(code, dtype):
                        OR: 0, XOR: 0}[code])
 
 
-def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out):
-    """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes."""
+def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out, tiny=0, found=None):
+    """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes.
+    ``tiny`` > 0: found[0] = 1 when the operand holds a denormal (0 < |v| < tiny) that a
+    result reads (the caller flushes it and runs again), checked by the first pass as it
+    reads the operand where it can, by a scan in threads before it otherwise."""
     items, item_in, item_out, passes, scratch = separable_plan(in_dims, out_dims, wd, ws, pad, bd, wdl)
     ident = _identity(code, x.dtype)
     use_init = ident.tobytes() != x.dtype.type(init).tobytes()
     work = x.size * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
     parallel = work >= 2 * MOVE_PARALLEL_THRESHOLD  # (work: combines, a fraction of a ns each)
+    if found is None:
+        found = np.zeros(1, np.uint8)
+    tiny = x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0)
+    none = x.dtype.type(0)
     if any(_is_sliding(g) or _is_long_row(g) for g in passes):
         # pass by pass over the whole array (the items are more rows of A)
         src = x
@@ -1716,23 +1733,29 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             dst = out if last else empty(int(g[0] * g[3] * g[2]), x.dtype)
             start, use = (init, use_init) if last else (ident, False)
             kind = _scan_kind(g)
+            check = tiny if k == 0 else none
+            if check > 0 and (kind or not _is_long_row(g)):
+                if _has_denormal_threads(x, check):
+                    found[0] = 1
+                check = none
             if kind:
                 in_threads(_scan, int(g[0]), parallel, src, dst, g, code, ident, start, use, kind)
             elif _is_long_row(g):
                 nch = -(-int(g[3]) // _FOLD_CHUNK)
-                in_threads(_row_chunks, int(g[0]) * nch, parallel, src, dst, g, code, ident, start, use, nch)
+                in_threads(_row_chunks, int(g[0]) * nch, parallel, src, dst, g, code, ident, start, use, nch, check,
+                           found)
             elif _is_sliding(g):
                 tb = _sliding_tile(g)
                 tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
                 in_threads(_sliding, tasks, parallel, src, dst, g, code, ident, start, use, tb)
             else:
                 in_threads(_separable, int(g[0]), parallel, src, dst, g.reshape(1, 9), 0, 0, 0, code, ident, start,
-                           use, True)
+                           use, True, none, found)
             src = dst
         return
     if not parallel or items >= 2 * _threads() or len(passes) == 1 and passes[0, 0] < 2 * _threads():
         in_threads(_separable, items, parallel, x, out, passes, item_in, item_out, scratch, code, ident, init,
-                   use_init, False)
+                   use_init, False, tiny, found)
         return
     # a few big items: pass by pass over the whole array, each pass's rows in threads
     for it in range(items):
@@ -1742,8 +1765,17 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             last = k == len(passes) - 1
             dst = out[it * item_out:(it + 1) * item_out] if last else empty(int(g[0, 0] * g[0, 3] * g[0, 2]), x.dtype)
             in_threads(_separable, int(g[0, 0]), True, src, dst, g, 0, 0, 0, code, ident, init if last else ident,
-                       use_init and last, True)
+                       use_init and last, True, tiny if k == 0 else none, found)
             src = dst
+
+
+def _has_denormal_threads(x, tiny):
+    """Whether flat float ``x`` holds a denormal, scanned in threads."""
+    parts = 8 * _threads()
+    per = -(-x.size // parts)
+    marks = np.zeros(parts, np.bool_)
+    in_threads(_denormal_parts, parts, x.size >= MOVE_PARALLEL_THRESHOLD, x, per, tiny, marks)
+    return bool(marks.any())
 
 
 # ---------------------------------------------------------------------------------------
@@ -2522,9 +2554,13 @@ def _reduce_geometry(dims, reduced):
 def reduce_window_kernel(*values, shape, computation, window_dimensions, window_strides, padding,
                          base_dilations=None, window_dilations=None, flush=()):
     """``flush``: per value, whether the executor's denormal rule wants it flushed (done
-    here, the large operands' scan in threads)."""
+    here: a float operand of a standard combiner by the kernels themselves, which check
+    what they read and run again on the flushed operand when it held a denormal; others
+    after a scan, in threads when large)."""
+    tiny = 0
     if any(flush):
-        values = [_flushed(v) if m else v for v, m in zip(values, flush)]
+        tiny = _deferred_flush(values, flush, computation)
+        values = [_flushed(v) if m and not (k == 0 and tiny) else v for k, (v, m) in enumerate(zip(values, flush))]
     n = len(values) // 2
     operands, inits = values[:n], values[n:]
     out_shapes = list(shape.tuple_shapes) if shape.is_tuple else [shape]
@@ -2545,18 +2581,30 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
         if x.size == 0:  # every cell is padding: the result is the init value
             return _from_carrier(np.full(out_dims, init, x.dtype), t)
         out = empty(nout * C, x.dtype)
-        # a window over the contiguous dimension (NCHW pooling, C = 1) or short blocks: by
-        # separable passes; long blocks of trailing dimensions the window does not move
-        # along (NHWC's channels) are combined as vectors of C, cell by cell, which reads
-        # the operand once and needs no intermediate, unless the window is long (a
-        # cumulative sum: the separable passes slide)
-        if len(in_dims) and (C < _VECTOR_BLOCK or max(wd) >= _SLIDING_MIN):
-            reduce_window_separable(x, in_dims, out_dims, tuple(wd), tuple(ws), tuple(map(tuple, pad)), tuple(bd),
-                                    tuple(wdl), code, init, out)
-        else:
-            parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
-            reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
+        found = np.zeros(1, np.uint8)
+        for again in range(2):
+            # a window over the contiguous dimension (NCHW pooling, C = 1) or short blocks: by
+            # separable passes; long blocks of trailing dimensions the window does not move
+            # along (NHWC's channels) are combined as vectors of C, cell by cell, which reads
+            # the operand once and needs no intermediate, unless the window is long (a
+            # cumulative sum: the separable passes slide)
+            if len(in_dims) and (C < _VECTOR_BLOCK or max(wd) >= _SLIDING_MIN):
+                reduce_window_separable(x, in_dims, out_dims, tuple(wd), tuple(ws), tuple(map(tuple, pad)),
+                                        tuple(bd), tuple(wdl), code, init, out, tiny, found)
+            else:
+                # (blocks of C: a check of the cells as they are read cost more than a scan)
+                if tiny:
+                    x, tiny = _flushed(x), 0
+                parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
+                reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
+            if not found[0]:
+                break
+            x, tiny = flush_denormals(x), 0   # (a denormal was read: again, on the flushed operand)
+            found[0] = 0
         return _from_carrier(out.reshape(out_dims), t)
+    if tiny:   # (not a standard combiner after all: flushed here)
+        operands = [flush_denormals(operands[0])] + list(operands[1:])
+        values = tuple(operands) + tuple(inits)
     ok, why = _region_compiled(computation)
     if not ok:
         return _reference_fallback("reduce-window", values, shape, dict(
@@ -2577,6 +2625,19 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
 
 #: the executor passes its denormal rule's mask as ``flush=`` instead of flushing first
 reduce_window_kernel.flushes_operands = True
+
+
+def _deferred_flush(values, flush, computation):
+    """The denormal threshold when the kernels check the one float operand of a standard
+    combiner for denormals as they read it (``tiny`` > 0: found[0] = 1, then they run again
+    on the flushed operand) instead of a scan of their own before, else 0."""
+    if len(values) != 2 or not flush[0] or getattr(computation, "combiner", None) not in _CODES:
+        return 0
+    v = values[0]
+    t = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(getattr(v, "dtype", None))
+    if t is None or type(v) is not np.ndarray or not v.flags.c_contiguous or not fpenv.flushing(t):
+        return 0
+    return fpenv.TINY[t]
 
 
 # -- prepared reduce and reduce-window (``numba_executor._op_step``) ----------------------------
@@ -2622,25 +2683,36 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
         if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) or _is_long_row(g) for g in passes):
             return None   # in threads, sliding passes or long rows: the kernel's own way
 
-        def compute(x, init, out):   # reduce_window_separable's serial path
+        def compute(x, init, out, tiny, found):   # reduce_window_separable's serial path
             _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
-                       ident_bytes != init.tobytes(), False)
+                       ident_bytes != init.tobytes(), False, tiny, found)
     else:
         chunks = 2 if nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1 else 1
 
-        def compute(x, init, out):
+        def compute(x, init, out, tiny, found):   # (tiny = 0: the operand flushed before)
             reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out)
     n_out, scalar = nout * C, dtype.type
+
+    # the operand's flush deferred as the kernel defers it: the passes check what they read
+    separable = C < _VECTOR_BLOCK or max(wd) >= _SLIDING_MIN
+    tiny = scalar(fpenv.TINY[t]) if separable and marks is not None and marks[0] and dtype.kind == "f" \
+        and fpenv.flushing(t) else scalar(0)
+    if tiny:
+        marks = (False,) + marks[1:]
+    nothing = scalar(0)
 
     def run(operand, init_value):
         if marks is not None:
             operand, init_value = [_flushed(v) if m else v for v, m in zip((operand, init_value), marks)]
         if type(operand) is not np.ndarray or operand.dtype != dtype or operand.shape != in_dims \
                 or not operand.flags.c_contiguous:
-            return reduce_window_kernel(operand, init_value, **dict(kw, flush=()))
+            return reduce_window_kernel(operand, init_value, **dict(kw, flush=(bool(tiny), False)))
         init = scalar(np.asarray(init_value, dtype)[()])
         out = empty(n_out, dtype)
-        compute(operand.reshape(-1), init, out)
+        found = np.zeros(1, np.uint8)
+        compute(operand.reshape(-1), init, out, tiny, found)
+        if found[0]:   # a denormal in the operand (rare): flushed, computed again
+            compute(flush_denormals(operand).reshape(-1), init, out, nothing, found)
         return out.reshape(out_dims)
     return run
 
