@@ -833,8 +833,17 @@ def _slides(o, g):
 
 
 @njit(**_opts)
-def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
+def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out, tiny, found):
+    """Results [lo, hi), blocks of C.  ``tiny`` > 0: also whether the operand holds a
+    denormal (0 < |v| < tiny; found[0] = 1 then, and the caller runs again on the flushed
+    operand), checked a slab of the first windowed dimension at a time as the windows
+    first reach it (each once, just before the folds read it from the cache)."""
     m = odims.shape[0]
+    den = False
+    last = -1                       # the last slab of the first windowed dimension checked
+    vt0 = np.empty(maxwin, np.int64)
+    if tiny > 0 and m == 0:
+        den = _has_denormal(x, tiny)
     oc = np.empty(m, np.int64)
     wc = np.empty(m, np.int64)
     vt = np.empty((m, maxwin), np.int64)
@@ -855,6 +864,12 @@ def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
             for d in range(changed, m):
                 vn[d] = _axis_real(oc[d], geo[d], vt[d])
             nv = _window_offsets(vt, vn, wc, offs)
+        if tiny > 0 and changed == 0 and m > 0:
+            slab = geo[0, 6]
+            for v in range(_axis_real(oc[0], geo[0], vt0)):
+                if vt0[v] > last:
+                    den |= _has_denormal(x[vt0[v]:vt0[v] + slab], tiny)
+                    last = vt0[v]
         for c in range(C):
             acc[c] = init
         if code == ADD:  # the common case, without a branch per cell
@@ -879,16 +894,20 @@ def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
         for c in range(C):
             os[c] = acc[c]
         changed = _next_coords(odims, oc)
+    if den:
+        found[0] = 1
 
 
-
-def reduce_window(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
+def reduce_window(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out, tiny=0, found=None):
     """ReduceWindow with a standard combiner: result position o (of nout, each a block of C contiguous
     elements) folds the real cells of its window, in row-major order.  With nchunks > 1
     the positions are cut into one contiguous part per thread, run by Python threads
     (``shape.in_threads``) on the one compiled (nogil) function: a ``prange`` wrapper
     would cost a second compilation of over a second on a cold cache."""
-    in_threads(_rw_chunk, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out)
+    if found is None:
+        found = np.zeros(1, np.uint8)
+    in_threads(_rw_chunk, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out,
+               x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0), found)
 
 
 # ---------------------------------------------------------------------------------------
@@ -2592,11 +2611,9 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
                 reduce_window_separable(x, in_dims, out_dims, tuple(wd), tuple(ws), tuple(map(tuple, pad)),
                                         tuple(bd), tuple(wdl), code, init, out, tiny, found)
             else:
-                # (blocks of C: a check of the cells as they are read cost more than a scan)
-                if tiny:
-                    x, tiny = _flushed(x), 0
                 parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
-                reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
+                reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out, tiny,
+                              found)
             if not found[0]:
                 break
             x, tiny = flush_denormals(x), 0   # (a denormal was read: again, on the flushed operand)
@@ -2689,14 +2706,13 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
     else:
         chunks = 2 if nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1 else 1
 
-        def compute(x, init, out, tiny, found):   # (tiny = 0: the operand flushed before)
-            reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out)
+        def compute(x, init, out, tiny, found):
+            reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out, tiny, found)
     n_out, scalar = nout * C, dtype.type
 
     # the operand's flush deferred as the kernel defers it: the passes check what they read
-    separable = C < _VECTOR_BLOCK or max(wd) >= _SLIDING_MIN
-    tiny = scalar(fpenv.TINY[t]) if separable and marks is not None and marks[0] and dtype.kind == "f" \
-        and fpenv.flushing(t) else scalar(0)
+    tiny = scalar(fpenv.TINY[t]) if marks is not None and marks[0] and dtype.kind == "f" and fpenv.flushing(t) \
+        else scalar(0)
     if tiny:
         marks = (False,) + marks[1:]
     nothing = scalar(0)
