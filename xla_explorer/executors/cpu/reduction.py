@@ -1068,7 +1068,8 @@ def _fold_cells(code, src, bases, off, nv, os, fresh, use_start, start, ident):
     the first cell (``fresh``) or from os[j] itself, then ``start`` when ``use_start``:
     (((c0 op c1) op c2) ... ) op start, the order of a copy and one run per cell, in few
     vectorised passes over os (three cells in the first, two in each further one, for
-    sums, products, maxima and minima; the others a copy and runs).  A pass that is not
+    sums, maxima and minima; the others a copy and runs: each loop here is compiled
+    into every caller).  A pass that is not
     the last ends with op ``ident`` (the combiner's identity), which leaves a combined
     value's bits as they are (v + -0.0, v * 1, max(v, -inf), ... are v, a NaN included:
     it is already quiet), so every pass is one loop whatever the window."""
@@ -1077,7 +1078,7 @@ def _fold_cells(code, src, bases, off, nv, os, fresh, use_start, start, ident):
         for j in range(n):
             os[j] = start
         return
-    if code > MIN:
+    if code > MIN or code == MUL:   # (products: a copy and runs, fewer loops to compile)
         for w in range(nv + (1 if use_start else 0)):
             if w == nv:
                 for j in range(n):
@@ -1106,12 +1107,9 @@ def _fold_cells(code, src, bases, off, nv, os, fresh, use_start, start, ident):
             elif code == MAX:
                 for j in range(n):
                     os[j] = _vmax(_vmax(a[j], b[j]), t)
-            elif code == MIN:
-                for j in range(n):
-                    os[j] = _vmin(_vmin(a[j], b[j]), t)
             else:
                 for j in range(n):
-                    os[j] = (a[j] * b[j]) * t
+                    os[j] = _vmin(_vmin(a[j], b[j]), t)
         else:
             b = src[bases[1] + off:bases[1] + off + n]
             c = src[bases[2] + off:bases[2] + off + n]
@@ -1121,12 +1119,9 @@ def _fold_cells(code, src, bases, off, nv, os, fresh, use_start, start, ident):
             elif code == MAX:
                 for j in range(n):
                     os[j] = _vmax(_vmax(_vmax(a[j], b[j]), c[j]), t)
-            elif code == MIN:
-                for j in range(n):
-                    os[j] = _vmin(_vmin(_vmin(a[j], b[j]), c[j]), t)
             else:
                 for j in range(n):
-                    os[j] = ((a[j] * b[j]) * c[j]) * t
+                    os[j] = _vmin(_vmin(_vmin(a[j], b[j]), c[j]), t)
         w = k
     elif nv == 0 and use_start:
         for j in range(n):
@@ -1142,12 +1137,9 @@ def _fold_cells(code, src, bases, off, nv, os, fresh, use_start, start, ident):
             elif code == MAX:
                 for j in range(n):
                     os[j] = _vmax(_vmax(os[j], a[j]), t)
-            elif code == MIN:
-                for j in range(n):
-                    os[j] = _vmin(_vmin(os[j], a[j]), t)
             else:
                 for j in range(n):
-                    os[j] = (os[j] * a[j]) * t
+                    os[j] = _vmin(_vmin(os[j], a[j]), t)
         else:
             b = src[bases[w + 1] + off:bases[w + 1] + off + n]
             if code == ADD:
@@ -1156,12 +1148,9 @@ def _fold_cells(code, src, bases, off, nv, os, fresh, use_start, start, ident):
             elif code == MAX:
                 for j in range(n):
                     os[j] = _vmax(_vmax(_vmax(os[j], a[j]), b[j]), t)
-            elif code == MIN:
-                for j in range(n):
-                    os[j] = _vmin(_vmin(_vmin(os[j], a[j]), b[j]), t)
             else:
                 for j in range(n):
-                    os[j] = ((os[j] * a[j]) * b[j]) * t
+                    os[j] = _vmin(_vmin(_vmin(os[j], a[j]), b[j]), t)
         w += k
 
 
