@@ -835,8 +835,17 @@ def _slides(o, g):
 
 
 @njit(**_opts)
-def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
+def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out, tiny, found):
+    """Results [lo, hi), blocks of C.  ``tiny`` > 0: also whether the operand holds a
+    denormal (0 < |v| < tiny; found[0] = 1 then, and the caller runs again on the flushed
+    operand), checked a slab of the first windowed dimension at a time as the windows
+    first reach it (each once, just before the folds read it from the cache)."""
     m = odims.shape[0]
+    den = False
+    last = -1                       # the last slab of the first windowed dimension checked
+    vt0 = np.empty(maxwin, np.int64)
+    if tiny > 0 and m == 0:
+        den = _has_denormal(x, tiny)
     oc = np.empty(m, np.int64)
     wc = np.empty(m, np.int64)
     vt = np.empty((m, maxwin), np.int64)
@@ -857,6 +866,12 @@ def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
             for d in range(changed, m):
                 vn[d] = _axis_real(oc[d], geo[d], vt[d])
             nv = _window_offsets(vt, vn, wc, offs)
+        if tiny > 0 and changed == 0 and m > 0:
+            slab = geo[0, 6]
+            for v in range(_axis_real(oc[0], geo[0], vt0)):
+                if vt0[v] > last:
+                    den |= _has_denormal(x[vt0[v]:vt0[v] + slab], tiny)
+                    last = vt0[v]
         for c in range(C):
             acc[c] = init
         if code == ADD:  # the common case, without a branch per cell
@@ -864,23 +879,37 @@ def _rw_chunk(lo, hi, code, x, C, odims, geo, maxwin, ncell, init, out):
                 xs = x[offs[v]:offs[v] + C]
                 for c in range(C):
                     acc[c] += xs[c]
+        elif code == MAX:   # (``_vmax``: fmax's values, vectorised)
+            for v in range(nv):
+                xs = x[offs[v]:offs[v] + C]
+                for c in range(C):
+                    acc[c] = _vmax(acc[c], xs[c])
+        elif code == MIN:
+            for v in range(nv):
+                xs = x[offs[v]:offs[v] + C]
+                for c in range(C):
+                    acc[c] = _vmin(acc[c], xs[c])
         else:
             for v in range(nv):
-                _rows(code, x, offs[v], acc, 0, C)
+                _run(code, x, offs[v], acc)
         os = out[o * C:(o + 1) * C]
         for c in range(C):
             os[c] = acc[c]
         changed = _next_coords(odims, oc)
+    if den:
+        found[0] = 1
 
 
-
-def reduce_window(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out):
+def reduce_window(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, out, tiny=0, found=None):
     """ReduceWindow with a standard combiner: result position o (of nout, each a block of C contiguous
     elements) folds the real cells of its window, in row-major order.  With nchunks > 1
     the positions are cut into one contiguous part per thread, run by Python threads
     (``shape.in_threads``) on the one compiled (nogil) function: a ``prange`` wrapper
     would cost a second compilation of over a second on a cold cache."""
-    in_threads(_rw_chunk, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out)
+    if found is None:
+        found = np.zeros(1, np.uint8)
+    in_threads(_rw_chunk, nout, nchunks > 1, code, x, C, odims, geo, maxwin, ncell, init, out,
+               x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0), found)
 
 
 # ---------------------------------------------------------------------------------------
@@ -898,6 +927,24 @@ def reduce_window(nout, nchunks, code, x, C, odims, geo, maxwin, ncell, init, ou
 # reference's (within its tolerance); integers give the same bits.  The leading dimensions
 # the window does not touch are items (channel planes): each thread runs all the passes of
 # its items through two scratch buffers that stay in cache.
+
+@njit(inline="always", **_opts)
+def _vmax(a, b):
+    """``fmax(a, b)`` bit for bit, in a form LLVM vectorises (``fmax``'s selects stay scalar:
+    2-3x slower on a pooling's rows): NumPy's maximum -- the first NaN, else the larger,
+    else (a tie) a -- and for two zeros their sum, +0.0 unless both are -0.0, as fmax
+    has it.  Integers: the larger (the zero case is 0 + 0)."""
+    r = np.maximum(a, b)
+    return (a + b) if (a == 0) & (b == 0) else r
+
+
+@njit(inline="always", **_opts)
+def _vmin(a, b):
+    """``fmin(a, b)`` bit for bit, vectorised as ``_vmax``: for two zeros -((-a) - b), -0.0
+    unless both are +0.0."""
+    r = np.minimum(a, b)
+    return -((-a) - b) if (a == 0) & (b == 0) else r
+
 
 @njit(**_opts)
 def _op(code, a, b):
@@ -953,10 +1000,10 @@ def _run_float(code, src, base, os):
             os[j] *= xs[j]
     elif code == MAX:
         for j in range(os.shape[0]):
-            os[j] = fmax(os[j], xs[j])
+            os[j] = _vmax(os[j], xs[j])
     else:
         for j in range(os.shape[0]):
-            os[j] = fmin(os[j], xs[j])
+            os[j] = _vmin(os[j], xs[j])
 
 
 @njit(**_opts)
@@ -1018,47 +1065,95 @@ def _deinterleave(xr, s, ph, L):
 
 
 @njit(**_opts)
-def _fold3_float(code, src, b0, b1, b2, os, use_start, start):
-    """os = ((c0 op c1) op c2) [op start] element-wise, c_w = src[b_w:b_w + len(os)]: the
-    fold of a 3-cell window (pooling) in one loop instead of a copy and two or three runs,
-    the same combines in the same order.  Sums and maxima only (False: not done)."""
+def _fold_cells(code, src, bases, off, nv, os, fresh, use_start, start, ident):
+    """os[j] = the fold of the cells src[bases[w] + off + j] (w < nv) in window order, from
+    the first cell (``fresh``) or from os[j] itself, then ``start`` when ``use_start``:
+    (((c0 op c1) op c2) ... ) op start, the order of a copy and one run per cell, in few
+    vectorised passes over os (three cells in the first, two in each further one, for
+    sums, maxima and minima; the others a copy and runs: each loop here is compiled
+    into every caller).  A pass that is not
+    the last ends with op ``ident`` (the combiner's identity), which leaves a combined
+    value's bits as they are (v + -0.0, v * 1, max(v, -inf), ... are v, a NaN included:
+    it is already quiet), so every pass is one loop whatever the window."""
     n = os.shape[0]
-    x0 = src[b0:b0 + n]
-    x1 = src[b1:b1 + n]
-    x2 = src[b2:b2 + n]
-    if code == ADD:
-        if use_start:
-            for j in range(n):
-                os[j] = ((x0[j] + x1[j]) + x2[j]) + start
-        else:
-            for j in range(n):
-                os[j] = (x0[j] + x1[j]) + x2[j]
-        return True
-    if code == MAX and not use_start:
+    if fresh and nv == 0:
         for j in range(n):
-            os[j] = fmax(fmax(x0[j], x1[j]), x2[j])
-        return True
-    return False
-
-
-@njit(**_opts)
-def _fold3_none(code, src, b0, b1, b2, os, use_start, start):
-    return False
-
-
-def _fold3(code, src, b0, b1, b2, os, use_start, start):
-    """``_fold3_float`` for floats, else False (chosen when Numba compiles the caller)."""
-    f = _fold3_float if src.dtype.kind == "f" else _fold3_none
-    return f.py_func(code, src, b0, b1, b2, os, use_start, start)
-
-
-@nb.extending.overload(_fold3)
-def _fold3_by_type(code, src, b0, b1, b2, os, use_start, start):
-    if isinstance(src.dtype, nb.types.Float):
-        return lambda code, src, b0, b1, b2, os, use_start, start: _fold3_float(code, src, b0, b1, b2, os,
-                                                                                use_start, start)
-    return lambda code, src, b0, b1, b2, os, use_start, start: _fold3_none(code, src, b0, b1, b2, os,
-                                                                           use_start, start)
+            os[j] = start
+        return
+    if code > MIN or code == MUL:   # (products: a copy and runs, fewer loops to compile)
+        for w in range(nv + (1 if use_start else 0)):
+            if w == nv:
+                for j in range(n):
+                    os[j] = _combine(code, os[j], start)
+            elif w == 0 and fresh:
+                _copy_from(src, bases[0] + off, os)
+            else:
+                _run(code, src, bases[w] + off, os)
+        return
+    w = 0
+    if fresh:
+        k = min(nv, 3)
+        t = start if use_start and k == nv else ident
+        a = src[bases[0] + off:bases[0] + off + n]
+        if k == 1:
+            if use_start and nv == 1:
+                for j in range(n):
+                    os[j] = _combine(code, a[j], t)
+            else:
+                _copy_from(src, bases[0] + off, os)
+        elif k == 2:
+            b = src[bases[1] + off:bases[1] + off + n]
+            if code == ADD:
+                for j in range(n):
+                    os[j] = (a[j] + b[j]) + t
+            elif code == MAX:
+                for j in range(n):
+                    os[j] = _vmax(_vmax(a[j], b[j]), t)
+            else:
+                for j in range(n):
+                    os[j] = _vmin(_vmin(a[j], b[j]), t)
+        else:
+            b = src[bases[1] + off:bases[1] + off + n]
+            c = src[bases[2] + off:bases[2] + off + n]
+            if code == ADD:
+                for j in range(n):
+                    os[j] = ((a[j] + b[j]) + c[j]) + t
+            elif code == MAX:
+                for j in range(n):
+                    os[j] = _vmax(_vmax(_vmax(a[j], b[j]), c[j]), t)
+            else:
+                for j in range(n):
+                    os[j] = _vmin(_vmin(_vmin(a[j], b[j]), c[j]), t)
+        w = k
+    elif nv == 0 and use_start:
+        for j in range(n):
+            os[j] = _combine(code, os[j], start)
+    while w < nv:
+        k = min(nv - w, 2)
+        t = start if use_start and w + k == nv else ident
+        a = src[bases[w] + off:bases[w] + off + n]
+        if k == 1:
+            if code == ADD:
+                for j in range(n):
+                    os[j] = (os[j] + a[j]) + t
+            elif code == MAX:
+                for j in range(n):
+                    os[j] = _vmax(_vmax(os[j], a[j]), t)
+            else:
+                for j in range(n):
+                    os[j] = _vmin(_vmin(os[j], a[j]), t)
+        else:
+            b = src[bases[w + 1] + off:bases[w + 1] + off + n]
+            if code == ADD:
+                for j in range(n):
+                    os[j] = ((os[j] + a[j]) + b[j]) + t
+            elif code == MAX:
+                for j in range(n):
+                    os[j] = _vmax(_vmax(_vmax(os[j], a[j]), b[j]), t)
+            else:
+                for j in range(n):
+                    os[j] = _vmin(_vmin(_vmin(os[j], a[j]), b[j]), t)
+        w += k
 
 
 def _edges_from_start(code, start, use_start):
@@ -1122,6 +1217,8 @@ def _edge_cells(x, xrow, out, orow, m0, m1, g, code, start):
 
 #: a pass along the contiguous dimension works on blocks of rows of about this many elements
 _ROW_BLOCK = 8192
+#: a window's cells are folded into this many results at a time (16 KiB of f32: in cache)
+_FOLD_CHUNK = 4096
 
 # How a pass walks its rows (the tasks of ``_separable``)
 _VECTORS, _BLOCKS, _PADDED = range(3)
@@ -1140,16 +1237,18 @@ def _row_scratch(passes):
 
 
 @njit(**_opts)
-def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, ident, init, use_init, by_rows):
+def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, ident, init, use_init, by_rows, tiny,
+               found):
     """Items [lo, hi) of ``xin`` through every pass into ``yout`` (the last pass starting
     from init), two scratch buffers in turn between passes; or, ``by_rows``, rows [lo, hi)
     of the one pass in ``passes`` (a big item, its passes one after the other).
 
     A pass over one windowed dimension reads x [A, N, B] and writes out [A, M, B]; its
     geometry g = (A, N, B, M, stride, low padding, base dilation, window dilation,
-    window size).  Scratch: ``ph`` (``_row_scratch`` elements), ``sb`` (``init``, as many
-    as a result row or block), ``bases`` (window size).  ``use_start``: the results are
-    combined with ``start`` (False when it is the combiner's identity ``ident``).
+    window size).  Scratch: ``ph`` (``_row_scratch`` elements), ``bases`` (window size).
+    ``use_start``: the results are combined with ``start`` (False when it is the combiner's
+    identity ``ident``).  Every fold is ``_fold_cells``' (cells in window order, then the
+    start).
 
     - B > 1 (``_VECTORS``): each result row of B is the fold of the input rows of B its
       window covers, combined as vectors.
@@ -1167,14 +1266,9 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
     (seconds here), so the passes are a loop, not a helper called per item."""
     npass = passes.shape[0]
     ph = np.empty(_row_scratch(passes), xin.dtype)
-    longest, maxwin = 1, 1
+    maxwin = 1
     for k in range(npass):
-        # the longest run a result's fold covers: B, a result row or a block of rows
-        longest = max(longest, passes[k, 2] if passes[k, 2] > 1 else max(passes[k, 3], _ROW_BLOCK))
         maxwin = max(maxwin, passes[k, 8])
-    sb = np.empty(longest, xin.dtype)
-    for j in range(longest):
-        sb[j] = init
     bases = np.empty(maxwin, np.int64)
     buf0 = np.empty(0 if by_rows else scratch, xin.dtype)
     buf1 = np.empty(0 if by_rows else scratch, xin.dtype)
@@ -1193,6 +1287,12 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
             a0, a1 = 0, g[0]
         start = init if last else ident
         use_start = use_init and last
+        if tiny > 0 and k == 0:
+            # whether the operand (the item, or the rows) holds a denormal, read just before
+            # the first pass reads it (so from the cache then); found[0] = 1
+            xs = xin[it * item_in:(it + 1) * item_in] if not by_rows else x[a0 * g[1] * g[2]:a1 * g[1] * g[2]]
+            if _has_denormal(xs, tiny):
+                found[0] = 1
         N, B, M = g[1], g[2], g[3]
         s, low, bdil, wdil, win = g[4], g[5], g[6], g[7], g[8]
         dilated = (N - 1) * bdil + 1 if N > 0 else 0
@@ -1237,13 +1337,7 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                 for w in range(win):
                     c = w * wdil - low
                     bases[w] = xb + (((c % s) * Lr + m_lo + c // s) * B if s > 1 else (m_lo + c) * B)
-                if not (win == 3 and _fold3(code, src, bases[0], bases[1], bases[2], os, use_start, start)):
-                    _copy_from(src, bases[0], os)
-                    for w in range(1, win):
-                        _run(code, src, bases[w], os)
-                    if use_start:
-                        for j in range(os.shape[0]):
-                            os[j] = _combine(code, os[j], start)
+                _fold_cells(code, src, bases, 0, win, os, True, use_start, start, ident)
         for t in range(ntasks):
             a, r, k0, k1 = a0, 1, 0, 0
             from_ph = s > 1 and mode != _VECTORS
@@ -1351,25 +1445,13 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                         bases[w] += xrow - low
             if from_ph and s > 1 and nv and row.shape[0]:
                 _deinterleave(row, s, ph, L)
-            # the fold of the window cells (and the start), one vectorised loop each
-            if nv == 0:
-                for j in range(os.shape[0]):
-                    os[j] = start
-            elif nv == 3 and _fold3(code, ph if from_ph else x, bases[0], bases[1], bases[2], os, use_start,
-                                    start):
-                pass
-            else:
-                for w in range(nv + (1 if use_start else 0)):
-                    if w == nv:
-                        src, base = sb, 0
-                    elif from_ph:
-                        src, base = ph, bases[w]
-                    else:
-                        src, base = x, bases[w]
-                    if w == 0:
-                        _copy_from(src, base, os)
-                    else:
-                        _run(code, src, base, os)
+            # the fold of the window cells (and the start), in chunks of results that stay
+            # in the first-level cache (a long row or row of B would otherwise go to
+            # memory once per pass)
+            n_os = os.shape[0]
+            for j0 in range(0, max(n_os, 1), _FOLD_CHUNK):
+                _fold_cells(code, ph if from_ph else x, bases, j0, nv, os[j0:min(n_os, j0 + _FOLD_CHUNK)], True,
+                            use_start, start, ident)
             if mode == _BLOCKS:
                 # rows placed as rows of M * s > N (identities in the slots past their ends):
                 # when every window reaches no further back than the previous row's slots
@@ -1389,6 +1471,71 @@ def _separable(lo, hi, xin, yout, passes, item_in, item_out, scratch, code, iden
                         e0, e1 = (0, lo_end) if side == 0 else (hi_start, M)
                         if e1 > e0:
                             _edge_cells(x, rw * N, out, rw * M, e0, e1, g, code, start)
+
+
+#: a pass along the contiguous dimension (B = 1) with rows of this many results and more
+#: runs as chunks of ``_FOLD_CHUNK`` results (``_row_chunks``), in threads
+_LONG_ROW = 1 << 15
+
+
+@njit(**_opts)
+def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, found):
+    """Tasks [lo, hi) of a pass along the contiguous dimension (B = 1) with long rows: task t
+    makes results [c * _FOLD_CHUNK, (c + 1) * _FOLD_CHUNK) of row t // nch (c = t % nch).
+    The padded positions those results read are gathered into scratch (``ident`` in the
+    padding and the base-dilation holes; read in place when they are all real elements
+    and s = 1), an s > 1 stride's phases made contiguous, and each result folds its
+    window's cells in window order, then ``start`` (``use_start``): the cells, order and
+    start of ``_separable``'s padded rows, so its bits, with every run in cache and a
+    row's parts in several threads.  ``tiny`` > 0: also whether what the results read holds
+    a denormal (found[0] = 1), checked as it comes into the cache."""
+    N, M = g[1], g[3]
+    s, low, bdil, wdil, win = g[4], g[5], g[6], g[7], g[8]
+    dilated = (N - 1) * bdil + 1 if N > 0 else 0
+    span = (_FOLD_CHUNK - 1) * s + (win - 1) * wdil + 1
+    L = (span + s - 1) // s
+    seg = np.empty(span, x.dtype)
+    ph = np.empty(L * s if s > 1 else 0, x.dtype)
+    bases = np.empty(max(win, 1), np.int64)
+    for t in range(lo, hi):
+        a = t // nch
+        m0 = (t - a * nch) * _FOLD_CHUNK
+        m1 = min(M, m0 + _FOLD_CHUNK)
+        if m1 <= m0:
+            continue
+        P = (m1 - m0 - 1) * s + (win - 1) * wdil + 1
+        k0 = m0 * s - low            # the dilated position of the first padded one read
+        xrow = a * N
+        os = out[a * M + m0:a * M + m1]
+        if bdil == 1 and k0 >= 0 and k0 + P <= N:
+            src, sbase = x, xrow + k0    # all real elements: read in place
+        else:
+            src, sbase = seg, 0
+            if bdil == 1:
+                k_a, k_b = min(P, max(0, -k0)), max(0, min(P, N - k0))
+                for k in range(k_a):
+                    seg[k] = ident
+                for k in range(max(k_a, k_b), P):
+                    seg[k] = ident
+                if k_b > k_a:
+                    _copy_from(x, xrow + k0 + k_a, seg[k_a:k_b])
+            else:
+                for k in range(P):
+                    q = k0 + k
+                    seg[k] = x[xrow + q // bdil] if 0 <= q < dilated and q % bdil == 0 else ident
+        if tiny > 0 and _has_denormal(src[sbase:sbase + P], tiny):
+            found[0] = 1
+        if s > 1:
+            _deinterleave(src[sbase:sbase + P], s, ph, L)
+            src, sbase = ph, 0
+        for w in range(win):
+            c = w * wdil
+            bases[w] = sbase + ((c % s) * L + c // s if s > 1 else c)
+        _fold_cells(code, src, bases, 0, win, os, True, use_start, start, ident)
+
+
+def _is_long_row(g):
+    return g[2] == 1 and g[3] >= _LONG_ROW and not _is_sliding(g) and not _scan_kind(g)
 
 
 #: from this window size on (no window dilation), a pass slides: see ``_sliding``
@@ -1572,14 +1719,21 @@ def _identity(code, dtype):
                        OR: 0, XOR: 0}[code])
 
 
-def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out):
-    """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes."""
+def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out, tiny=0, found=None):
+    """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes.
+    ``tiny`` > 0: found[0] = 1 when the operand holds a denormal (0 < |v| < tiny) that a
+    result reads (the caller flushes it and runs again), checked by the first pass as it
+    reads the operand where it can, by a scan in threads before it otherwise."""
     items, item_in, item_out, passes, scratch = separable_plan(in_dims, out_dims, wd, ws, pad, bd, wdl)
     ident = _identity(code, x.dtype)
     use_init = ident.tobytes() != x.dtype.type(init).tobytes()
     work = x.size * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
     parallel = work >= 2 * MOVE_PARALLEL_THRESHOLD  # (work: combines, a fraction of a ns each)
-    if any(_is_sliding(g) for g in passes):
+    if found is None:
+        found = np.zeros(1, np.uint8)
+    tiny = x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0)
+    none = x.dtype.type(0)
+    if any(_is_sliding(g) or _is_long_row(g) for g in passes):
         # pass by pass over the whole array (the items are more rows of A)
         src = x
         for k in range(len(passes)):
@@ -1589,20 +1743,29 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             dst = out if last else empty(int(g[0] * g[3] * g[2]), x.dtype)
             start, use = (init, use_init) if last else (ident, False)
             kind = _scan_kind(g)
+            check = tiny if k == 0 else none
+            if check > 0 and (kind or not _is_long_row(g)):
+                if _has_denormal_threads(x, check):
+                    found[0] = 1
+                check = none
             if kind:
                 in_threads(_scan, int(g[0]), parallel, src, dst, g, code, ident, start, use, kind)
+            elif _is_long_row(g):
+                nch = -(-int(g[3]) // _FOLD_CHUNK)
+                in_threads(_row_chunks, int(g[0]) * nch, parallel, src, dst, g, code, ident, start, use, nch, check,
+                           found)
             elif _is_sliding(g):
                 tb = _sliding_tile(g)
                 tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
                 in_threads(_sliding, tasks, parallel, src, dst, g, code, ident, start, use, tb)
             else:
                 in_threads(_separable, int(g[0]), parallel, src, dst, g.reshape(1, 9), 0, 0, 0, code, ident, start,
-                           use, True)
+                           use, True, none, found)
             src = dst
         return
     if not parallel or items >= 2 * _threads() or len(passes) == 1 and passes[0, 0] < 2 * _threads():
         in_threads(_separable, items, parallel, x, out, passes, item_in, item_out, scratch, code, ident, init,
-                   use_init, False)
+                   use_init, False, tiny, found)
         return
     # a few big items: pass by pass over the whole array, each pass's rows in threads
     for it in range(items):
@@ -1612,8 +1775,17 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             last = k == len(passes) - 1
             dst = out[it * item_out:(it + 1) * item_out] if last else empty(int(g[0, 0] * g[0, 3] * g[0, 2]), x.dtype)
             in_threads(_separable, int(g[0, 0]), True, src, dst, g, 0, 0, 0, code, ident, init if last else ident,
-                       use_init and last, True)
+                       use_init and last, True, tiny if k == 0 else none, found)
             src = dst
+
+
+def _has_denormal_threads(x, tiny):
+    """Whether flat float ``x`` holds a denormal, scanned in threads."""
+    parts = 8 * _threads()
+    per = -(-x.size // parts)
+    marks = np.zeros(parts, np.bool_)
+    in_threads(_denormal_parts, parts, x.size >= MOVE_PARALLEL_THRESHOLD, x, per, tiny, marks)
+    return bool(marks.any())
 
 
 # ---------------------------------------------------------------------------------------
@@ -2436,9 +2608,13 @@ def _reduce_geometry(dims, reduced):
 def reduce_window_kernel(*values, shape, computation, window_dimensions, window_strides, padding,
                          base_dilations=None, window_dilations=None, flush=()):
     """``flush``: per value, whether the executor's denormal rule wants it flushed (done
-    here, the large operands' scan in threads)."""
+    here: a float operand of a standard combiner by the kernels themselves, which check
+    what they read and run again on the flushed operand when it held a denormal; others
+    after a scan, in threads when large)."""
+    tiny = 0
     if any(flush):
-        values = [_flushed(v) if m else v for v, m in zip(values, flush)]
+        tiny = _deferred_flush(values, flush, computation)
+        values = [_flushed(v) if m and not (k == 0 and tiny) else v for k, (v, m) in enumerate(zip(values, flush))]
     n = len(values) // 2
     operands, inits = values[:n], values[n:]
     out_shapes = list(shape.tuple_shapes) if shape.is_tuple else [shape]
@@ -2459,18 +2635,28 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
         if x.size == 0:  # every cell is padding: the result is the init value
             return _from_carrier(np.full(out_dims, init, x.dtype), t)
         out = empty(nout * C, x.dtype)
-        # a window over the contiguous dimension (NCHW pooling, C = 1) or short blocks: by
-        # separable passes; long blocks of trailing dimensions the window does not move
-        # along (NHWC's channels) are combined as vectors of C, cell by cell, which reads
-        # the operand once and needs no intermediate, unless the window is long (a
-        # cumulative sum: the separable passes slide)
-        if len(in_dims) and (C < _VECTOR_BLOCK or max(wd) >= _SLIDING_MIN):
-            reduce_window_separable(x, in_dims, out_dims, tuple(wd), tuple(ws), tuple(map(tuple, pad)), tuple(bd),
-                                    tuple(wdl), code, init, out)
-        else:
-            parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
-            reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out)
+        found = np.zeros(1, np.uint8)
+        for again in range(2):
+            # a window over the contiguous dimension (NCHW pooling, C = 1) or short blocks: by
+            # separable passes; long blocks of trailing dimensions the window does not move
+            # along (NHWC's channels) are combined as vectors of C, cell by cell, which reads
+            # the operand once and needs no intermediate, unless the window is long (a
+            # cumulative sum: the separable passes slide)
+            if len(in_dims) and (C < _VECTOR_BLOCK or max(wd) >= _SLIDING_MIN):
+                reduce_window_separable(x, in_dims, out_dims, tuple(wd), tuple(ws), tuple(map(tuple, pad)),
+                                        tuple(bd), tuple(wdl), code, init, out, tiny, found)
+            else:
+                parallel = nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1
+                reduce_window(nout, 2 if parallel else 1, code, x, C, odims, geo, maxwin, ncell, init, out, tiny,
+                              found)
+            if not found[0]:
+                break
+            x, tiny = flush_denormals(x), 0   # (a denormal was read: again, on the flushed operand)
+            found[0] = 0
         return _from_carrier(out.reshape(out_dims), t)
+    if tiny:   # (not a standard combiner after all: flushed here)
+        operands = [flush_denormals(operands[0])] + list(operands[1:])
+        values = tuple(operands) + tuple(inits)
     ok, why = _region_compiled(computation)
     if not ok:
         return _reference_fallback("reduce-window", values, shape, dict(
@@ -2491,6 +2677,19 @@ def reduce_window_kernel(*values, shape, computation, window_dimensions, window_
 
 #: the executor passes its denormal rule's mask as ``flush=`` instead of flushing first
 reduce_window_kernel.flushes_operands = True
+
+
+def _deferred_flush(values, flush, computation):
+    """The denormal threshold when the kernels check the one float operand of a standard
+    combiner for denormals as they read it (``tiny`` > 0: found[0] = 1, then they run again
+    on the flushed operand) instead of a scan of their own before, else 0."""
+    if len(values) != 2 or not flush[0] or getattr(computation, "combiner", None) not in _CODES:
+        return 0
+    v = values[0]
+    t = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(getattr(v, "dtype", None))
+    if t is None or type(v) is not np.ndarray or not v.flags.c_contiguous or not fpenv.flushing(t):
+        return 0
+    return fpenv.TINY[t]
 
 
 # -- prepared reduce and reduce-window (``numba_executor._op_step``) ----------------------------
@@ -2533,28 +2732,38 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
         ident = _identity(code, dtype)
         ident_bytes = ident.tobytes()
         work = product(in_dims) * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
-        if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) for g in passes):
-            return None   # in threads, or sliding passes: the kernel's own way
+        if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) or _is_long_row(g) for g in passes):
+            return None   # in threads, sliding passes or long rows: the kernel's own way
 
-        def compute(x, init, out):   # reduce_window_separable's serial path
+        def compute(x, init, out, tiny, found):   # reduce_window_separable's serial path
             _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
-                       ident_bytes != init.tobytes(), False)
+                       ident_bytes != init.tobytes(), False, tiny, found)
     else:
         chunks = 2 if nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1 else 1
 
-        def compute(x, init, out):
-            reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out)
+        def compute(x, init, out, tiny, found):
+            reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out, tiny, found)
     n_out, scalar = nout * C, dtype.type
+
+    # the operand's flush deferred as the kernel defers it: the passes check what they read
+    tiny = scalar(fpenv.TINY[t]) if marks is not None and marks[0] and dtype.kind == "f" and fpenv.flushing(t) \
+        else scalar(0)
+    if tiny:
+        marks = (False,) + marks[1:]
+    nothing = scalar(0)
 
     def run(operand, init_value):
         if marks is not None:
             operand, init_value = [_flushed(v) if m else v for v, m in zip((operand, init_value), marks)]
         if type(operand) is not np.ndarray or operand.dtype != dtype or operand.shape != in_dims \
                 or not operand.flags.c_contiguous:
-            return reduce_window_kernel(operand, init_value, **dict(kw, flush=()))
+            return reduce_window_kernel(operand, init_value, **dict(kw, flush=(bool(tiny), False)))
         init = scalar(np.asarray(init_value, dtype)[()])
         out = empty(n_out, dtype)
-        compute(operand.reshape(-1), init, out)
+        found = np.zeros(1, np.uint8)
+        compute(operand.reshape(-1), init, out, tiny, found)
+        if found[0]:   # a denormal in the operand (rare): flushed, computed again
+            compute(flush_denormals(operand).reshape(-1), init, out, nothing, found)
         return out.reshape(out_dims)
     return run
 
