@@ -597,8 +597,8 @@ def test_prepared_gather_falls_back_to_the_kernel_for_other_index_types():
 @pytest.mark.parametrize("dims", [(7, 200, 64), (5, 300, 16), (9, 70, 128), (70, 9, 3), (4, 130, 2, 32)])
 @pytest.mark.parametrize("t", ["bf16", "f32", "s64"])
 def test_row_tiled_transposes(dims, t):
-    """Short rows that keep their place ([a, b, L] -> [b, a, L]): walked in tiles of up to
-    4 KiB of source-neighbour rows (``CopyPlan.row_tile``), the last tile short."""
+    """Short rows that keep their place ([a, b, L] -> [b, a, L]): walked in tiles of a few
+    result-neighbour rows (``CopyPlan.row_tile``), the last tile short."""
     perm = [1, 0] + list(range(2, len(dims)))
     check(lambda p: xe.Transpose(p, perm), values(dims, t))
 
@@ -606,3 +606,18 @@ def test_row_tiled_transposes(dims, t):
 @pytest.mark.usefixtures("parallel_from_small_sizes")
 def test_row_tiled_transposes_in_threads():
     check(lambda p: xe.Transpose(p, [1, 0, 2]), values((300, 70, 64), "f32"))
+
+
+def test_row_tiled_transposes_beyond_the_cache(monkeypatch):
+    """A row-tiled copy larger than ``ROW_TILE_CACHED_BYTES`` takes tiles of 8 result rows
+    (4 below it): both walks give the reference's result, the last tile short."""
+    from xla_explorer.executors.cpu import shape as cpu_shape
+    x = values((70, 40, 16), "f32")
+    for limit in (0, 1 << 30):
+        monkeypatch.setattr(cpu_shape, "ROW_TILE_CACHED_BYTES", limit)
+        cpu_shape.plan_copy.cache_clear()
+        for threads in (1, 2):
+            plan = cpu_shape.plan_copy((40, 70, 16), (1120, 16, 1), (16, 640, 1), 4, threads)
+            assert plan.row_tile == (8 if limit == 0 else 4) and plan.tiled == 1, plan
+        check(lambda p: xe.Transpose(p, [1, 0, 2]), x)
+    cpu_shape.plan_copy.cache_clear()

@@ -300,12 +300,12 @@ class CopyPlan:
     with the way to walk it: rows of the last dimension (``chunk`` elements per work item)
     or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
 
-    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "vb", "run")
+    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "tiled", "vb", "run")
 
     def __repr__(self):
         return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
                 f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk}, "
-                f"row_tile={self.row_tile}, vb={self.vb}, run={self.run})")
+                f"row_tile={self.row_tile}, tiled={self.tiled}, vb={self.vb}, run={self.run})")
 
 
 def merge_dims(dims, *strides):
@@ -365,6 +365,11 @@ def _staging(plan, itemsize, src_row, dst_row, run):
     plan.tile, plan.vb, plan.run = staged
 
 
+#: a copy of at most this many bytes (its source and result within half of a 32 MiB L3)
+#: walks its row tiles 4 rows at a time, a larger one 8 (``plan_copy``)
+ROW_TILE_CACHED_BYTES = 8 << 20
+
+
 @functools.lru_cache(maxsize=4096)
 def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
     """The CopyPlan of a loop nest (all arguments tuples/ints, so that it can be cached)."""
@@ -388,18 +393,25 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
                 _staging(plan, itemsize, abs(sstr[-1]), abs(dstr[a]), mdims[-1])
     # short rows contiguous on both sides, the rows before them in another order in the
     # source (a transposition of blocks: [a, b, 64] -> [b, a, 64]): walked in tiles of
-    # ``row_tile`` source-neighbour rows, so that the reads are runs of about 4 KiB too
-    # (rows one by one in the result's order: 0.32 ms for 4 MiB of rows of 64 f32; tiles
-    # of 4 rows 0.12 ms, NumPy's plain copy 0.09 ms; runs of 4 KiB rather than 1 KiB, load
-    # 4, one thread: rows of 128 f32 0.22 -> 0.19 ms at 4 MiB, 15.0 -> 9.0 at 32 MiB; of
-    # 32 f32 0.28 -> 0.24 at 4 MiB; of 64 f32, two threads, 0.26 -> 0.23), fewer where
-    # that would leave under four work items per thread
-    plan.row_tile = 0
+    # ``row_tile`` rows that are neighbours in the result (dimension r - 2), all the
+    # source-neighbour rows of dimension ``a`` through each, so that a tile writes runs
+    # of ``row_tile`` rows and reads ``row_tile`` sequential streams (rows one by one in
+    # the result's order: 0.32 ms for 4 MiB of rows of 64 f32; tiles of 4 rows 0.12 ms,
+    # NumPy's plain copy 0.09 ms, on an earlier machine).  Measured on the AMD EPYC (one
+    # thread, min of 150 interleaved, load 3.8; NumPy's plain copy 0.114-0.118 ms): at
+    # 4 MiB, rows of 64 f32 [128, 128, 64] 0.142 ms in tiles of 4 result rows against
+    # 0.221 in the tiles of 16 source rows (4 KiB runs) taken before, [64, 256, 64] 0.145
+    # against 0.180, rows of 32 f32 0.150 against 0.157, of 128 f32 0.134 against 0.130;
+    # beyond the cache (32 MiB, min of 12) tiles of 8: 3.2 / 2.8 / 3.6 ms for rows of 64 /
+    # 128 / 32 f32 against 3.1 / 2.7 / 4.2 before.  Fewer rows a tile where that would
+    # leave under four work items per thread
+    plan.row_tile, plan.tiled = 0, -1
     if r >= 3 and sstr[-1] == 1 and dstr[-1] == 1 and mdims[-1] * itemsize <= 512:
         a = min(range(r - 1), key=lambda d: abs(sstr[d]))
         if a != r - 2 and abs(sstr[a]) == mdims[-1] and abs(sstr[a]) < abs(sstr[r - 2]) and mdims[a] >= 2:
-            plan.tile_dim = a
-            plan.row_tile = max(2, min(64, 4096 // (mdims[-1] * itemsize), mdims[a] // (4 * nthreads)))
+            plan.tile_dim, plan.tiled = a, r - 2
+            most = 4 if product(mdims) * itemsize <= ROW_TILE_CACHED_BYTES else 8
+            plan.row_tile = max(2, min(most, mdims[r - 2] // (4 * nthreads)))
     rows = plan.n // mdims[-1]
     plan.chunk = mdims[-1]
     if rows < 4 * nthreads and mdims[-1] >= 8192:
@@ -725,26 +737,31 @@ def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, vb, 
 
 
 @njit(**_opts)
-def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
-    """Tiles [w0, w1) of rows: ``tile`` rows along dimension ``a`` (neighbours in the
-    source) times all rows along dimension r - 2 (neighbours in the result), rows of the
-    last dimension with unit steps on both sides; the other dimensions' index and the
-    tile's place along ``a`` from the work item."""
+def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, t):
+    """Tiles [w0, w1) of rows of the last dimension (unit steps on both sides): ``tile``
+    rows along dimension ``t`` times all rows along the other of ``a`` (the source's
+    neighbour rows) and r - 2 (the result's), ``t`` being one of them; the other
+    dimensions' index and the tile's place along ``t`` from the work item."""
     r = dims.shape[0]
     L = dims[r - 1]
-    na = (dims[a] + tile - 1) // tile
+    f = r - 2 if t == a else a
+    # (the strides in locals: read from their arrays inside the loops, they were read
+    # again after every store, which may alias them as far as LLVM knows)
+    nf, df, sf = dims[f], dstr[f], sstr[f]
+    dt, st = dstr[t], sstr[t]
+    nt = (dims[t] + tile - 1) // tile
     for w in range(w0, w1):
-        outer = w // na
-        ta = w - outer * na
+        outer = w // nt
+        tt = w - outer * nt
         do, so = _outer_bases(outer, r - 3, a, dims, dstr, sstr, dbase, sbase)
-        i0 = ta * tile
-        i1 = min(dims[a], i0 + tile)
-        for j in range(dims[r - 2]):
-            dj = do + j * dstr[r - 2]
-            sj = so + j * sstr[r - 2]
+        i0 = tt * tile
+        i1 = min(dims[t], i0 + tile)
+        for j in range(nf):
+            dj = do + j * df
+            sj = so + j * sf
             for i in range(i0, i1):
-                o = dj + i * dstr[a]
-                s = sj + i * sstr[a]
+                o = dj + i * dt
+                s = sj + i * st
                 for k in range(L):
                     dst[uint64(o + k)] = src[uint64(s + k)]
 
@@ -764,9 +781,9 @@ def run_copy(plan, dst, dbase, src, sbase):
         in_threads(_tiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile,
                    plan.vb, plan.run)
     elif plan.row_tile:
-        a, tile = plan.tile_dim, plan.row_tile
-        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
-        in_threads(_rowtiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile)
+        a, tile, t = plan.tile_dim, plan.row_tile, plan.tiled
+        items = -(-int(plan.dims[t]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
+        in_threads(_rowtiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile, t)
     else:
         nch = -(-int(plan.dims[-1]) // plan.chunk)
         items = nch * (plan.n // int(plan.dims[-1]))
@@ -813,11 +830,11 @@ def serial_copy(plan):
         return lambda dst, dbase, src, sbase: _tiles_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, a,
                                                            tile, vb, stage)
     if plan.row_tile:
-        a, tile = plan.tile_dim, plan.row_tile
-        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
+        a, tile, t = plan.tile_dim, plan.row_tile, plan.tiled
+        items = -(-int(plan.dims[t]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
         dims, dstr, sstr = plan.dims, plan.dstr, plan.sstr
         return lambda dst, dbase, src, sbase: _rowtiles_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, a,
-                                                              tile)
+                                                              tile, t)
     nch = -(-int(plan.dims[-1]) // plan.chunk)
     items = nch * (plan.n // int(plan.dims[-1]))
     dims, dstr, sstr, chunk = plan.dims, plan.dstr, plan.sstr, plan.chunk
