@@ -621,3 +621,67 @@ def test_row_tiled_transposes_beyond_the_cache(monkeypatch):
             assert plan.row_tile == (8 if limit == 0 else 4) and plan.tiled == 1, plan
         check(lambda p: xe.Transpose(p, [1, 0, 2]), x)
     cpu_shape.plan_copy.cache_clear()
+
+
+@pytest.mark.parametrize("idtype", [np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("t, name", [("f32", "add"), ("s32", "maximum"), ("bf16", "second"), ("bf16", "add"),
+                                     ("pred", "or"), ("f32", "update_after_half")])
+def test_prepared_scatter_rows_and_elements(idtype, t, name):
+    """The run plan's scatter (``_scatter_prepare``): rows and single elements, duplicates
+    and out-of-range indices, s32/s64 indices prepared, other index types and carried types
+    (bf16 added in f32) through the kernel's own path; ``check`` runs the plan too."""
+    rng = np.random.default_rng(7)
+    rows = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    hi = 250 if idtype is np.uint8 else 70
+    i = rng.integers(0 if idtype is np.uint8 else -3, hi, (90, 1)).astype(idtype)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **rows), values((64, 33), t), i,
+          values((90, 33), t, seed=2))
+    elems = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                 index_vector_dim=1)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **elems), values((300,), t), i,
+          values((90,), t, seed=4))
+
+
+def test_prepared_scatter_takes_other_operands_through_the_kernel():
+    """A strided operand or indices of another shape than the plan's: the kernel's own path."""
+    rows = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    x = values((40, 40), "f32")
+    i = np.array([[3], [39], [3], [-1]], np.int32)
+    u = values((4, 40), "f32", seed=1)
+    comp = build(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **rows), x, i, u)
+    want = comp.run(x, i, u)
+    for _ in range(2):
+        same_bits(comp.run(x, i, u, backend="numba"), want)
+    xt = np.ascontiguousarray(x.T).T          # the same values, not C-contiguous
+    same_bits(comp.run(xt, i, u, backend="numba"), want)
+    same_bits(comp.run(x, np.asfortranarray(i), u, backend="numba"), want)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_prepared_scatter_in_threads():
+    rng = np.random.default_rng(2)
+    rows = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    i = rng.integers(-2, 130, (300, 1)).astype(np.int32)
+    u = values((300, 200), "f32", seed=5)
+    x = values((128, 200), "f32")
+    u[~np.isfinite(u)] = 1.0
+    x[~np.isfinite(x)] = 0.0
+    for name in ("add", "second", "update_after_half"):
+        check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **rows), x, i, u)
+
+
+def test_prepared_scatter_flushes_as_the_region_does():
+    """In XLA:CPU's environment the add flushes denormal operands and sums (its generated
+    code, as the walk's); the prepared step runs the same kernel."""
+    tiny = np.float32(1e-39)
+    x = np.array([tiny, 1.0, -tiny, 0.0], np.float32)
+    i = np.array([[0], [2], [3], [3]], np.int32)
+    u = np.array([tiny, tiny, 2.0, -tiny], np.float32)
+    elems = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                 index_vector_dim=1)
+    for env in ("flush", "ieee"):
+        with xe.float_env(env):
+            check(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **elems), x, i, u)
