@@ -627,8 +627,8 @@ def test_row_tiled_transposes_beyond_the_cache(monkeypatch):
 @pytest.mark.parametrize("t, name", [("f32", "add"), ("s32", "maximum"), ("bf16", "second"), ("bf16", "add"),
                                      ("pred", "or"), ("f32", "update_after_half")])
 def test_prepared_scatter_rows_and_elements(idtype, t, name):
-    """The run plan's scatter (``_scatter_prepare``): rows and single elements, duplicates
-    and out-of-range indices, s32/s64 indices prepared, other index types and carried types
+    """The run plan's scatter (``_scatter_prepare``): rows and single elements (one and two
+    index components: ``_single_loops``), duplicates and out-of-range indices, s32/s64 indices prepared, other index types and carried types
     (bf16 added in f32) through the kernel's own path; ``check`` runs the plan too."""
     rng = np.random.default_rng(7)
     rows = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
@@ -641,6 +641,11 @@ def test_prepared_scatter_rows_and_elements(idtype, t, name):
                  index_vector_dim=1)
     check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **elems), values((300,), t), i,
           values((90,), t, seed=4))
+    pairs = dict(update_window_dims=[], inserted_window_dims=[0, 1], scatter_dims_to_operand_dims=[0, 1],
+                 index_vector_dim=1)     # x.at[i, j]: two index components per update
+    ij = np.concatenate([i % 23, i[::-1] % 31], axis=1).astype(idtype)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **pairs), values((20, 30), t), ij,
+          values((90,), t, seed=5))
 
 
 def test_prepared_scatter_takes_other_operands_through_the_kernel():
