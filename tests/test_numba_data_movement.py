@@ -690,3 +690,15 @@ def test_prepared_scatter_flushes_as_the_region_does():
     for env in ("flush", "ieee"):
         with xe.float_env(env):
             check(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **elems), x, i, u)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_prepared_pad_in_threads():
+    """The run plan's pad above the copy threshold (``_pad_prepare``: the rows' operand
+    offsets computed once, the rows shared by ``in_threads``): interior and negative edge
+    padding of outer dimensions, and few long rows cut into pieces."""
+    check(lambda p, v: xe.Pad(p, v, [(0, 0, 0), (2, 3, 1), (-1, 2, 0)]), values((16, 50, 48), "f32"),
+          values((), "f32", seed=4))
+    check(lambda p, v: xe.Pad(p, v, [(1, -1, 0), (-7, 300, 2)]), values((3, 20000), "bf16"),
+          values((), "bf16", seed=5))
+    check(lambda p, v: xe.Pad(p, v, [(3, 1, 2), (0, 0, 0)]), values((700, 64), "s64"), values((), "s64", seed=6))
