@@ -702,3 +702,19 @@ def test_prepared_pad_in_threads():
     check(lambda p, v: xe.Pad(p, v, [(1, -1, 0), (-7, 300, 2)]), values((3, 20000), "bf16"),
           values((), "bf16", seed=5))
     check(lambda p, v: xe.Pad(p, v, [(3, 1, 2), (0, 0, 0)]), values((700, 64), "s64"), values((), "s64", seed=6))
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_prepared_copies_in_threads_of_read_only_and_writeable_operands():
+    """The run plan's large copies (``shape.threaded_copy``: a launch per thread count and
+    kind of source) take a read-only operand (another Numba type) after a writeable one and
+    the other way round, and strided operands through the kernel."""
+    x = values((96, 130, 5), "f32")
+    ro = x.copy()
+    ro.flags.writeable = False
+    for f in (lambda p: xe.Transpose(p, [1, 0, 2]), lambda p: xe.Slice(p, [1, 3, 0], [96, 130, 5], [2, 1, 2]),
+              lambda p: xe.Rev(p, [1])):
+        comp = build(f, x)
+        want = comp.run(x)
+        for a in (x, ro, x, ro, np.asfortranarray(x)):
+            same_bits(comp.run(a, backend="numba"), want)

@@ -234,7 +234,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_workers)
 
 
-def in_threads(fn, n, parallel, *args):
+def in_threads(fn, n, parallel, *args, compiled=False):
     """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into about four parts per
     Numba thread, which the calling thread and worker threads take in turn (``fn`` is a
     ``nogil`` Numba function, so they run at once).  The caller waits only for parts another
@@ -247,7 +247,8 @@ def in_threads(fn, n, parallel, *args):
     part to finish releases one lock the caller waits on, so a launch is two thread
     wake-ups and a few Python steps per part.  It saves the compilation of a parallel
     wrapper (over a second each, cold) and does not spin-wait when another process wants
-    the core."""
+    the core.  ``compiled``: the caller knows ``fn`` ran for these argument types before
+    (no call on an empty range first, below: a dispatch of its arguments, 1-3 us)."""
     k = min(threads(), n) if parallel else 1
     if k <= 1:
         fn(0, n, *args)
@@ -264,7 +265,8 @@ def in_threads(fn, n, parallel, *args):
     # compile (or load) fn for these argument types here, on an empty range, before other
     # threads call it: Numba compiling one function in several threads at once can fail
     # ("no compiled object yet for <Library ...>")
-    fn(0, 0, *args)
+    if not compiled:
+        fn(0, 0, *args)
     for inbox in _workers(k - 1)[:k - 1]:
         inbox.put(job)
     job.work()
@@ -766,6 +768,22 @@ def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, t
                     dst[uint64(o + k)] = src[uint64(s + k)]
 
 
+def copy_launch(plan):
+    """How ``run_copy`` runs ``plan``: (the range kernel, its work items, its arguments
+    after ``dst, dbase, src, sbase``)."""
+    if plan.tile:
+        a, tile = plan.tile_dim, plan.tile
+        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
+        return _tiles_range, items, (plan.dims, plan.dstr, plan.sstr, a, tile, plan.vb, plan.run)
+    if plan.row_tile:
+        a, tile, t = plan.tile_dim, plan.row_tile, plan.tiled
+        items = -(-int(plan.dims[t]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
+        return _rowtiles_range, items, (plan.dims, plan.dstr, plan.sstr, a, tile, t)
+    nch = -(-int(plan.dims[-1]) // plan.chunk)
+    items = nch * (plan.n // int(plan.dims[-1]))
+    return _rows_range, items, (plan.dims, plan.dstr, plan.sstr, plan.chunk, nch)
+
+
 def run_copy(plan, dst, dbase, src, sbase):
     """Run a CopyPlan: ``dst`` and ``src`` are flat word arrays of one dtype.
 
@@ -774,21 +792,8 @@ def run_copy(plan, dst, dbase, src, sbase):
     whose other processes keep the cores busy, a 4 MiB transposition took 5-8 ms (median)
     in two threads and 1.5 ms in one; with ``in_threads`` the calling thread takes the
     parts a descheduled worker has not started."""
-    par = plan.n >= MOVE_PARALLEL_THRESHOLD
-    if plan.tile:
-        a, tile = plan.tile_dim, plan.tile
-        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
-        in_threads(_tiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile,
-                   plan.vb, plan.run)
-    elif plan.row_tile:
-        a, tile, t = plan.tile_dim, plan.row_tile, plan.tiled
-        items = -(-int(plan.dims[t]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
-        in_threads(_rowtiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile, t)
-    else:
-        nch = -(-int(plan.dims[-1]) // plan.chunk)
-        items = nch * (plan.n // int(plan.dims[-1]))
-        in_threads(_rows_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, plan.chunk,
-                   nch)
+    fn, items, extra = copy_launch(plan)
+    in_threads(fn, items, plan.n >= MOVE_PARALLEL_THRESHOLD, dst, dbase, src, sbase, *extra)
 
 
 def strided_copy(dst, dbase, dst_strides, src, sbase, src_strides, dims):
@@ -814,31 +819,39 @@ def gathered_copy(operand, shape, src_base, src_strides):
 # A run plan (``numba_executor._Program``) calls a kernel's ``prepare`` hook once per step,
 # with the operands' static shapes and the attributes: what every run of the kernel would
 # compute again in Python (strides, the copy plan, work items, word types) is decided
-# there, and the step then calls the returned function of the operand values.  Only copies
-# that run in the calling thread (fewer than MOVE_PARALLEL_THRESHOLD elements) are prepared:
-# there the Python set-up was most of the run (a 256 KiB slice: 12 us, its loop 4 us); a
-# larger copy takes the kernel's own path.  The prepared function checks that each operand
-# is a C-contiguous array of the static dims and dtype, and otherwise calls the kernel.
+# there, and the step then calls the returned function of the operand values.  For copies
+# that run in the calling thread (fewer than MOVE_PARALLEL_THRESHOLD elements) the Python
+# set-up was most of the run (a 256 KiB slice: 12 us, its loop 4 us); a larger one is
+# prepared too (``threaded_copy``: a plan per thread count).  The prepared function checks
+# that each operand is a C-contiguous array of the static dims and dtype, and otherwise
+# calls the kernel.
 
 def serial_copy(plan):
     """``run_copy(plan, dst, dbase, src, sbase)`` in the calling thread, as a function of
     those four, its walk and work-item count decided once."""
-    if plan.tile:
-        a, tile = plan.tile_dim, plan.tile
-        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
-        dims, dstr, sstr, vb, stage = plan.dims, plan.dstr, plan.sstr, plan.vb, plan.run
-        return lambda dst, dbase, src, sbase: _tiles_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, a,
-                                                           tile, vb, stage)
-    if plan.row_tile:
-        a, tile, t = plan.tile_dim, plan.row_tile, plan.tiled
-        items = -(-int(plan.dims[t]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
-        dims, dstr, sstr = plan.dims, plan.dstr, plan.sstr
-        return lambda dst, dbase, src, sbase: _rowtiles_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, a,
-                                                              tile, t)
-    nch = -(-int(plan.dims[-1]) // plan.chunk)
-    items = nch * (plan.n // int(plan.dims[-1]))
-    dims, dstr, sstr, chunk = plan.dims, plan.dstr, plan.sstr, plan.chunk
-    return lambda dst, dbase, src, sbase: _rows_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+    fn, items, extra = copy_launch(plan)
+    return lambda dst, dbase, src, sbase: fn(0, items, dst, dbase, src, sbase, *extra)
+
+
+def threaded_copy(dims, dst_strides, src_strides, itemsize):
+    """``strided_copy`` of a large loop nest (``MOVE_PARALLEL_THRESHOLD`` elements or more)
+    as a function of ``dst, dbase, src, sbase``, shared by ``in_threads``: the copy plan
+    and its launch decided once per thread count (the run's: ``numba_setup.enter_run``
+    takes one thread on a busy machine), not per call (plan_copy's cache key and the
+    launch's arithmetic: 20-25 us of a 4 MiB stride-2 slice's 160, one thread, load 4)."""
+    launches = {}   # (thread count, the source writeable: its Numba type) -> launch
+
+    def copy(dst, dbase, src, sbase):
+        key = (threads(), src.flags.writeable)
+        got = launches.get(key)
+        if got is None:   # (the first call of its kind: in_threads compiles fn first)
+            fn, items, extra = launches[key] = copy_launch(plan_copy(dims, dst_strides, src_strides, itemsize,
+                                                                     key[0]))
+            in_threads(fn, items, True, dst, dbase, src, sbase, *extra)
+            return
+        fn, items, extra = got
+        in_threads(fn, items, True, dst, dbase, src, sbase, *extra, compiled=True)
+    return copy
 
 
 def serial(shape):
@@ -861,14 +874,23 @@ def word_reader(operand_shape):
     return read
 
 
+def large(shape):
+    """Whether a result of ``shape`` is moved by a word kernel in threads (``threaded_copy``)."""
+    return (shape.is_array and shape.is_static and shape.numel >= MOVE_PARALLEL_THRESHOLD
+            and np.dtype(shape.dtype).itemsize in _WORDS and not np.dtype(shape.dtype).hasobject)
+
+
 def prepared_gathered_copy(operand_shape, shape, src_base, src_strides, kernel):
     """``gathered_copy`` prepared (see above), or None; ``kernel``: the general path."""
-    if not serial(shape) or np.dtype(operand_shape.dtype).itemsize != np.dtype(shape.dtype).itemsize:
+    if not (serial(shape) or large(shape)) or np.dtype(operand_shape.dtype).itemsize != np.dtype(shape.dtype).itemsize:
         return None
     word = word_dtype(shape.dtype)
     nbytes, dtype, dims = shape.numel * word.itemsize, shape.dtype, shape.dims
-    copy = serial_copy(plan_copy(tuple(dims), row_major_strides(dims), tuple(src_strides), word.itemsize,
-                                 threads()))
+    if serial(shape):
+        copy = serial_copy(plan_copy(tuple(dims), row_major_strides(dims), tuple(src_strides), word.itemsize,
+                                     threads()))
+    else:
+        copy = threaded_copy(tuple(dims), row_major_strides(dims), tuple(src_strides), word.itemsize)
     read = word_reader(operand_shape)
     take = POOL.take
 
