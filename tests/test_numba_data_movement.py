@@ -718,3 +718,33 @@ def test_prepared_copies_in_threads_of_read_only_and_writeable_operands():
         want = comp.run(x)
         for a in (x, ro, x, ro, np.asfortranarray(x)):
             same_bits(comp.run(a, backend="numba"), want)
+
+
+def test_prepared_concatenate_of_read_only_and_writeable_operands():
+    """The run plan's concatenate takes its operands as one tuple (``shape._read_only``: one
+    Numba type): a read-only operand beside a writeable one, serial and in threads."""
+    x = values((30, 41), "f32")
+    ro = values((30, 41), "f32", seed=1)
+    ro.flags.writeable = False
+    for d in (0, 1):
+        comp = build(lambda p, q: xe.Concatenate(p, q, p, dimension=d), x, ro)
+        want = comp.run(x, ro)
+        for a, b in ((x, ro), (ro, x), (ro, ro), (x, x)):
+            same_bits(comp.run(a, b, backend="numba"), comp.run(a, b))
+        same_bits(comp.run(x, ro, backend="numba"), want)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+@pytest.mark.parametrize("t", ["pred", "bf16", "f32", "c128"])
+def test_prepared_concatenate_in_threads(t):
+    """Above the copy threshold (``_concat_range``): rows shared whole, or few rows whose
+    runs are cut into pieces (concatenating along dimension 0, or few long rows), empty
+    operands among them, read-only operands."""
+    a, b = values((40, 300, 3), t), values((40, 120, 3), t, seed=1)
+    e = values((40, 0, 3), t, seed=2)
+    check(lambda p, q, r: xe.Concatenate(p, r, q, p, dimension=1), a, b, e)        # 40 rows
+    check(lambda p, q: xe.Concatenate(p, q, dimension=0), a.reshape(120, 300), values((30, 300), t, seed=3))
+    check(lambda p, q: xe.Concatenate(q, p, dimension=1), a.reshape(2, 18000), values((2, 5000), t, seed=4))
+    ro = b.copy()
+    ro.flags.writeable = False
+    check(lambda p, q: xe.Concatenate(p, q, dimension=1), a, ro)

@@ -989,8 +989,22 @@ def concatenate(*operands, shape, dimension):
     return as_result(out, shape)
 
 
+def _read_only(a):
+    """A read-only view of ``a``: the operands a kernel takes as one tuple then have one
+    Numba type, whichever of them the caller can write (a tuple of a read-only and a
+    writeable array is heterogeneous: a loop over it does not compile)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def _concatenate_prepare(operand_shapes, *, shape, dimension):
-    if not serial(shape) or any(np.dtype(s.dtype) != np.dtype(shape.dtype) for s in operand_shapes):
+    """The concatenate prepared for a run plan: below ``MOVE_PARALLEL_THRESHOLD`` every row
+    of the result in one call (``_concat_rows``) or one serial copy per operand; above it
+    every row's runs as the work items of one ``in_threads`` launch (``_concat_range``,
+    runs cut into pieces where the rows are too few to share), decided per thread count."""
+    if not (serial(shape) or large(shape)) or any(np.dtype(s.dtype) != np.dtype(shape.dtype)
+                                                  for s in operand_shapes):
         return None
     word = word_dtype(shape.dtype)
     nbytes, dtype, dims = shape.numel * word.itemsize, shape.dtype, shape.dims
@@ -998,6 +1012,41 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
     row = product(dims[dimension:])
     inner = product(dims[dimension + 1:])
     reads = [word_reader(s) for s in operand_shapes]
+    take = POOL.take
+    runs = np.array([product(s.dims[dimension:]) for s in operand_shapes], np.int64)
+    offsets = np.array([sum(s.dims[dimension] for s in operand_shapes[:k]) * inner
+                        for k in range(len(operand_shapes))], np.int64)
+    if large(shape):
+        if not (1 < len(operand_shapes) <= _CONCAT_ROWS_MAX and outer):
+            return None
+        launches = {}   # thread count -> (work items, chunk, pieces of each run)
+
+        def launch(k):
+            # whole runs when the rows are enough to share, else runs cut into pieces of
+            # at least 4096 elements, about 4 a thread
+            chunk = max(1, int(runs.max()))
+            if outer < 4 * k:
+                chunk = max(4096, -(-row // (4 * k)))
+            nch = np.array([-(-int(r) // chunk) for r in runs], np.int64)
+            got = launches[k] = (outer * int(nch.sum()), chunk, nch)
+            return got
+
+        def run_large(*operands):
+            srcs = tuple([read(x) for read, x in zip(reads, operands)])
+            if any(s is None for s in srcs):
+                return concatenate(*operands, shape=shape, dimension=dimension)
+            srcs = tuple([_read_only(s) for s in srcs])
+            out = take(nbytes).view(word)
+            k = threads()
+            got = launches.get(k)
+            if got is None:   # (the first call for this count: in_threads compiles first)
+                items, chunk, nch = launch(k)
+                in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch)
+            else:
+                items, chunk, nch = got
+                in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch, compiled=True)
+            return out.view(dtype).reshape(dims)
+        return run_large
     pieces = []   # (operand index, where in out, the serial copy): as the kernel's pieces
     offset = 0
     for k, s in enumerate(operand_shapes):
@@ -1006,21 +1055,17 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             plan = plan_copy((outer, run), (row, 1), (run, 1), word.itemsize, threads())
             pieces.append((k, offset * inner, serial_copy(plan)))
         offset += s.dims[dimension]
-    take = POOL.take
     if 1 < len(operand_shapes) <= _CONCAT_ROWS_MAX and outer:
         # every row of the result in one call, its operands' runs in turn: the result
         # written in order, one dispatch (a 2 x 128 KiB concatenate: 15.9 us in two copy
         # plans' calls, 9.1 us their plain row copies)
-        runs = np.array([product(s.dims[dimension:]) for s in operand_shapes], np.int64)
-        offsets = np.array([sum(s.dims[dimension] for s in operand_shapes[:k]) * inner
-                            for k in range(len(operand_shapes))], np.int64)
 
         def run_rows(*operands):
             srcs = tuple([read(x) for read, x in zip(reads, operands)])
             if any(s is None for s in srcs):
                 return concatenate(*operands, shape=shape, dimension=dimension)
             out = take(nbytes).view(word)
-            _concat_rows(out, srcs, runs, offsets, outer, row)
+            _concat_rows(out, tuple([_read_only(s) for s in srcs]), runs, offsets, outer, row)
             return out.view(dtype).reshape(dims)
         return run_rows
 
@@ -1050,6 +1095,26 @@ def _concat_rows(out, srcs, runs, offsets, outer, row):
             n = runs[k]
             if n > 0:
                 _copy_run(out, ob + offsets[k], 1, srcs[k], o * n, 1, 0, n)
+
+
+@njit(**_opts)
+def _concat_range(w0, w1, out, srcs, runs, offsets, row, chunk, nch):
+    """Work items [w0, w1) of a concatenate's result, in the result's order: per row of
+    ``row`` elements, operand k's run of ``runs[k]`` elements in ``nch[k]`` pieces of
+    ``chunk``."""
+    per = 0
+    for k in range(len(srcs)):
+        per += nch[k]
+    for w in range(w0, w1):
+        o = w // per
+        c = w - o * per
+        k = 0
+        while c >= nch[k]:
+            c -= nch[k]
+            k += 1
+        n = runs[k]
+        j0 = c * chunk
+        _copy_run(out, o * row + offsets[k], 1, srcs[k], o * n, 1, j0, min(n, j0 + chunk))
 
 
 concatenate.prepare = _concatenate_prepare
