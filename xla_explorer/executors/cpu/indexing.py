@@ -52,8 +52,8 @@ from ..jit_cache import load_source
 from ..loopgen import LoopSource
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD
 from . import kernel
-from .shape import (POOL, _copy_run, _move, as_result, copy_words, in_threads, merge_dims, new_words, product,
-                    row_major_strides, strided_copy, threads, word_dtype, word_reader, words)
+from .shape import (POOL, _copy_flat, _copy_run, _move, as_result, copy_words, in_threads, merge_dims, new_words,
+                    product, row_major_strides, strided_copy, threads, word_dtype, word_reader, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -1253,7 +1253,7 @@ def _scatter_prepare(operand_shapes, *, shape, update_computation, update_window
         if big:
             strided_copy(out, 0, (1,), x, 0, (1,), (total,))
         else:
-            np.copyto(out, x)
+            _copy_flat(out, x)
         if not as_bits:
             out, u = out.view(work), u.view(work)
         nthreads = threads()
