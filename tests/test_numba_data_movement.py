@@ -777,3 +777,16 @@ def test_runs_copied_past_memmoves_4k_aliasing(t):
         got = a.copy()
         cpu_shape._copy_flat(got[hi:hi + n], got[lo:lo + n])
         assert got.tobytes() == want.tobytes(), shift
+
+
+@pytest.mark.parametrize("starts", [(3, 5), (-4, 2), (39, 29), (2 ** 63 + 5, 1), (0, 2 ** 40)])
+def test_prepared_dynamic_update_slice_clamps_its_starts(starts):
+    """The run plan's dynamic-update-slice (``_dus_prepare``) clamps its starts as the
+    reference does: negative to 0, past the end to the last start that fits, a huge u64
+    start as the large number it is."""
+    x, u = values((40, 30), "f32"), values((10, 7), "f32", seed=1)
+    dtype = np.uint64 if any(s >= 2 ** 31 for s in starts) else np.int32
+    if dtype is np.uint64 and min(starts) < 0:
+        return
+    s = [np.array(v, dtype) for v in starts]
+    check(lambda p, q, a, b: xe.DynamicUpdateSlice(p, q, [a, b]), x, u, *s)
