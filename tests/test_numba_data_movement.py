@@ -790,3 +790,27 @@ def test_prepared_dynamic_update_slice_clamps_its_starts(starts):
         return
     s = [np.array(v, dtype) for v in starts]
     check(lambda p, q, a, b: xe.DynamicUpdateSlice(p, q, [a, b]), x, u, *s)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16"])
+@pytest.mark.parametrize("name", ["add", "multiply", "maximum", "minimum"])
+def test_single_element_scatter_flushes_around_nans_and_denormals(t, name):
+    """In XLA:CPU's environment the single-element loops combine without flushing where no
+    operand nor the result is below the normal range (``_single_loops``): denormal operands
+    and results, NaNs beside denormals, infinities, signed zeros give the reference's bits."""
+    dtype = xe.Shape(t, ()).dtype
+    tiny = float(np.finfo(np.float64 if t == "f64" else np.float32).tiny)
+    special = [0.0, -0.0, tiny / 4, -tiny / 4, tiny, -tiny, tiny * 1.5, np.nan, -np.nan, np.inf, -np.inf, 1.0,
+               -2.5, 3e38 if t != "f64" else 1e308, tiny / 3]
+    pairs = [(a, b) for a in special for b in special]
+    x = np.array([a for a, _ in pairs], np.float64).astype(dtype)
+    u = np.array([b for _, b in pairs], np.float64).astype(dtype)
+    i = np.arange(len(pairs), dtype=np.int32).reshape(-1, 1)
+    elems = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                 index_vector_dim=1)
+    for env in ("flush", "ieee"):
+        with xe.float_env(env):
+            check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **elems), x, i, u)
+            # twice into each place: the second combination reads the first's result
+            check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **elems), x, np.concatenate([i, i]),
+                  np.concatenate([u, u[::-1]]))

@@ -1054,12 +1054,28 @@ def _single_loops(how, region, types, lines, head):
     if how != "standard":
         return head + ["    " + line for line in lines]
     t = types[0]
+    # flushing a real type: the plain combination where neither operand nor the result is
+    # below the smallest normal (then flushing changes none of them: the same bits), the
+    # flushed one otherwise.  A NaN makes the minimum NaN or leaves it at most the other
+    # values: the flushed combination again wherever one of them is below the normal range
+    # (the same million f32 adds, CPU time of 40, load 3: 3.5-3.9 -> 2.7-2.8 ms)
+    fast = fpenv.flushing(t) and _class(t) == "f" and t in fpenv.TINY
     out = []
     for code, name in enumerate(_CODES):
-        expr = _combine_expr(name, t, "out0[t]", "upd0[u]")
-        if expr is not None:
-            out.append(f"{'if' if not out else 'elif'} code == {code}:")
-            out += ["    " + line for line in head]
+        expr = _combine_expr(name, t, "a0", "b0")
+        if expr is None:
+            continue
+        out.append(f"{'if' if not out else 'elif'} code == {code}:")
+        out += ["    " + line for line in head]
+        out += ["        a0 = out0[t]", "        b0 = upd0[u]"]
+        if fast:
+            plain = _COMBINERS[name]["f"].format(a="a0", b="b0")
+            out += [f"        c0 = {plain}",   # (s0 is the start index's stride)
+                    f"        if min(abs(a0), abs(b0), abs(c0)) >= {fpenv.TINY[t]!r}:",
+                    f"            out0[t] = {finish('c0', t)}",
+                    "        else:",
+                    f"            out0[t] = {finish(expr, t)}"]
+        else:
             out.append(f"        out0[t] = {finish(expr, t)}")
     return out
 
