@@ -597,8 +597,8 @@ def test_prepared_gather_falls_back_to_the_kernel_for_other_index_types():
 @pytest.mark.parametrize("dims", [(7, 200, 64), (5, 300, 16), (9, 70, 128), (70, 9, 3), (4, 130, 2, 32)])
 @pytest.mark.parametrize("t", ["bf16", "f32", "s64"])
 def test_row_tiled_transposes(dims, t):
-    """Short rows that keep their place ([a, b, L] -> [b, a, L]): walked in tiles of up to
-    4 KiB of source-neighbour rows (``CopyPlan.row_tile``), the last tile short."""
+    """Short rows that keep their place ([a, b, L] -> [b, a, L]): walked in tiles of a few
+    result-neighbour rows (``CopyPlan.row_tile``), the last tile short."""
     perm = [1, 0] + list(range(2, len(dims)))
     check(lambda p: xe.Transpose(p, perm), values(dims, t))
 
@@ -606,3 +606,211 @@ def test_row_tiled_transposes(dims, t):
 @pytest.mark.usefixtures("parallel_from_small_sizes")
 def test_row_tiled_transposes_in_threads():
     check(lambda p: xe.Transpose(p, [1, 0, 2]), values((300, 70, 64), "f32"))
+
+
+def test_row_tiled_transposes_beyond_the_cache(monkeypatch):
+    """A row-tiled copy larger than ``ROW_TILE_CACHED_BYTES`` takes tiles of 8 result rows
+    (4 below it): both walks give the reference's result, the last tile short."""
+    from xla_explorer.executors.cpu import shape as cpu_shape
+    x = values((70, 40, 16), "f32")
+    for limit in (0, 1 << 30):
+        monkeypatch.setattr(cpu_shape, "ROW_TILE_CACHED_BYTES", limit)
+        cpu_shape.plan_copy.cache_clear()
+        for threads in (1, 2):
+            plan = cpu_shape.plan_copy((40, 70, 16), (1120, 16, 1), (16, 640, 1), 4, threads)
+            assert plan.row_tile == (8 if limit == 0 else 4) and plan.tiled == 1, plan
+        check(lambda p: xe.Transpose(p, [1, 0, 2]), x)
+    cpu_shape.plan_copy.cache_clear()
+
+
+@pytest.mark.parametrize("idtype", [np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("t, name", [("f32", "add"), ("s32", "maximum"), ("bf16", "second"), ("bf16", "add"),
+                                     ("pred", "or"), ("f32", "update_after_half")])
+def test_prepared_scatter_rows_and_elements(idtype, t, name):
+    """The run plan's scatter (``_scatter_prepare``): rows and single elements (one and two
+    index components: ``_single_loops``), duplicates and out-of-range indices, s32/s64 indices prepared, other index types and carried types
+    (bf16 added in f32) through the kernel's own path; ``check`` runs the plan too."""
+    rng = np.random.default_rng(7)
+    rows = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    hi = 250 if idtype is np.uint8 else 70
+    i = rng.integers(0 if idtype is np.uint8 else -3, hi, (90, 1)).astype(idtype)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **rows), values((64, 33), t), i,
+          values((90, 33), t, seed=2))
+    elems = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                 index_vector_dim=1)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **elems), values((300,), t), i,
+          values((90,), t, seed=4))
+    pairs = dict(update_window_dims=[], inserted_window_dims=[0, 1], scatter_dims_to_operand_dims=[0, 1],
+                 index_vector_dim=1)     # x.at[i, j]: two index components per update
+    ij = np.concatenate([i % 23, i[::-1] % 31], axis=1).astype(idtype)
+    check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **pairs), values((20, 30), t), ij,
+          values((90,), t, seed=5))
+
+
+def test_prepared_scatter_takes_other_operands_through_the_kernel():
+    """A strided operand or indices of another shape than the plan's: the kernel's own path."""
+    rows = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    x = values((40, 40), "f32")
+    i = np.array([[3], [39], [3], [-1]], np.int32)
+    u = values((4, 40), "f32", seed=1)
+    comp = build(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **rows), x, i, u)
+    want = comp.run(x, i, u)
+    for _ in range(2):
+        same_bits(comp.run(x, i, u, backend="numba"), want)
+    xt = np.ascontiguousarray(x.T).T          # the same values, not C-contiguous
+    same_bits(comp.run(xt, i, u, backend="numba"), want)
+    same_bits(comp.run(x, np.asfortranarray(i), u, backend="numba"), want)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_prepared_scatter_in_threads():
+    rng = np.random.default_rng(2)
+    rows = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                index_vector_dim=1)
+    i = rng.integers(-2, 130, (300, 1)).astype(np.int32)
+    u = values((300, 200), "f32", seed=5)
+    x = values((128, 200), "f32")
+    u[~np.isfinite(u)] = 1.0
+    x[~np.isfinite(x)] = 0.0
+    for name in ("add", "second", "update_after_half"):
+        check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **rows), x, i, u)
+
+
+def test_prepared_scatter_flushes_as_the_region_does():
+    """In XLA:CPU's environment the add flushes denormal operands and sums (its generated
+    code, as the walk's); the prepared step runs the same kernel."""
+    tiny = np.float32(1e-39)
+    x = np.array([tiny, 1.0, -tiny, 0.0], np.float32)
+    i = np.array([[0], [2], [3], [3]], np.int32)
+    u = np.array([tiny, tiny, 2.0, -tiny], np.float32)
+    elems = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                 index_vector_dim=1)
+    for env in ("flush", "ieee"):
+        with xe.float_env(env):
+            check(lambda p, q, v: xe.Scatter(p, q, v, _region("add"), **elems), x, i, u)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_prepared_pad_in_threads():
+    """The run plan's pad above the copy threshold (``_pad_prepare``: the rows' operand
+    offsets computed once, the rows shared by ``in_threads``): interior and negative edge
+    padding of outer dimensions, and few long rows cut into pieces."""
+    check(lambda p, v: xe.Pad(p, v, [(0, 0, 0), (2, 3, 1), (-1, 2, 0)]), values((16, 50, 48), "f32"),
+          values((), "f32", seed=4))
+    check(lambda p, v: xe.Pad(p, v, [(1, -1, 0), (-7, 300, 2)]), values((3, 20000), "bf16"),
+          values((), "bf16", seed=5))
+    check(lambda p, v: xe.Pad(p, v, [(3, 1, 2), (0, 0, 0)]), values((700, 64), "s64"), values((), "s64", seed=6))
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+def test_prepared_copies_in_threads_of_read_only_and_writeable_operands():
+    """The run plan's large copies (``shape.threaded_copy``: a launch per thread count and
+    kind of source) take a read-only operand (another Numba type) after a writeable one and
+    the other way round, and strided operands through the kernel."""
+    x = values((96, 130, 5), "f32")
+    ro = x.copy()
+    ro.flags.writeable = False
+    for f in (lambda p: xe.Transpose(p, [1, 0, 2]), lambda p: xe.Slice(p, [1, 3, 0], [96, 130, 5], [2, 1, 2]),
+              lambda p: xe.Rev(p, [1])):
+        comp = build(f, x)
+        want = comp.run(x)
+        for a in (x, ro, x, ro, np.asfortranarray(x)):
+            same_bits(comp.run(a, backend="numba"), want)
+
+
+def test_prepared_concatenate_of_read_only_and_writeable_operands():
+    """The run plan's concatenate takes its operands as one tuple (``shape._read_only``: one
+    Numba type): a read-only operand beside a writeable one, serial and in threads."""
+    x = values((30, 41), "f32")
+    ro = values((30, 41), "f32", seed=1)
+    ro.flags.writeable = False
+    for d in (0, 1):
+        comp = build(lambda p, q: xe.Concatenate(p, q, p, dimension=d), x, ro)
+        want = comp.run(x, ro)
+        for a, b in ((x, ro), (ro, x), (ro, ro), (x, x)):
+            same_bits(comp.run(a, b, backend="numba"), comp.run(a, b))
+        same_bits(comp.run(x, ro, backend="numba"), want)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+@pytest.mark.parametrize("t", ["pred", "bf16", "f32", "c128"])
+def test_prepared_concatenate_in_threads(t):
+    """Above the copy threshold (``_concat_range``): rows shared whole, or few rows whose
+    runs are cut into pieces (concatenating along dimension 0, or few long rows), empty
+    operands among them, read-only operands."""
+    a, b = values((40, 300, 3), t), values((40, 120, 3), t, seed=1)
+    e = values((40, 0, 3), t, seed=2)
+    check(lambda p, q, r: xe.Concatenate(p, r, q, p, dimension=1), a, b, e)        # 40 rows
+    check(lambda p, q: xe.Concatenate(p, q, dimension=0), a.reshape(120, 300), values((30, 300), t, seed=3))
+    check(lambda p, q: xe.Concatenate(q, p, dimension=1), a.reshape(2, 18000), values((2, 5000), t, seed=4))
+    ro = b.copy()
+    ro.flags.writeable = False
+    check(lambda p, q: xe.Concatenate(p, q, dimension=1), a, ro)
+
+
+@pytest.mark.parametrize("t", ["u8", "bf16", "f32", "s64", "c128"])
+def test_runs_copied_past_memmoves_4k_aliasing(t):
+    """``shape._move`` copies a run of 2 KiB or more whose destination lies 1-63 bytes after
+    its source modulo 4 KiB by an element loop (glibc's memmove is 5-12x slower there),
+    memmove's order kept where the two overlap; every offset gives the same elements."""
+    from xla_explorer.executors.cpu import shape as cpu_shape
+    dtype = xe.Shape(t, ()).dtype
+    word = cpu_shape.word_dtype(dtype)
+    n = 3000 * 16 // word.itemsize          # 48000 bytes: past the 2 KiB of the check
+    src = values((n + 4096,), t).view(word)
+    big = np.zeros(n + 8192 // word.itemsize, word)
+    s0 = (-src.ctypes.data) % 4096 // word.itemsize
+    b0 = (-big.ctypes.data) % 4096 // word.itemsize
+    for delta in sorted({0, word.itemsize, 16, 48, 64, 4096 - 16} - {d for d in (16, 48) if d % word.itemsize}):
+        d = big[b0 + delta // word.itemsize:][:n]
+        s = src[s0:s0 + n]
+        d[:] = 0
+        cpu_shape._copy_flat(d, s)
+        assert d.tobytes() == s.tobytes(), delta
+    a = np.arange(4 * n, dtype=np.int64).view(word)[:n + 8]
+    for shift in (1, -1):    # overlapping: the destination 8 bytes after / before the source
+        want = a.copy()
+        lo, hi = (0, 8 // word.itemsize) if shift > 0 else (8 // word.itemsize, 0)
+        want[hi:hi + n] = want[lo:lo + n].copy()
+        got = a.copy()
+        cpu_shape._copy_flat(got[hi:hi + n], got[lo:lo + n])
+        assert got.tobytes() == want.tobytes(), shift
+
+
+@pytest.mark.parametrize("starts", [(3, 5), (-4, 2), (39, 29), (2 ** 63 + 5, 1), (0, 2 ** 40)])
+def test_prepared_dynamic_update_slice_clamps_its_starts(starts):
+    """The run plan's dynamic-update-slice (``_dus_prepare``) clamps its starts as the
+    reference does: negative to 0, past the end to the last start that fits, a huge u64
+    start as the large number it is."""
+    x, u = values((40, 30), "f32"), values((10, 7), "f32", seed=1)
+    dtype = np.uint64 if any(s >= 2 ** 31 for s in starts) else np.int32
+    if dtype is np.uint64 and min(starts) < 0:
+        return
+    s = [np.array(v, dtype) for v in starts]
+    check(lambda p, q, a, b: xe.DynamicUpdateSlice(p, q, [a, b]), x, u, *s)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16"])
+@pytest.mark.parametrize("name", ["add", "multiply", "maximum", "minimum"])
+def test_single_element_scatter_flushes_around_nans_and_denormals(t, name):
+    """In XLA:CPU's environment the single-element loops combine without flushing where no
+    operand nor the result is below the normal range (``_single_loops``): denormal operands
+    and results, NaNs beside denormals, infinities, signed zeros give the reference's bits."""
+    dtype = xe.Shape(t, ()).dtype
+    tiny = float(np.finfo(np.float64 if t == "f64" else np.float32).tiny)
+    special = [0.0, -0.0, tiny / 4, -tiny / 4, tiny, -tiny, tiny * 1.5, np.nan, -np.nan, np.inf, -np.inf, 1.0,
+               -2.5, 3e38 if t != "f64" else 1e308, tiny / 3]
+    pairs = [(a, b) for a in special for b in special]
+    x = np.array([a for a, _ in pairs], np.float64).astype(dtype)
+    u = np.array([b for _, b in pairs], np.float64).astype(dtype)
+    i = np.arange(len(pairs), dtype=np.int32).reshape(-1, 1)
+    elems = dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                 index_vector_dim=1)
+    for env in ("flush", "ieee"):
+        with xe.float_env(env):
+            check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **elems), x, i, u)
+            # twice into each place: the second combination reads the first's result
+            check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **elems), x, np.concatenate([i, i]),
+                  np.concatenate([u, u[::-1]]))

@@ -169,8 +169,8 @@ def copy_words(array):
     out = POOL.take(src.nbytes).view(src.dtype)
     if src.size >= MOVE_PARALLEL_THRESHOLD:
         strided_copy(out, 0, (1,), src, 0, (1,), (src.size,))
-    else:
-        np.copyto(out, src)
+    elif src.size:
+        _copy_flat(out, src)
     return out
 
 
@@ -234,7 +234,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_workers)
 
 
-def in_threads(fn, n, parallel, *args):
+def in_threads(fn, n, parallel, *args, compiled=False):
     """``fn(lo, hi, *args)`` over [0, n): with ``parallel``, cut into about four parts per
     Numba thread, which the calling thread and worker threads take in turn (``fn`` is a
     ``nogil`` Numba function, so they run at once).  The caller waits only for parts another
@@ -247,7 +247,8 @@ def in_threads(fn, n, parallel, *args):
     part to finish releases one lock the caller waits on, so a launch is two thread
     wake-ups and a few Python steps per part.  It saves the compilation of a parallel
     wrapper (over a second each, cold) and does not spin-wait when another process wants
-    the core."""
+    the core.  ``compiled``: the caller knows ``fn`` ran for these argument types before
+    (no call on an empty range first, below: a dispatch of its arguments, 1-3 us)."""
     k = min(threads(), n) if parallel else 1
     if k <= 1:
         fn(0, n, *args)
@@ -264,7 +265,8 @@ def in_threads(fn, n, parallel, *args):
     # compile (or load) fn for these argument types here, on an empty range, before other
     # threads call it: Numba compiling one function in several threads at once can fail
     # ("no compiled object yet for <Library ...>")
-    fn(0, 0, *args)
+    if not compiled:
+        fn(0, 0, *args)
     for inbox in _workers(k - 1)[:k - 1]:
         inbox.put(job)
     job.work()
@@ -300,12 +302,12 @@ class CopyPlan:
     with the way to walk it: rows of the last dimension (``chunk`` elements per work item)
     or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
 
-    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "vb", "run")
+    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "tiled", "vb", "run")
 
     def __repr__(self):
         return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
                 f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk}, "
-                f"row_tile={self.row_tile}, vb={self.vb}, run={self.run})")
+                f"row_tile={self.row_tile}, tiled={self.tiled}, vb={self.vb}, run={self.run})")
 
 
 def merge_dims(dims, *strides):
@@ -365,6 +367,11 @@ def _staging(plan, itemsize, src_row, dst_row, run):
     plan.tile, plan.vb, plan.run = staged
 
 
+#: a copy of at most this many bytes (its source and result within half of a 32 MiB L3)
+#: walks its row tiles 4 rows at a time, a larger one 8 (``plan_copy``)
+ROW_TILE_CACHED_BYTES = 8 << 20
+
+
 @functools.lru_cache(maxsize=4096)
 def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
     """The CopyPlan of a loop nest (all arguments tuples/ints, so that it can be cached)."""
@@ -388,18 +395,25 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
                 _staging(plan, itemsize, abs(sstr[-1]), abs(dstr[a]), mdims[-1])
     # short rows contiguous on both sides, the rows before them in another order in the
     # source (a transposition of blocks: [a, b, 64] -> [b, a, 64]): walked in tiles of
-    # ``row_tile`` source-neighbour rows, so that the reads are runs of about 4 KiB too
-    # (rows one by one in the result's order: 0.32 ms for 4 MiB of rows of 64 f32; tiles
-    # of 4 rows 0.12 ms, NumPy's plain copy 0.09 ms; runs of 4 KiB rather than 1 KiB, load
-    # 4, one thread: rows of 128 f32 0.22 -> 0.19 ms at 4 MiB, 15.0 -> 9.0 at 32 MiB; of
-    # 32 f32 0.28 -> 0.24 at 4 MiB; of 64 f32, two threads, 0.26 -> 0.23), fewer where
-    # that would leave under four work items per thread
-    plan.row_tile = 0
+    # ``row_tile`` rows that are neighbours in the result (dimension r - 2), all the
+    # source-neighbour rows of dimension ``a`` through each, so that a tile writes runs
+    # of ``row_tile`` rows and reads ``row_tile`` sequential streams (rows one by one in
+    # the result's order: 0.32 ms for 4 MiB of rows of 64 f32; tiles of 4 rows 0.12 ms,
+    # NumPy's plain copy 0.09 ms, on an earlier machine).  Measured on the AMD EPYC (one
+    # thread, min of 150 interleaved, load 3.8; NumPy's plain copy 0.114-0.118 ms): at
+    # 4 MiB, rows of 64 f32 [128, 128, 64] 0.142 ms in tiles of 4 result rows against
+    # 0.221 in the tiles of 16 source rows (4 KiB runs) taken before, [64, 256, 64] 0.145
+    # against 0.180, rows of 32 f32 0.150 against 0.157, of 128 f32 0.134 against 0.130;
+    # beyond the cache (32 MiB, min of 12) tiles of 8: 3.2 / 2.8 / 3.6 ms for rows of 64 /
+    # 128 / 32 f32 against 3.1 / 2.7 / 4.2 before.  Fewer rows a tile where that would
+    # leave under four work items per thread
+    plan.row_tile, plan.tiled = 0, -1
     if r >= 3 and sstr[-1] == 1 and dstr[-1] == 1 and mdims[-1] * itemsize <= 512:
         a = min(range(r - 1), key=lambda d: abs(sstr[d]))
         if a != r - 2 and abs(sstr[a]) == mdims[-1] and abs(sstr[a]) < abs(sstr[r - 2]) and mdims[a] >= 2:
-            plan.tile_dim = a
-            plan.row_tile = max(2, min(64, 4096 // (mdims[-1] * itemsize), mdims[a] // (4 * nthreads)))
+            plan.tile_dim, plan.tiled = a, r - 2
+            most = 4 if product(mdims) * itemsize <= ROW_TILE_CACHED_BYTES else 8
+            plan.row_tile = max(2, min(most, mdims[r - 2] // (4 * nthreads)))
     rows = plan.n // mdims[-1]
     plan.chunk = mdims[-1]
     if rows < 4 * nthreads and mdims[-1] >= 8192:
@@ -458,20 +472,57 @@ def _copy_even(typingctx, dst, do, src, so):
     return types.void(dst, do, src, so), codegen
 
 
+#: a run of at least this many bytes whose destination lies 1-63 bytes after its source,
+#: modulo 4 KiB, is copied by a loop, not by memmove (``_move``)
+ALIASED_RUN_BYTES = 2048
+
+
 @intrinsic
 def _move(typingctx, dst, do, src, so, n):
     """``dst[do:do + n] = src[so:so + n]`` by ``llvm.memmove`` (the C library's memmove: a
     long run copied at NumPy's speed; the element loop ran 20-25% slower inside the copy
-    kernels)."""
+    kernels on an earlier machine, as fast on the AMD EPYC).
+
+    Except where the destination lies 1-63 bytes after the source modulo 4 KiB and the run
+    is 2 KiB or more: there glibc's memmove (``rep movsb`` from 2 KiB) runs 5-12x slower
+    on the AMD EPYC (4 KiB aliasing: every load waits on a recent store to the same offset
+    in a page; a 256 KiB copy 7.5 us, 88 us with the destination 16 bytes ahead), and two
+    equal heap blocks allocated one after the other are 16 bytes apart modulo 4 KiB.  Such
+    a run (the arrays not overlapping) is copied by an element loop (vectorised; 7.7 us)."""
 
     def codegen(context, builder, sig, args):
         dstv, dov, srcv, sov, nv = args
         d = builder.gep(context.make_array(sig.args[0])(context, builder, dstv).data, [dov])
         s = builder.gep(context.make_array(sig.args[2])(context, builder, srcv).data, [sov])
-        cgutils.raw_memmove(builder, d, s, nv, context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype)))
+        size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+        i64 = ir.IntType(64)
+        di, si = builder.ptrtoint(d, i64), builder.ptrtoint(s, i64)
+        nbytes = builder.mul(nv, ir.Constant(i64, size))
+        delta = builder.and_(builder.sub(di, si), ir.Constant(i64, 4095))
+        aliased = builder.icmp_unsigned("<", builder.sub(delta, ir.Constant(i64, 1)), ir.Constant(i64, 63))
+        long_run = builder.icmp_signed(">=", nbytes, ir.Constant(i64, ALIASED_RUN_BYTES))
+        # (a real overlap, the destination ahead inside the source, needs memmove's order)
+        ahead = builder.icmp_unsigned(">", di, si)
+        inside = builder.icmp_unsigned("<", builder.sub(di, si), nbytes)
+        overlap = builder.and_(ahead, inside)
+        loop = builder.and_(builder.and_(aliased, long_run), builder.not_(overlap))
+        with builder.if_else(loop) as (then, otherwise):
+            with then:
+                with cgutils.for_range(builder, nv) as it:
+                    v = builder.load(builder.gep(s, [it.index]))
+                    builder.store(v, builder.gep(d, [it.index]))
+            with otherwise:
+                cgutils.raw_memmove(builder, d, s, nv, size)
         return context.get_dummy_value()
 
     return types.void(dst, do, src, so, n), codegen
+
+
+@njit(**_opts)
+def _copy_flat(dst, src):
+    """``dst[:] = src`` (flat arrays of one type) through ``_move``: NumPy's copy is glibc's
+    memmove, whatever the arrays' offsets modulo 4 KiB."""
+    _move(dst, 0, src, 0, src.shape[0])
 
 
 @njit(inline="always", **_opts)
@@ -725,28 +776,49 @@ def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, vb, 
 
 
 @njit(**_opts)
-def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile):
-    """Tiles [w0, w1) of rows: ``tile`` rows along dimension ``a`` (neighbours in the
-    source) times all rows along dimension r - 2 (neighbours in the result), rows of the
-    last dimension with unit steps on both sides; the other dimensions' index and the
-    tile's place along ``a`` from the work item."""
+def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, t):
+    """Tiles [w0, w1) of rows of the last dimension (unit steps on both sides): ``tile``
+    rows along dimension ``t`` times all rows along the other of ``a`` (the source's
+    neighbour rows) and r - 2 (the result's), ``t`` being one of them; the other
+    dimensions' index and the tile's place along ``t`` from the work item."""
     r = dims.shape[0]
     L = dims[r - 1]
-    na = (dims[a] + tile - 1) // tile
+    f = r - 2 if t == a else a
+    # (the strides in locals: read from their arrays inside the loops, they were read
+    # again after every store, which may alias them as far as LLVM knows)
+    nf, df, sf = dims[f], dstr[f], sstr[f]
+    dt, st = dstr[t], sstr[t]
+    nt = (dims[t] + tile - 1) // tile
     for w in range(w0, w1):
-        outer = w // na
-        ta = w - outer * na
+        outer = w // nt
+        tt = w - outer * nt
         do, so = _outer_bases(outer, r - 3, a, dims, dstr, sstr, dbase, sbase)
-        i0 = ta * tile
-        i1 = min(dims[a], i0 + tile)
-        for j in range(dims[r - 2]):
-            dj = do + j * dstr[r - 2]
-            sj = so + j * sstr[r - 2]
+        i0 = tt * tile
+        i1 = min(dims[t], i0 + tile)
+        for j in range(nf):
+            dj = do + j * df
+            sj = so + j * sf
             for i in range(i0, i1):
-                o = dj + i * dstr[a]
-                s = sj + i * sstr[a]
+                o = dj + i * dt
+                s = sj + i * st
                 for k in range(L):
                     dst[uint64(o + k)] = src[uint64(s + k)]
+
+
+def copy_launch(plan):
+    """How ``run_copy`` runs ``plan``: (the range kernel, its work items, its arguments
+    after ``dst, dbase, src, sbase``)."""
+    if plan.tile:
+        a, tile = plan.tile_dim, plan.tile
+        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
+        return _tiles_range, items, (plan.dims, plan.dstr, plan.sstr, a, tile, plan.vb, plan.run)
+    if plan.row_tile:
+        a, tile, t = plan.tile_dim, plan.row_tile, plan.tiled
+        items = -(-int(plan.dims[t]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
+        return _rowtiles_range, items, (plan.dims, plan.dstr, plan.sstr, a, tile, t)
+    nch = -(-int(plan.dims[-1]) // plan.chunk)
+    items = nch * (plan.n // int(plan.dims[-1]))
+    return _rows_range, items, (plan.dims, plan.dstr, plan.sstr, plan.chunk, nch)
 
 
 def run_copy(plan, dst, dbase, src, sbase):
@@ -757,21 +829,8 @@ def run_copy(plan, dst, dbase, src, sbase):
     whose other processes keep the cores busy, a 4 MiB transposition took 5-8 ms (median)
     in two threads and 1.5 ms in one; with ``in_threads`` the calling thread takes the
     parts a descheduled worker has not started."""
-    par = plan.n >= MOVE_PARALLEL_THRESHOLD
-    if plan.tile:
-        a, tile = plan.tile_dim, plan.tile
-        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
-        in_threads(_tiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile,
-                   plan.vb, plan.run)
-    elif plan.row_tile:
-        a, tile = plan.tile_dim, plan.row_tile
-        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
-        in_threads(_rowtiles_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, a, tile)
-    else:
-        nch = -(-int(plan.dims[-1]) // plan.chunk)
-        items = nch * (plan.n // int(plan.dims[-1]))
-        in_threads(_rows_range, items, par, dst, dbase, src, sbase, plan.dims, plan.dstr, plan.sstr, plan.chunk,
-                   nch)
+    fn, items, extra = copy_launch(plan)
+    in_threads(fn, items, plan.n >= MOVE_PARALLEL_THRESHOLD, dst, dbase, src, sbase, *extra)
 
 
 def strided_copy(dst, dbase, dst_strides, src, sbase, src_strides, dims):
@@ -797,31 +856,39 @@ def gathered_copy(operand, shape, src_base, src_strides):
 # A run plan (``numba_executor._Program``) calls a kernel's ``prepare`` hook once per step,
 # with the operands' static shapes and the attributes: what every run of the kernel would
 # compute again in Python (strides, the copy plan, work items, word types) is decided
-# there, and the step then calls the returned function of the operand values.  Only copies
-# that run in the calling thread (fewer than MOVE_PARALLEL_THRESHOLD elements) are prepared:
-# there the Python set-up was most of the run (a 256 KiB slice: 12 us, its loop 4 us); a
-# larger copy takes the kernel's own path.  The prepared function checks that each operand
-# is a C-contiguous array of the static dims and dtype, and otherwise calls the kernel.
+# there, and the step then calls the returned function of the operand values.  For copies
+# that run in the calling thread (fewer than MOVE_PARALLEL_THRESHOLD elements) the Python
+# set-up was most of the run (a 256 KiB slice: 12 us, its loop 4 us); a larger one is
+# prepared too (``threaded_copy``: a plan per thread count).  The prepared function checks
+# that each operand is a C-contiguous array of the static dims and dtype, and otherwise
+# calls the kernel.
 
 def serial_copy(plan):
     """``run_copy(plan, dst, dbase, src, sbase)`` in the calling thread, as a function of
     those four, its walk and work-item count decided once."""
-    if plan.tile:
-        a, tile = plan.tile_dim, plan.tile
-        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
-        dims, dstr, sstr, vb, stage = plan.dims, plan.dstr, plan.sstr, plan.vb, plan.run
-        return lambda dst, dbase, src, sbase: _tiles_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, a,
-                                                           tile, vb, stage)
-    if plan.row_tile:
-        a, tile = plan.tile_dim, plan.row_tile
-        items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
-        dims, dstr, sstr = plan.dims, plan.dstr, plan.sstr
-        return lambda dst, dbase, src, sbase: _rowtiles_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, a,
-                                                              tile)
-    nch = -(-int(plan.dims[-1]) // plan.chunk)
-    items = nch * (plan.n // int(plan.dims[-1]))
-    dims, dstr, sstr, chunk = plan.dims, plan.dstr, plan.sstr, plan.chunk
-    return lambda dst, dbase, src, sbase: _rows_range(0, items, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch)
+    fn, items, extra = copy_launch(plan)
+    return lambda dst, dbase, src, sbase: fn(0, items, dst, dbase, src, sbase, *extra)
+
+
+def threaded_copy(dims, dst_strides, src_strides, itemsize):
+    """``strided_copy`` of a large loop nest (``MOVE_PARALLEL_THRESHOLD`` elements or more)
+    as a function of ``dst, dbase, src, sbase``, shared by ``in_threads``: the copy plan
+    and its launch decided once per thread count (the run's: ``numba_setup.enter_run``
+    takes one thread on a busy machine), not per call (plan_copy's cache key and the
+    launch's arithmetic: 20-25 us of a 4 MiB stride-2 slice's 160, one thread, load 4)."""
+    launches = {}   # (thread count, the source writeable: its Numba type) -> launch
+
+    def copy(dst, dbase, src, sbase):
+        key = (threads(), src.flags.writeable)
+        got = launches.get(key)
+        if got is None:   # (the first call of its kind: in_threads compiles fn first)
+            fn, items, extra = launches[key] = copy_launch(plan_copy(dims, dst_strides, src_strides, itemsize,
+                                                                     key[0]))
+            in_threads(fn, items, True, dst, dbase, src, sbase, *extra)
+            return
+        fn, items, extra = got
+        in_threads(fn, items, True, dst, dbase, src, sbase, *extra, compiled=True)
+    return copy
 
 
 def serial(shape):
@@ -844,14 +911,23 @@ def word_reader(operand_shape):
     return read
 
 
+def large(shape):
+    """Whether a result of ``shape`` is moved by a word kernel in threads (``threaded_copy``)."""
+    return (shape.is_array and shape.is_static and shape.numel >= MOVE_PARALLEL_THRESHOLD
+            and np.dtype(shape.dtype).itemsize in _WORDS and not np.dtype(shape.dtype).hasobject)
+
+
 def prepared_gathered_copy(operand_shape, shape, src_base, src_strides, kernel):
     """``gathered_copy`` prepared (see above), or None; ``kernel``: the general path."""
-    if not serial(shape) or np.dtype(operand_shape.dtype).itemsize != np.dtype(shape.dtype).itemsize:
+    if not (serial(shape) or large(shape)) or np.dtype(operand_shape.dtype).itemsize != np.dtype(shape.dtype).itemsize:
         return None
     word = word_dtype(shape.dtype)
     nbytes, dtype, dims = shape.numel * word.itemsize, shape.dtype, shape.dims
-    copy = serial_copy(plan_copy(tuple(dims), row_major_strides(dims), tuple(src_strides), word.itemsize,
-                                 threads()))
+    if serial(shape):
+        copy = serial_copy(plan_copy(tuple(dims), row_major_strides(dims), tuple(src_strides), word.itemsize,
+                                     threads()))
+    else:
+        copy = threaded_copy(tuple(dims), row_major_strides(dims), tuple(src_strides), word.itemsize)
     read = word_reader(operand_shape)
     take = POOL.take
 
@@ -950,8 +1026,22 @@ def concatenate(*operands, shape, dimension):
     return as_result(out, shape)
 
 
+def _read_only(a):
+    """A read-only view of ``a``: the operands a kernel takes as one tuple then have one
+    Numba type, whichever of them the caller can write (a tuple of a read-only and a
+    writeable array is heterogeneous: a loop over it does not compile)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def _concatenate_prepare(operand_shapes, *, shape, dimension):
-    if not serial(shape) or any(np.dtype(s.dtype) != np.dtype(shape.dtype) for s in operand_shapes):
+    """The concatenate prepared for a run plan: below ``MOVE_PARALLEL_THRESHOLD`` every row
+    of the result in one call (``_concat_rows``) or one serial copy per operand; above it
+    every row's runs as the work items of one ``in_threads`` launch (``_concat_range``,
+    runs cut into pieces where the rows are too few to share), decided per thread count."""
+    if not (serial(shape) or large(shape)) or any(np.dtype(s.dtype) != np.dtype(shape.dtype)
+                                                  for s in operand_shapes):
         return None
     word = word_dtype(shape.dtype)
     nbytes, dtype, dims = shape.numel * word.itemsize, shape.dtype, shape.dims
@@ -959,6 +1049,41 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
     row = product(dims[dimension:])
     inner = product(dims[dimension + 1:])
     reads = [word_reader(s) for s in operand_shapes]
+    take = POOL.take
+    runs = np.array([product(s.dims[dimension:]) for s in operand_shapes], np.int64)
+    offsets = np.array([sum(s.dims[dimension] for s in operand_shapes[:k]) * inner
+                        for k in range(len(operand_shapes))], np.int64)
+    if large(shape):
+        if not (1 < len(operand_shapes) <= _CONCAT_ROWS_MAX and outer):
+            return None
+        launches = {}   # thread count -> (work items, chunk, pieces of each run)
+
+        def launch(k):
+            # whole runs when the rows are enough to share, else runs cut into pieces of
+            # at least 4096 elements, about 4 a thread
+            chunk = max(1, int(runs.max()))
+            if outer < 4 * k:
+                chunk = max(4096, -(-row // (4 * k)))
+            nch = np.array([-(-int(r) // chunk) for r in runs], np.int64)
+            got = launches[k] = (outer * int(nch.sum()), chunk, nch)
+            return got
+
+        def run_large(*operands):
+            srcs = tuple([read(x) for read, x in zip(reads, operands)])
+            if any(s is None for s in srcs):
+                return concatenate(*operands, shape=shape, dimension=dimension)
+            srcs = tuple([_read_only(s) for s in srcs])
+            out = take(nbytes).view(word)
+            k = threads()
+            got = launches.get(k)
+            if got is None:   # (the first call for this count: in_threads compiles first)
+                items, chunk, nch = launch(k)
+                in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch)
+            else:
+                items, chunk, nch = got
+                in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch, compiled=True)
+            return out.view(dtype).reshape(dims)
+        return run_large
     pieces = []   # (operand index, where in out, the serial copy): as the kernel's pieces
     offset = 0
     for k, s in enumerate(operand_shapes):
@@ -967,21 +1092,17 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             plan = plan_copy((outer, run), (row, 1), (run, 1), word.itemsize, threads())
             pieces.append((k, offset * inner, serial_copy(plan)))
         offset += s.dims[dimension]
-    take = POOL.take
     if 1 < len(operand_shapes) <= _CONCAT_ROWS_MAX and outer:
         # every row of the result in one call, its operands' runs in turn: the result
         # written in order, one dispatch (a 2 x 128 KiB concatenate: 15.9 us in two copy
         # plans' calls, 9.1 us their plain row copies)
-        runs = np.array([product(s.dims[dimension:]) for s in operand_shapes], np.int64)
-        offsets = np.array([sum(s.dims[dimension] for s in operand_shapes[:k]) * inner
-                            for k in range(len(operand_shapes))], np.int64)
 
         def run_rows(*operands):
             srcs = tuple([read(x) for read, x in zip(reads, operands)])
             if any(s is None for s in srcs):
                 return concatenate(*operands, shape=shape, dimension=dimension)
             out = take(nbytes).view(word)
-            _concat_rows(out, srcs, runs, offsets, outer, row)
+            _concat_rows(out, tuple([_read_only(s) for s in srcs]), runs, offsets, outer, row)
             return out.view(dtype).reshape(dims)
         return run_rows
 
@@ -1011,6 +1132,26 @@ def _concat_rows(out, srcs, runs, offsets, outer, row):
             n = runs[k]
             if n > 0:
                 _copy_run(out, ob + offsets[k], 1, srcs[k], o * n, 1, 0, n)
+
+
+@njit(**_opts)
+def _concat_range(w0, w1, out, srcs, runs, offsets, row, chunk, nch):
+    """Work items [w0, w1) of a concatenate's result, in the result's order: per row of
+    ``row`` elements, operand k's run of ``runs[k]`` elements in ``nch[k]`` pieces of
+    ``chunk``."""
+    per = 0
+    for k in range(len(srcs)):
+        per += nch[k]
+    for w in range(w0, w1):
+        o = w // per
+        c = w - o * per
+        k = 0
+        while c >= nch[k]:
+            c -= nch[k]
+            k += 1
+        n = runs[k]
+        j0 = c * chunk
+        _copy_run(out, o * row + offsets[k], 1, srcs[k], o * n, 1, j0, min(n, j0 + chunk))
 
 
 concatenate.prepare = _concatenate_prepare
