@@ -24,6 +24,8 @@ from test_indexing import INDEX_DTYPES, indexing_configs  # noqa: E402  (random 
 
 from xla_explorer.executors import cpu  # noqa: E402
 from xla_explorer.executors.cpu import indexing as cpu_indexing  # noqa: E402
+from xla_explorer.executors.cpu import shape as cpu_shape  # noqa: E402
+from xla_explorer.executors.cpu import slicing as cpu_slicing  # noqa: E402
 
 cpu.load()
 
@@ -790,6 +792,39 @@ def test_prepared_dynamic_update_slice_clamps_its_starts(starts):
         return
     s = [np.array(v, dtype) for v in starts]
     check(lambda p, q, a, b: xe.DynamicUpdateSlice(p, q, [a, b]), x, u, *s)
+
+
+@pytest.mark.parametrize("itype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                                   np.uint64])
+@pytest.mark.parametrize("dims,udims", [((50,), (7,)), ((40, 30), (10, 7)), ((6, 5, 9), (2, 5, 4)),
+                                        ((9, 8), (9, 8)), ((12, 8), (1, 1))])
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "s8", "c128", "pred"])
+def test_prepared_dynamic_update_slice_clamps_in_its_kernel(itype, dims, udims, t):
+    """The run plan's dynamic-update-slice with 0-d start indices of one type clamps them
+    in the kernel's call (``_dus_clamped``; u64 starts, which may not fit int64, in Python):
+    every signed / unsigned width, starts below 0, inside, at and past the last that fits,
+    the extremes of the type; the reference's bits, and the kernel's call is the one taken."""
+    x, u = values(dims, t), values(udims, t, seed=1)
+    info = np.iinfo(itype)
+    picks = [v for v in (info.min, -3, 0, 1, 2, 5, 100, info.max) if info.min <= v <= info.max]
+    calls = []
+    real = cpu_slicing._dus_clamped
+
+    def spy(*a):
+        calls.append(1)
+        return real(*a)
+    cpu_slicing._dus_clamped = spy
+    try:
+        for k in range(len(picks)):
+            s = [np.array(picks[(k + 3 * d) % len(picks)], itype) for d in range(len(dims))]
+            check(lambda p, q, *a: xe.DynamicUpdateSlice(p, q, list(a)), x, u, *s)
+    finally:
+        cpu_slicing._dus_clamped = real
+    rows = int(np.prod(dims[:-1]))
+    if rows >= 4 * cpu_shape.threads() and itype is not np.uint64:
+        assert calls
+    elif itype is np.uint64:
+        assert not calls
 
 
 @pytest.mark.parametrize("t", ["f32", "f64", "bf16"])
