@@ -723,8 +723,9 @@ def test_prepared_copies_in_threads_of_read_only_and_writeable_operands():
 
 
 def test_prepared_concatenate_of_read_only_and_writeable_operands():
-    """The run plan's concatenate takes its operands as one tuple (``shape._read_only``: one
-    Numba type): a read-only operand beside a writeable one, serial and in threads."""
+    """The run plan's concatenate takes its operands as one tuple of one Numba type
+    (``shape._one_type``: as they are when all are writeable or none is, else read-only
+    views): a read-only operand beside a writeable one, every one read-only, none."""
     x = values((30, 41), "f32")
     ro = values((30, 41), "f32", seed=1)
     ro.flags.writeable = False
@@ -750,6 +751,9 @@ def test_prepared_concatenate_in_threads(t):
     ro = b.copy()
     ro.flags.writeable = False
     check(lambda p, q: xe.Concatenate(p, q, dimension=1), a, ro)
+    ra = a.copy()   # every operand read-only (``shape._one_type``: passed as they are)
+    ra.flags.writeable = False
+    check(lambda p, q: xe.Concatenate(p, q, dimension=1), ra, ro)
 
 
 @pytest.mark.parametrize("t", ["u8", "bf16", "f32", "s64", "c128"])

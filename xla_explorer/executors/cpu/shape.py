@@ -1035,6 +1035,17 @@ def _read_only(a):
     return v
 
 
+def _one_type(srcs):
+    """The flat operands ``srcs`` (a tuple) as one Numba type: as they are when all are
+    writeable or none is, else every one a read-only view (``_read_only``).  The views
+    cost 0.6 us each and a read-only array's dispatch 0.8 us more: of an 8x8 concatenate's
+    6.8 us step, 2.9 (load 5)."""
+    w = [s.flags.writeable for s in srcs]
+    if all(w) or not any(w):
+        return srcs
+    return tuple([_read_only(s) for s in srcs])
+
+
 def _concatenate_prepare(operand_shapes, *, shape, dimension):
     """The concatenate prepared for a run plan: below ``MOVE_PARALLEL_THRESHOLD`` every row
     of the result in one call (``_concat_rows``) or one serial copy per operand; above it
@@ -1072,7 +1083,7 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             srcs = tuple([read(x) for read, x in zip(reads, operands)])
             if any(s is None for s in srcs):
                 return concatenate(*operands, shape=shape, dimension=dimension)
-            srcs = tuple([_read_only(s) for s in srcs])
+            srcs = _one_type(srcs)
             out = take(nbytes).view(word)
             k = threads()
             got = launches.get(k)
@@ -1102,7 +1113,7 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             if any(s is None for s in srcs):
                 return concatenate(*operands, shape=shape, dimension=dimension)
             out = take(nbytes).view(word)
-            _concat_rows(out, tuple([_read_only(s) for s in srcs]), runs, offsets, outer, row)
+            _concat_rows(out, _one_type(srcs), runs, offsets, outer, row)
             return out.view(dtype).reshape(dims)
         return run_rows
 
