@@ -677,3 +677,56 @@ def test_exp_of_a_difference_under_flushing_skips_its_flushes(t, serial_loops, m
             g, o, w = np.asarray(g), np.asarray(o), np.asarray(w)
             assert np.array_equal(g.view(f"u{g.dtype.itemsize}"), o.view(f"u{o.dtype.itemsize}"))
             np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=2e-2 if t == "bf16" else 1e-6)
+
+
+def test_ftz_pos32_is_ftz32_of_every_exp_result():
+    """``ftz_pos32`` (the flush of an f32 exp's value): bit for bit ``ftz32`` on +0, every
+    denormal, the smallest normals, Inf and NaNs; and exp_f32 of every f32 in [-128, -64]
+    (its results across the normal/denormal boundary and underflow) and of random bit
+    patterns is never negative (so never -0 or a negative denormal, which it would get
+    wrong): flushed by either, the same bits."""
+    from xla_explorer.executors import scalar_lib
+    pos = np.concatenate([np.arange(0, 1 << 24, dtype=np.uint32),
+                          np.uint32([0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF, 0xFFC00000, 0xFF800001])])
+    pos = pos.view(np.float32)
+    a, b = np.empty_like(pos), np.empty_like(pos)
+    _sweep_loop(scalar_lib.ftz32)(pos, a)
+    _sweep_loop(scalar_lib.ftz_pos32)(pos, b)
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    lo, hi = np.float32(-128.0).view(np.uint32), np.float32(-64.0).view(np.uint32)
+    x = np.concatenate([np.arange(hi, lo + 1, dtype=np.uint32).view(np.float32),
+                        np.frombuffer(np.random.default_rng(5).bytes(1 << 22), np.uint32).view(np.float32),
+                        np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, -88.0, -87.3365, -103.9, -104.0, 89.0])])
+    y = np.empty_like(x)
+    _sweep_loop(scalar_lib.exp_f32)(x, y)
+    assert not np.any(np.signbit(y) & ~np.isnan(y))
+    a, b = np.empty_like(y), np.empty_like(y)
+    _sweep_loop(scalar_lib.ftz32)(y, a)
+    _sweep_loop(scalar_lib.ftz_pos32)(y, b)
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert np.any((y > 0) & (y < np.finfo(np.float32).tiny)) and np.all(b[(y > 0) & (y < np.finfo(np.float32).tiny)] == 0)
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16", "f64"])
+def test_flushed_exp_loop_with_ftz_pos32(t, serial_loops, monkeypatch):
+    """An exp loop under flushing flushes an f32 exp's value with ``ftz_pos32`` (others as
+    before): bit for bit the loop with ``ftz32`` (``emit._FTZ_POS`` off), values whose exps
+    are normal, denormal (flushed), zero, Inf, NaN; and as the reference."""
+    from xla_explorer.executors import emit
+    from xla_explorer.executors.loopgen import LoopSource
+    dt = xe.dtypes.to_numpy(t)
+    x = np.concatenate([np.linspace(-110, 90, 997), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40]]).astype(dt)
+    outs = []
+    for on in (True, False):
+        monkeypatch.setattr(emit, "_FTZ_POS", on)
+        b = xe.XlaBuilder("expflush")
+        p = xe.Parameter(b, 0, xe.Shape(t, x.shape), "x")
+        comp = b.build(xe.Mul(xe.Exp(xe.Add(p, p)), p))
+        with xe.float_env(denormals="flush"):
+            outs.append(np.asarray(comp.run(x, backend="numba")))
+            want = np.asarray(comp.run(x))
+            src = LoopSource(comp.fusion_plan().groups[0])
+        assert ("ftz_pos32(" in "\n".join(src.body)) == (on and t == "f32"), src.body
+    g, o = outs
+    assert np.array_equal(g.view(f"u{g.dtype.itemsize}"), o.view(f"u{o.dtype.itemsize}"))
+    np.testing.assert_allclose(g.astype(np.float64), want.astype(np.float64), rtol=2e-2 if t == "bf16" else 1e-6)

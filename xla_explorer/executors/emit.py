@@ -94,6 +94,10 @@ def denormal_blind(inst):
             and all(o.shape.is_array and not _is_complex(o.shape.element_type) for o in inst.operands))
 
 
+#: (a switch for A/B measurements) an f32 exp's result flushed by ``ftz_pos32``
+_FTZ_POS = True
+
+
 def emit(inst, *args, flushed=(), flush_result=True):
     """The expression of ``inst`` on its operands' expressions ``args``, as its emitter writes it,
     inside the current floating-point environment (``fpenv``): in ``"flush"`` mode operands and
@@ -114,7 +118,10 @@ def emit(inst, *args, flushed=(), flush_result=True):
             for k, (a, m, t) in enumerate(zip(args, mask, types))]
     expr = emitter(inst, *args)
     if result and flush_result and not getattr(emitter, "picks_an_operand", False):
-        wrapped = f"{_FTZ[_t(inst)]}({expr})"
+        # exp_f32's values are +0, positive or NaN: their flush needs no sign (ftz_pos32)
+        ftz = ("ftz_pos32" if _FTZ_POS and inst.opcode == "exponential" and _t(inst) == "f32"
+               else _FTZ[_t(inst)])
+        wrapped = f"{ftz}({expr})"
         expr = Exact(wrapped) if isinstance(expr, Exact) else wrapped
     return expr
 
