@@ -687,6 +687,32 @@ def _sum_checked_by_type(xs, acc, low):
 
 
 @njit(**_opts)
+def _denormal_float(xs, low):
+    """``_has_denormal`` of f32 / f64 by ``_sum_checked``'s integer test."""
+    bits, mag = _mag_bits(xs)
+    one = _narrow_u(1, mag)
+    lowest = _narrow_u(mag | ~mag, mag)
+    for i in range(xs.shape[0]):
+        lowest = min(lowest, _narrow_u((bits[i] & mag) - one, mag))
+    return lowest < low
+
+
+def _denormal_below(xs, low):
+    """Whether xs (f32 / f64) holds a nonzero denormal, ``low`` from ``_low_bits``; other
+    types: False (never checked)."""
+    if xs.dtype.kind == "f":
+        return _denormal_float.py_func(xs, low)
+    return False
+
+
+@nb.extending.overload(_denormal_below, inline="always")
+def _denormal_below_by_type(xs, low):
+    if xs.dtype in (nb.types.float32, nb.types.float64):
+        return lambda xs, low: _denormal_float(xs, low)
+    return lambda xs, low: False
+
+
+@njit(**_opts)
 def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny, low):
     """Part t % P of row t // P; returns whether a denormal was met (``tiny`` > 0 only)."""
     a = t // P
@@ -708,7 +734,7 @@ def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny, l
         for b in range(B):
             out[obase + b] = init if use_init else x[first + b]
         if tiny > 0:
-            den = _has_denormal(x[first:first + B], tiny)
+            den = _denormal_below(x[first:first + B], low)
         if code == MAX or code == MIN:
             # NumPy's maximum / minimum: fmax's / fmin's bits unless a result is a zero
             # (which sign): then the rows are folded again by fmax / fmin
@@ -721,7 +747,7 @@ def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny, l
         for r in range(start, r1):
             _rows(code, x, (a * R + r) * B, out, obase, B)
             if tiny > 0:  # (the row just read, still in cache)
-                den |= _has_denormal(x[(a * R + r) * B:(a * R + r + 1) * B], tiny)
+                den |= _denormal_below(x[(a * R + r) * B:(a * R + r + 1) * B], low)
     return den
 
 
