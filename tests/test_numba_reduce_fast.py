@@ -391,7 +391,8 @@ def test_checked_sum_finds_exactly_the_nonzero_denormals(t):
 
     @nb.njit
     def below(xs, tiny):  # the column fold's check of each row
-        return kred._denormal_below(xs, kred._low_bits(xs, tiny))
+        bits, mag = kred._check_bits(xs)
+        return kred._denormal_below(bits, mag, kred._low_bits(xs, tiny))
 
     small = np.nextafter(dt.type(0), dt.type(1))
     edges = [tiny, -tiny, np.nextafter(tiny, dt.type(0)), -np.nextafter(tiny, dt.type(0)), small, -small,

@@ -687,29 +687,43 @@ def _sum_checked_by_type(xs, acc, low):
 
 
 @njit(**_opts)
-def _denormal_float(xs, low):
-    """``_has_denormal`` of f32 / f64 by ``_sum_checked``'s integer test."""
-    bits, mag = _mag_bits(xs)
+def _denormal_float(bits, mag, low):
+    """``_has_denormal`` of f32 / f64 by ``_sum_checked``'s integer test, on their bits."""
     one = _narrow_u(1, mag)
     lowest = _narrow_u(mag | ~mag, mag)
-    for i in range(xs.shape[0]):
+    for i in range(bits.shape[0]):
         lowest = min(lowest, _narrow_u((bits[i] & mag) - one, mag))
     return lowest < low
 
 
-def _denormal_below(xs, low):
-    """Whether xs (f32 / f64) holds a nonzero denormal, ``low`` from ``_low_bits``; other
-    types: False (never checked)."""
-    if xs.dtype.kind == "f":
-        return _denormal_float.py_func(xs, low)
+def _denormal_below(bits, mag, low):
+    """Whether ``bits`` (``_mag_bits``'s view of f32 / f64, magnitude mask ``mag``) holds a
+    nonzero denormal, ``low`` from ``_low_bits``; other types: False (never checked)."""
+    if bits.dtype.kind == "u" and mag.dtype == bits.dtype:
+        return _denormal_float.py_func(bits, mag, low)
     return False
 
 
 @nb.extending.overload(_denormal_below, inline="always")
-def _denormal_below_by_type(xs, low):
-    if xs.dtype in (nb.types.float32, nb.types.float64):
-        return lambda xs, low: _denormal_float(xs, low)
-    return lambda xs, low: False
+def _denormal_below_by_type(bits, mag, low):
+    if bits.dtype in (nb.types.uint32, nb.types.uint64) and mag == bits.dtype:
+        return lambda bits, mag, low: _denormal_float(bits, mag, low)
+    return lambda bits, mag, low: False
+
+
+def _check_bits(x):
+    """(x's ``_mag_bits`` view, its mask) for f32 / f64; (x, 0) for other types (their
+    check answers False)."""
+    if x.dtype.kind == "f":
+        return _mag_bits(x)
+    return x, 0
+
+
+@nb.extending.overload(_check_bits, inline="always")
+def _check_bits_impl(x):
+    if x.dtype in (nb.types.float32, nb.types.float64):
+        return lambda x: _mag_bits(x)
+    return lambda x: (x, np.int64(0))
 
 
 @njit(**_opts)
@@ -733,8 +747,9 @@ def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny, l
         first = (a * R + r0) * B
         for b in range(B):
             out[obase + b] = init if use_init else x[first + b]
+        xb, mag = _check_bits(x)  # (viewed once: a view a row cost 6 ns a row of 64)
         if tiny > 0:
-            den = _denormal_below(x[first:first + B], low)
+            den = _denormal_below(xb[first:first + B], mag, low)
         if code == MAX or code == MIN:
             # NumPy's maximum / minimum: fmax's / fmin's bits unless a result is a zero
             # (which sign): then the rows are folded again by fmax / fmin
@@ -747,7 +762,7 @@ def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny, l
         for r in range(start, r1):
             _rows(code, x, (a * R + r) * B, out, obase, B)
             if tiny > 0:  # (the row just read, still in cache)
-                den |= _denormal_below(x[(a * R + r) * B:(a * R + r + 1) * B], low)
+                den |= _denormal_below(xb[(a * R + r) * B:(a * R + r + 1) * B], mag, low)
     return den
 
 
