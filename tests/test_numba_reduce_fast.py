@@ -362,3 +362,56 @@ def test_shared_index_line_only_for_broadcast_views():
     assert kred._shared_line(view, frozenset([0])) is None
     col = np.broadcast_to(line[None, :, None], (2, 5, 4))
     np.testing.assert_array_equal(kred._shared_line(col, frozenset([1])), line)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_checked_sum_finds_exactly_the_nonzero_denormals(t):
+    """``_sum_checked``'s integer test (the magnitude's bits less one, an unsigned minimum)
+    against NumPy's 0 < |x| < tiny, for every value at the edge (the smallest normal, the
+    largest and smallest denormal, both signs, zeros, infinities, NaNs) at every place of
+    rows of several lengths (the vector loop and its tail); its sum keeps the bits of the
+    float test's loop (the same vectorised pairing)."""
+    import numba as nb
+
+    dt = xe.Shape(t, ()).dtype
+    tiny = dt.type(np.finfo(dt).tiny)
+
+    @nb.njit(fastmath={"reassoc"})
+    def float_test(xs, acc, tiny):
+        den = False
+        for i in range(xs.shape[0]):
+            a = xs[i]
+            acc += a
+            den |= (abs(a) < tiny) & (a != 0)
+        return acc, den
+
+    @nb.njit
+    def checked(xs, acc, tiny):
+        return kred._sum_checked(xs, acc, kred._low_bits(xs, tiny))
+
+    @nb.njit
+    def below(xs, tiny):  # the column fold's check of each row
+        bits, mag = kred._check_bits(xs)
+        return kred._denormal_below(bits, mag, kred._low_bits(xs, tiny))
+
+    small = np.nextafter(dt.type(0), dt.type(1))
+    edges = [tiny, -tiny, np.nextafter(tiny, dt.type(0)), -np.nextafter(tiny, dt.type(0)), small, -small,
+             dt.type(0.0), dt.type(-0.0), dt.type(np.inf), dt.type(-np.inf), dt.type(np.nan), -dt.type(np.nan),
+             np.nextafter(tiny, dt.type(1))]
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7, 8, 9, 31, 33, 64, 67):
+        base = rng.standard_normal(n).astype(dt)
+        for v in edges:
+            for i in range(n):
+                xs = base.copy()
+                xs[i] = v
+                acc = dt.type(rng.standard_normal())
+                got_sum, got_den = checked(xs, acc, tiny)
+                want_sum, want_den = float_test(xs, acc, tiny)
+                assert got_den == bool(((np.abs(xs) < tiny) & (xs != 0)).any()), (n, v, i)
+                assert got_den == want_den == below(xs, tiny)
+                assert _bits(got_sum) == _bits(want_sum) or (np.isnan(got_sum) and np.isnan(want_sum)), (n, v, i)
+    for n in (0, 1, 5, 1000, 4099):  # no denormal
+        xs = rng.standard_normal(n).astype(dt)
+        got, want = checked(xs, dt.type(0.5), tiny), float_test(xs, dt.type(0.5), tiny)
+        assert not got[1] and _bits(got[0]) == _bits(want[0])
