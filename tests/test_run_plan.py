@@ -165,17 +165,22 @@ def _bits(a):
     return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
 
 
-def _loop_then_reduce(t, dims, reduced, combiner, init, also_loop=True):
-    """exp(x - 1) (floats) or x * 3 + 1 (integers) as a fused loop, reduced over ``reduced``;
-    the loop's value also an output (so it is written), or not."""
-    b = xe.XlaBuilder("loop_reduce")
-    x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+def _loop_and_reduce(b, x, t, reduced, combiner, init):
+    """exp(x - 1) (floats) or x * 3 + 1 (integers), and its reduce over ``reduced``."""
     dt = xe.Shape(t, ()).dtype
     if t in ("f32", "f64"):
         e = xe.Exp(xe.Sub(x, xe.Constant(b, dt.type(1))))
     else:
         e = xe.Add(xe.Mul(x, xe.Constant(b, dt.type(3))), xe.Constant(b, dt.type(1)))
-    r = xe.Reduce(e, xe.Constant(b, dt.type(init)), combiner, reduced)
+    return e, xe.Reduce(e, xe.Constant(b, dt.type(init)), combiner, reduced)
+
+
+def _loop_then_reduce(t, dims, reduced, combiner, init, also_loop=True):
+    """exp(x - 1) (floats) or x * 3 + 1 (integers) as a fused loop, reduced over ``reduced``;
+    the loop's value also an output (so it is written), or not."""
+    b = xe.XlaBuilder("loop_reduce")
+    x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+    e, r = _loop_and_reduce(b, x, t, reduced, combiner, init)
     return b.build(xe.Tuple(r, e) if also_loop else r)
 
 
@@ -226,12 +231,7 @@ def _normalised(t, dims, reduced, combiner, init, op, also_e=False):
     broadcast back: op(e, s) (a softmax's division when op is Div and the combiner Add)."""
     b = xe.XlaBuilder("normalised")
     x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
-    dt = xe.Shape(t, ()).dtype
-    if t in ("f32", "f64"):
-        e = xe.Exp(xe.Sub(x, xe.Constant(b, dt.type(1))))
-    else:
-        e = xe.Add(xe.Mul(x, xe.Constant(b, dt.type(3))), xe.Constant(b, dt.type(1)))
-    r = xe.Reduce(e, xe.Constant(b, dt.type(init)), combiner, reduced)
+    e, r = _loop_and_reduce(b, x, t, reduced, combiner, init)
     kept = [d for d in range(len(dims)) if d not in reduced]
     r1 = xe.Reshape(r, [1 if d in reduced else dims[d] for d in range(len(dims))])
     s = xe.BroadcastInDim(r1, dims, list(range(len(dims))))
