@@ -115,6 +115,37 @@ def test_compiled_loops_are_cached_on_disk(tmp_path):
     assert hits >= 1 and misses == 0, (hits, misses)  # the warm run loads machine code instead of compiling
 
 
+@pytest.mark.parametrize("damage", ["truncated data", "foreign module", "garbled index"])
+def test_unreadable_cache_entry_is_compiled_again(tmp_path, damage):
+    """A disk-cache entry Numba cannot read (cut short, pickled under another module's
+    name, a garbled index) is a cache miss: the run gives the right answer, warns once
+    naming the kernel, and its save mends the entry, so the next process loads it again."""
+    env = dict(os.environ, XLA_EXPLORER_CACHE=str(tmp_path / "generated"), NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+               PYTHONWARNINGS="default")
+    code = ("import numpy as np, xla_explorer as xe\n"
+            "b = xe.XlaBuilder('c'); x = xe.Parameter(b, 0, xe.Shape('f32', (8,)), 'x')\n"
+            "comp = b.build(xe.Mul(xe.Add(x, x), xe.Constant(b, np.float32(3))))\n"
+            "print(comp.run(np.arange(8, dtype=np.float32), backend='numba').tolist())\n")
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.split("\n")[-2] == str([6.0 * i for i in range(8)]), out.stdout
+        return out.stderr
+    run()
+    generated = [p for p in (tmp_path / "numba").rglob("*.nb*") if "generated" in p.name or "fused" in p.name]
+    assert generated, sorted(p.name for p in (tmp_path / "numba").rglob("*"))
+    for path in generated:
+        if damage == "truncated data" and path.suffix == ".nbc":
+            path.write_bytes(path.read_bytes()[:40])
+        elif damage == "foreign module" and path.suffix == ".nbc":
+            path.write_bytes(b"c<dynamic>\nK\n.")  # a pickle of a global whose module does not exist
+        elif damage == "garbled index" and path.suffix == ".nbi":
+            path.write_bytes(b"garbage\n")
+    err = run()
+    assert "could not be read" in err and "compiling it again" in err, err
+    assert "could not be read" not in run()  # mended: the next process loads what the last one saved
+
+
 def test_missing_kernel_is_a_clear_error(monkeypatch):
     from xla_explorer.ops import registry
     b = xe.XlaBuilder("rev")

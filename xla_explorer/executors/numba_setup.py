@@ -40,6 +40,7 @@ def numba():
             except ImportError:
                 pass
         _report_compiles()
+        _guard_cache()
     _nb = nb
     return nb
 
@@ -69,6 +70,50 @@ def _report_compiles():
                 self.open.pop().__exit__(None, None, None)
 
     event.register("numba:compile", Compiles())
+
+
+def _guard_cache():
+    """A disk-cache entry Numba cannot read is a cache miss, not an error.
+
+    Numba's ``Cache.load_overload`` raises whatever unpickling its entry raises: a data
+    file cut short (a process killed while writing it, a full disk) gives
+    ``UnpicklingError: pickle data was truncated``, and an entry written by the same
+    function loaded under another module name (a kernel file exec'd by hand) gives
+    ``ModuleNotFoundError: No module named '<dynamic>'`` -- on every later run, in every
+    process, until someone deletes the file.  Here such an entry is reported once (a
+    ``RuntimeWarning`` naming the kernel) and compiled again; saving the new code then
+    overwrites the entry (an unreadable index is removed first), so the cache mends itself."""
+    import warnings
+
+    from numba.core import caching
+
+    cls = caching.Cache
+    if getattr(cls.load_overload, "_xla_explorer_guard", False):
+        return
+    load, save = cls.load_overload, cls.save_overload
+
+    def load_overload(self, sig, target_context):
+        try:
+            return load(self, sig, target_context)
+        except Exception as e:  # noqa: BLE001  (KeyboardInterrupt is not caught)
+            warnings.warn(f"Numba's disk cache entry for {kernel_name(self._py_func)} could not be "
+                          f"read ({type(e).__name__}: {e}); compiling it again "
+                          f"(cache: {self._cache_path})", RuntimeWarning, stacklevel=2)
+            return None
+
+    def save_overload(self, sig, data):
+        try:
+            return save(self, sig, data)
+        except Exception:  # noqa: BLE001  (an index that cannot be read: start it again)
+            try:
+                os.remove(self._cache_file._index_path)
+                return save(self, sig, data)
+            except Exception as e:  # noqa: BLE001  (the compiled code is used; only the cache is lost)
+                warnings.warn(f"Numba's disk cache could not save {kernel_name(self._py_func)} "
+                              f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
+
+    load_overload._xla_explorer_guard = True
+    cls.load_overload, cls.save_overload = load_overload, save_overload
 
 
 def kernel_name(fn):
