@@ -649,6 +649,76 @@ def test_winograd_blocks_shared_or_not_give_the_same_bits(monkeypatch):
     np.testing.assert_array_equal(alone.view(np.uint32), shared.view(np.uint32))
 
 
+def test_winograd_few_in_features_fused_gives_the_blas_paths_bits(monkeypatch):
+    """Winograd with at most 4 in features (an image's channels) computes its products by
+    fused multiply-adds (``linalg._fma_products``), block by block in the cache, where this
+    BLAS gives those products' bits (``_fma_chain_matches``): the same bits as
+    the three passes with BLAS's product (``_WINO_FUSED_MAX_C = 0``), for 1-4 in features,
+    out features that do and do not fill a vector, odd and tiny outputs (edge tiles),
+    asymmetric and negative padding, reversal, f32 and f64, NHWC and NCHW, values of wide
+    exponents and zeros of both signs; and as the reference.  Under flushing too, with
+    denormal operands."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(23)
+    nhwc, nchw = ("NHWC", "HWIO", "NHWC"), ("NCHW", "OIHW", "NCHW")
+    cases = [(F32, (2, 11, 9, 3), (3, 3, 3, 32), "SAME", None, nhwc),
+             (F32, (1, 2, 1, 1), (3, 3, 1, 5), "SAME", None, nhwc),
+             ("f64", (3, 7, 8, 4), (3, 3, 4, 9), [(2, 0), (-1, 3)], [True, False], nhwc),
+             (F32, (2, 2, 13, 6), (17, 2, 3, 3), [(1, 1), (0, 2)], [False, True], nchw),
+             (F32, (1, 3, 1, 1), (8, 3, 3, 3), [(2, 2), (1, 1)], None, nchw),
+             ("f64", (2, 3, 10, 10), (33, 3, 3, 3), "SAME", None, nchw)]
+    taken = []
+    original = klin._fma_chain_matches
+    monkeypatch.setattr(klin, "_WINO_MIN", 0)   # Winograd for these small ones too
+    for t, lhs, rhs, pad, rev, dn in cases:
+        b = xe.XlaBuilder("winograd_fused")
+        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs), [1, 1], pad,
+                                             dimension_numbers=dn, window_reversal=rev))
+        dt = _dtype(t)
+        x = (rng.standard_normal(lhs) * np.exp2(rng.integers(-30, 30, lhs))).astype(dt)
+        x.reshape(-1)[::5] = 0.0
+        x.reshape(-1)[1::7] = -0.0
+        w = rng.standard_normal(rhs).astype(dt)
+        word = np.uint32 if dt == np.float32 else np.uint64
+        for env in ("ieee", "flush"):
+            if env == "flush":
+                x = x.copy()
+                x.reshape(-1)[2::9] = np.finfo(dt).smallest_subnormal * 3
+            monkeypatch.setattr(klin, "_fma_chain_matches", lambda *a: taken.append(a) or original(*a))
+            monkeypatch.setattr(klin, "_WINO_FUSED_MAX_C", 4)
+            fused = comp.run(x, w, backend="numba", denormals=env)
+            monkeypatch.setattr(klin, "_WINO_FUSED_MAX_C", 0)
+            passes = comp.run(x, w, backend="numba", denormals=env)
+            if original(np.dtype(dt), lhs[-1] if dn is nhwc else lhs[1], rhs[-1] if dn is nhwc else rhs[0]):
+                np.testing.assert_array_equal(fused.view(word), passes.view(word))
+            want = comp.run(x, w, backend="numpy", denormals=env)
+            scale = np.abs(want).max() or 1
+            np.testing.assert_allclose(fused / scale, want / scale, rtol=0, atol=1e-5)
+    assert len(taken) == 2 * len(cases)
+
+
+def test_fma_chain_check_refuses_other_products(monkeypatch):
+    """``_fma_chain_matches`` compares BLAS's products with ``_fma_products``: a product that
+    rounds differently (summed in f64, rounded once) is refused, and Winograd then
+    takes BLAS's product (the three passes) -- the same bits as with the fused path off."""
+    from xla_explorer.executors.cpu import linalg as klin
+    monkeypatch.setattr(klin, "_FMA_CHAINS", {})
+    assert klin._fma_chain_matches(np.dtype(np.float32), 3, 32) in (True, False)
+
+    def rounded_apart(V4, U4, M, n):   # rounded once: neither an fma chain nor products and sums apart
+        M[:, :n] = np.einsum("kqc,kcf->kqf", V4[:, :n].astype(np.float64), U4.astype(np.float64))
+    monkeypatch.setattr(klin, "_FMA_CHAINS", {})
+    monkeypatch.setattr(klin, "_fma_products", rounded_apart)
+    assert klin._fma_chain_matches(np.dtype(np.float32), 3, 32) is False
+    rng = np.random.default_rng(24)
+    x = rng.standard_normal((2, 9, 9, 3)).astype(np.float32)
+    w = rng.standard_normal((32, 3, 3, 3)).astype(np.float32)
+    refused = klin._winograd(x, w, ((1, 1), (1, 1)), (9, 9), np.float32).copy()
+    monkeypatch.setattr(klin, "_WINO_FUSED_MAX_C", 0)
+    passes = klin._winograd(x, w, ((1, 1), (1, 1)), (9, 9), np.float32)
+    np.testing.assert_array_equal(refused.view(np.uint32), passes.view(np.uint32))
+
+
 def test_winograd_kernel_transform_is_remembered_by_the_bits_of_w():
     """``linalg._wino_kernel`` keeps the last U of each kernel shape: a kernel of the same bits
     (another array) gets it, a kernel that differs in one element (or in the sign of a zero)

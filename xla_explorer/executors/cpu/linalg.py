@@ -25,6 +25,7 @@ import math
 import threading
 
 import numpy as np
+from numba.extending import intrinsic
 
 from ... import dtypes
 from ...ops import linalg as spec
@@ -664,6 +665,77 @@ def _wino_output(M, th, tw, t0, t1, out):
                 b += 1
 
 
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a * b + c rounded once (LLVM's fma: the vfmadd of AVX2)."""
+    if not (isinstance(a, nb.types.Float) and a == b == c):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return a(a, b, c), codegen
+
+
+@njit(**_opts)
+def _fma_products(V4, U4, M, n):
+    """M[k, q, f] = sum_c V4[k, q, c] * U4[k, c, f] for q < n (in features padded with zeros
+    to 4), accumulated from +0 in c's order by fused multiply-adds: the bits of OpenBLAS's
+    Haswell kernels for a product this short (one rounding a term, in order;
+    ``_fma_chain_matches`` checks it).  A padded term adds fma(0, 0, m) = m + 0 = m: m is
+    never -0 (the chain starts at +0, and a round-to-nearest sum is -0 only when both
+    terms are).  One loop over the out features per (k, q): it vectorises."""
+    O = U4.shape[2]
+    zero = U4.dtype.type(0)
+    for k in range(16):
+        for q in range(n):
+            v0, v1, v2, v3 = V4[k, q, 0], V4[k, q, 1], V4[k, q, 2], V4[k, q, 3]
+            for f in range(O):
+                M[k, q, f] = _fma(v3, U4[k, 3, f], _fma(v2, U4[k, 2, f], _fma(v1, U4[k, 1, f],
+                                                                              _fma(v0, U4[k, 0, f], zero))))
+
+
+#: (compute dtype, in features, out features) -> whether NumPy's BLAS computes
+#: Winograd's [tiles, C] @ [C, O] products with _fma_products' bits
+_FMA_CHAINS = {}
+
+#: Winograd with at most this many in features runs fused (``_wino_fused``) where the BLAS
+#: products have _fma_products' bits: such a product is mostly stores (an image's 3 channels:
+#: M is 10x larger than V), and BLAS ran it at 11 G multiply-adds/s
+_WINO_FUSED_MAX_C = 4
+#: tiles x out features of one block of the fused products (16 of them: M stays in L2)
+_WINO_FUSED_M = 1 << 12
+
+
+def _fma_chain_matches(ct, C, O):
+    """Whether np.matmul (this process's BLAS, its kernels as OPENBLAS_CORETYPE picks them)
+    gives the bits of ``_fma_products`` for Winograd's products of C in and O out features:
+    compared once on random operands of wide exponents (a product as _winograd's blocks
+    cut it, and a short one for the edge kernels); False where any bit differs."""
+    key = (np.dtype(ct).str, C, O)
+    ok = _FMA_CHAINS.get(key)
+    if ok is None:
+        rng = np.random.default_rng(20261202)
+        ok = True
+        for n in (_WINO_BLOCK, 67):
+            V = (rng.standard_normal((16, n, C)) * np.exp2(rng.integers(-24, 24, (16, n, C)))).astype(ct)
+            U = (rng.standard_normal((16, C, O)) * np.exp2(rng.integers(-24, 24, (16, C, O)))).astype(ct)
+            V[:, ::7] = 0
+            want = np.empty((16, n, O), ct)
+            _blas_enter()
+            try:
+                np.matmul(V, U, out=want)
+            finally:
+                _blas_leave()
+            got = np.empty_like(want)
+            V4, U4 = np.zeros((16, n, 4), ct), np.zeros((16, 4, O), ct)
+            V4[:, :, :C], U4[:, :C] = V, U
+            _fma_products(V4, U4, got, n)
+            word = np.uint32 if want.itemsize == 4 else np.uint64
+            ok = ok and np.array_equal(want.view(word), got.view(word))
+        _FMA_CHAINS[key] = ok
+    return ok
+
+
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 
 #: tiles per block of the Winograd convolution (each block's transforms stay in cache)
@@ -734,6 +806,25 @@ def _winograd(x, w, pads, out_sp, ct):
         xp[:, h0:h1, w0:w1] = x[:, h0 - lo_h:h1 - lo_h, w0 - lo_w:w1 - lo_w]
     else:
         xp[...] = 0
+
+    if C <= _WINO_FUSED_MAX_C and _fma_chain_matches(ct, C, O):
+        # the products by _fma_products (BLAS's bits), in blocks whose M stays in L2 (each
+        # tile's values depend on nothing else: any cut gives the same bits)
+        U4 = np.zeros((16, 4, O), ct)
+        U4[:, :C] = U
+        fblock = max(16, min(_WINO_BLOCK, _WINO_FUSED_M // max(O, 1)))
+
+        def fused(t0, scratch):
+            V4, M = scratch
+            t1 = min(tiles, t0 + fblock)
+            _wino_input(xp, th, tw, t0, t1, V4[:, :, :C])
+            _fma_products(V4, U4, M, t1 - t0)
+            _wino_output(M, th, tw, t0, t1, out)
+
+        in_blocks(fused, list(range(0, tiles, fblock)),
+                  lambda: (np.zeros((16, fblock, 4), ct), empty((16, fblock, O), ct)), tiles * 16 * C * O,
+                  _WINO_SPLIT_WORK)
+        return out
 
     def work(t0, scratch):
         V, M = scratch
