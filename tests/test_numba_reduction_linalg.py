@@ -719,6 +719,56 @@ def test_fma_chain_check_refuses_other_products(monkeypatch):
     np.testing.assert_array_equal(refused.view(np.uint32), passes.view(np.uint32))
 
 
+@pytest.mark.parametrize("mode", ["ieee", "flush"])
+def test_prepared_convolution_same_bits_as_the_kernel(mode):
+    """The run plan's convolution step is ``linalg._conv_prepare``'s function (its plan made
+    once from the static shapes): the same bits as ``conv_kernel`` (the walk's first run and
+    a direct call) for Winograd, im2col, groups, batch groups, dilations, reversal, 1-D
+    and 3-D, integers, NCHW; an Inf operand takes the reference's path there too, other
+    operand types or shapes go to the kernel; denormal operands under flushing."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(25)
+    nhwc, nchw = ("NHWC", "HWIO", "NHWC"), ("NCHW", "OIHW", "NCHW")
+    cases = [(F32, (2, 12, 11, 16), (3, 3, 16, 24), dict(window_strides=[1, 1], padding="SAME"), nhwc),
+             (F32, (2, 3, 13, 10), (8, 3, 3, 3), dict(window_strides=[1, 1], padding=[(2, 0), (1, 1)],
+                                                      window_reversal=[True, False]), nchw),
+             (F32, (2, 11, 9, 8), (3, 2, 2, 12), dict(window_strides=[2, 1], padding=[(1, 2), (0, 1)],
+                                                     rhs_dilation=[1, 2], lhs_dilation=[2, 1],
+                                                     feature_group_count=4), nhwc),
+             ("f64", (4, 6, 6, 3), (3, 3, 3, 4), dict(window_strides=[1, 1], padding="SAME", batch_group_count=2),
+              nhwc),
+             (S32, (2, 7, 5, 3), (3, 2, 3, 5), dict(window_strides=[1, 2], padding="VALID"), nhwc),
+             (F32, (3, 40, 6), (5, 6, 4), dict(window_strides=[1], padding="SAME"), ("NWC", "WIO", "NWC")),
+             (F32, (1, 4, 5, 6, 2), (3, 3, 3, 2, 3), dict(window_strides=[1, 1, 1], padding="SAME"),
+              ("NDHWC", "DHWIO", "NDHWC"))]
+    for t, lhs, rhs, kw, dn in cases:
+        b = xe.XlaBuilder("prepared_conv")
+        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs), dimension_numbers=dn, **kw))
+        x, w = _args(rng, comp)
+        if mode == "flush" and t in (F32, "f64"):
+            x.reshape(-1)[::11] = np.finfo(x.dtype).smallest_subnormal
+        runs = [comp.run(x, w, backend="numba", denormals=mode) for _ in range(3)]
+        steps = [fn.__name__ for prog in comp.entry.__dict__["_numba_programs"].values() for fn, *_ in prog.steps]
+        assert any(name.startswith("prepared") for name in steps), steps
+        for r in runs[1:]:
+            np.testing.assert_array_equal(r.view(np.uint8), runs[0].view(np.uint8))
+        want = comp.run(x, w, denormals=mode)
+        assert_close = np.testing.assert_allclose
+        scale = np.abs(want).max() or 1
+        assert_close(runs[0] / scale, want / scale, rtol=0, atol=1e-5)
+        attrs = {k: v for k, v in comp.entry.root.attrs.items()}
+        shape = comp.entry.root.shape
+        run = klin._conv_prepare([o.shape for o in comp.entry.root.operands], shape=shape, **attrs)
+        direct = klin.conv_kernel(x, w, shape=shape, **attrs)
+        np.testing.assert_array_equal(run(x, w).view(np.uint8), direct.view(np.uint8))
+        if t in (F32, "f64"):
+            xi = x.copy()
+            xi.reshape(-1)[3] = np.inf
+            np.testing.assert_array_equal(run(xi, w), klin.conv_kernel(xi, w, shape=shape, **attrs))
+            x32 = x.astype(np.float64 if t == F32 else np.float32)   # another type: the kernel
+            np.testing.assert_array_equal(run(x32, w), klin.conv_kernel(x32, w, shape=shape, **attrs))
+
+
 def test_winograd_kernel_transform_is_remembered_by_the_bits_of_w():
     """``linalg._wino_kernel`` keeps the last U of each kernel shape: a kernel of the same bits
     (another array) gets it, a kernel that differs in one element (or in the sign of a zero)

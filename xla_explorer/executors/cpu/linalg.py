@@ -906,71 +906,165 @@ def _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, w
     return setup
 
 
+class _ConvPlan:
+    """What a convolution's computation depends on beyond its operands' values: the
+    dimension numbers, the geometry, the compute type, the algorithm and the layouts --
+    from the operands' shapes and types and the attributes (``_conv_plan``)."""
+    __slots__ = ("dn", "strides", "pads", "ld", "rd", "n", "ct", "is_float", "groups", "batch_groups", "xperm",
+                 "wperm", "flip", "C", "O", "I", "Og", "Bg", "out_b", "out_sp", "k_sizes", "rows", "kcols",
+                 "wino", "wino_contig", "out_perm", "shape")
+
+
+#: (operand shapes and types, result shape, attributes) -> its _ConvPlan
+_CONV_PLANS = {}
+
+
+def _conv_plan(lhs, rhs, shape, window_strides, padding, lhs_dilation, rhs_dilation, window_reversal,
+               dimension_numbers, feature_group_count, batch_group_count):
+    """The _ConvPlan of these operands (arrays, or probes of their shapes and types),
+    remembered: parsing the labels, the geometry and the layouts cost about 70 us a call."""
+    key = (lhs.shape, lhs.dtype.str, rhs.shape, rhs.dtype.str, shape, repr((
+        window_strides, padding, lhs_dilation, rhs_dilation, window_reversal, dimension_numbers,
+        feature_group_count, batch_group_count)))
+    plan = _CONV_PLANS.get(key)
+    if plan is not None:
+        return plan
+    dn, (strides, pads, ld, rd, rev) = _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                                   window_reversal, dimension_numbers)
+    p = _ConvPlan()
+    p.dn, p.strides, p.pads, p.ld, p.rd, p.shape = dn, strides, pads, ld, rd, shape
+    p.n = n = len(strides)
+    t = shape.element_type
+    types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
+    p.is_float = is_float = t in dtypes.FLOATING or t in dtypes.COMPLEX
+    if is_float:
+        p.ct = ct = np.dtype(_float_compute(t, *types))
+    elif any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in types):
+        p.ct = ct = np.dtype(np.int64)
+    else:
+        p.ct = ct = _as_int(np.empty(0, lhs.dtype)).dtype
+    p.groups = groups = max(int(feature_group_count), int(batch_group_count))
+    p.batch_groups = batch_groups = int(batch_group_count) > 1
+    # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
+    p.xperm = (dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension)
+    p.wperm = tuple(dn.rhs_order)
+    p.flip = tuple(2 + i for i in range(n) if rev[i])
+    B, p.C = lhs.shape[p.xperm[0]], lhs.shape[p.xperm[-1]]
+    wdims = tuple(rhs.shape[d] for d in p.wperm)
+    p.O, p.I = wdims[0], wdims[1]
+    p.Og, p.Bg = p.O // groups, (B // groups if batch_groups else B)
+    p.out_b = shape.dims[dn.output_batch_dimension]
+    p.out_sp = tuple(shape.dims[d] for d in dn.output_spatial_dimensions)
+    p.k_sizes = tuple(wdims[2:])
+    p.rows = p.out_b * math.prod(p.out_sp)   # output rows per group
+    p.kcols = math.prod(p.k_sizes) * p.I      # patch length
+    p.wino = _winograd_applies(n, p.k_sizes, strides, ld, rd, groups, is_float, ct, p.rows, p.C, p.O) \
+        and math.prod(lhs.shape) > 0
+    # Winograd copies x into its padded input anyway: from the (NCHW: transposed) view
+    # itself where NumPy's strided copy is quick -- few features (an image's 3 channels: 3x
+    # faster than transposing first) or a small input -- else from x made contiguous by the
+    # tiled transposition first (NumPy's copy of a large transposed view is 4x slower)
+    p.wino_contig = not (p.C <= 4 or math.prod(lhs.shape) <= 1 << 16)
+    canon = {dn.output_batch_dimension: 0, dn.output_feature_dimension: n + 1}
+    for i, d in enumerate(dn.output_spatial_dimensions):
+        canon[d] = 1 + i
+    p.out_perm = [canon[d] for d in range(n + 2)]
+    if len(_CONV_PLANS) >= 256:
+        _CONV_PLANS.clear()
+    _CONV_PLANS[key] = p
+    return p
+
+
+def _conv_compute(p, lhs, rhs):
+    """The convolution of finite operands by its plan ``p``."""
+    ct, groups, O, Og, out_b, out_sp = p.ct, p.groups, p.O, p.Og, p.out_b, p.out_sp
+    xv = np.transpose(lhs, p.xperm)
+    w = np.transpose(rhs, p.wperm)
+    if p.flip:
+        w = np.flip(w, axis=p.flip)
+    if p.wino:
+        x = contiguous(xv) if p.wino_contig else xv
+        result = _winograd(x.astype(ct, copy=False), np.ascontiguousarray(w.astype(ct, copy=False)), p.pads,
+                           out_sp, ct)[None]
+        result = result.reshape((1, p.rows, O))
+    else:  # im2col: w as [G, window..., I, Og] -> [G, kcols, Og]
+        is_float = p.is_float
+        x = contiguous(xv)
+        x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
+        wmat = np.moveaxis(w.reshape((groups, Og, p.I) + p.k_sizes), (1, 2), (-1, -2)).reshape(groups, p.kcols, Og)
+        wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
+        result = _im2col_conv(x, w, wmat, groups, p.batch_groups, p.Bg, p.I, p.C, Og, out_sp, p.k_sizes, p.rows,
+                              p.kcols, p.strides, p.pads, p.ld, p.rd, is_float, ct)
+    # [G, batch, spatial..., Og] -> [batch, spatial..., G * Og] -> the output layout
+    if groups == 1:   # (the same view as moveaxis' of a unit dimension, without its 10 us)
+        result = result.reshape((out_b,) + out_sp + (O,))
+    else:
+        result = np.moveaxis(result.reshape((groups, out_b) + out_sp + (Og,)), 0, -2).reshape(
+            (out_b,) + out_sp + (O,))
+    result = np.transpose(result, p.out_perm)
+    # in the output's own layout now (NCHW: a transposition by the tiled copy), so that its
+    # readers get a contiguous array
+    return _finish(contiguous(result), p.shape)
+
+
+def _conv_nonfinite(lhs, rhs, shape, attrs):
+    """A convolution with an Inf or NaN operand: the reference's (padding's zeros and
+    Winograd's sums as the reference has them)."""
+    from ..reference import guard_reference
+    guard_reference("convolution", (lhs, rhs), shape, dict(
+        padding=attrs["padding"], lhs_dilation=attrs["lhs_dilation"], dimension_numbers=attrs["dimension_numbers"]))
+    return spec._conv_reference(lhs, rhs, shape=shape, **attrs)
+
+
 @kernel("convolution", note="im2col or Winograd F(2x2,3x3) (Numba) + BLAS (np.matmul)")
 def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
                 window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
                 precision_config=None, preferred_element_type=None):
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
-    if has_nonfinite(lhs, rhs):   # Inf/NaN: padding's zeros and Winograd's sums as the reference has them
-        from ..reference import guard_reference
-        guard_reference("convolution", (lhs, rhs), shape, dict(
-            padding=padding, lhs_dilation=lhs_dilation, dimension_numbers=dimension_numbers))
-        return spec._conv_reference(lhs, rhs, shape=shape, window_strides=window_strides, padding=padding,
-                                    lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
-                                    window_reversal=window_reversal, dimension_numbers=dimension_numbers,
-                                    feature_group_count=feature_group_count, batch_group_count=batch_group_count)
-    dn, (strides, pads, ld, rd, rev) = _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                                                   window_reversal, dimension_numbers)
-    n = len(strides)
-    t = shape.element_type
-    types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
-    is_float = t in dtypes.FLOATING or t in dtypes.COMPLEX
-    if is_float:
-        ct = np.dtype(_float_compute(t, *types))
-    elif any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in types):
-        ct = np.dtype(np.int64)
-    else:
-        ct = _as_int(lhs[:0]).dtype
-    groups = max(int(feature_group_count), int(batch_group_count))
-    batch_groups = int(batch_group_count) > 1
-    # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
-    xv = np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension))
-    w = np.transpose(rhs, dn.rhs_order)
-    w = np.flip(w, axis=tuple(2 + i for i in range(n) if rev[i]))
-    B, C = xv.shape[0], xv.shape[-1]
-    O, I = w.shape[0], w.shape[1]
-    Og, Bg = O // groups, (B // groups if batch_groups else B)
-    out_b = shape.dims[dn.output_batch_dimension]
-    out_sp = tuple(shape.dims[d] for d in dn.output_spatial_dimensions)
-    k_sizes = tuple(w.shape[2:])
-    rows = out_b * int(np.prod(out_sp, dtype=np.int64))   # output rows per group
-    kcols = int(np.prod(k_sizes, dtype=np.int64)) * I      # patch length
-    if _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O) and xv.size:
-        # Winograd copies x into its padded input anyway: from the (NCHW: transposed) view
-        # itself where NumPy's strided copy is quick -- few features (an image's 3
-        # channels: 3x faster than transposing first) or a small input -- else from x
-        # made contiguous by the tiled transposition first (NumPy's copy of a large
-        # transposed view is 4x slower)
-        x = xv if C <= 4 or xv.size <= 1 << 16 else contiguous(xv)
-        result = _winograd(x.astype(ct, copy=False), np.ascontiguousarray(w.astype(ct, copy=False)), pads,
-                           out_sp, ct)[None]
-        result = result.reshape((1, rows, O))
-    else:  # im2col: w as [G, window..., I, Og] -> [G, kcols, Og]
-        x = contiguous(xv)
-        x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
-        wmat = np.moveaxis(w.reshape((groups, Og, I) + k_sizes), (1, 2), (-1, -2)).reshape(groups, kcols, Og)
-        wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
-        result = _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols,
-                              strides, pads, ld, rd, is_float, ct)
-    # [G, batch, spatial..., Og] -> [batch, spatial..., G * Og] -> the output layout
-    result = np.moveaxis(result.reshape((groups, out_b) + out_sp + (Og,)), 0, -2).reshape((out_b,) + out_sp + (O,))
-    canon = {dn.output_batch_dimension: 0, dn.output_feature_dimension: n + 1}
-    for i, d in enumerate(dn.output_spatial_dimensions):
-        canon[d] = 1 + i
-    result = np.transpose(result, [canon[d] for d in range(n + 2)])
-    # in the output's own layout now (NCHW: a transposition by the tiled copy), so that its
-    # readers get a contiguous array
-    return _finish(contiguous(result), shape)
+    if has_nonfinite(lhs, rhs):
+        return _conv_nonfinite(lhs, rhs, shape, dict(
+            window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+            window_reversal=window_reversal, dimension_numbers=dimension_numbers,
+            feature_group_count=feature_group_count, batch_group_count=batch_group_count))
+    return _conv_compute(_conv_plan(lhs, rhs, shape, window_strides, padding, lhs_dilation, rhs_dilation,
+                                    window_reversal, dimension_numbers, feature_group_count, batch_group_count),
+                         lhs, rhs)
+
+
+def _conv_prepare(operand_shapes, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
+                  window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
+                  precision_config=None, preferred_element_type=None):
+    """The run plan's hook (``numba_executor._op_step``): the convolution's _ConvPlan made once
+    from the static shapes, then per call the same check for Inf / NaN and the same
+    ``_conv_compute`` as the kernel (the same bits); operands of other shapes or types
+    than the static ones go to the kernel."""
+    if len(operand_shapes) != 2 or not shape.is_array or not shape.is_static \
+            or not all(o.is_array and o.is_static for o in operand_shapes):
+        return None
+    ls, rs = operand_shapes
+    lt, rt = np.dtype(ls.dtype), np.dtype(rs.dtype)
+    ldims, rdims = tuple(ls.dims), tuple(rs.dims)
+    attrs = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                 window_reversal=window_reversal, dimension_numbers=dimension_numbers,
+                 feature_group_count=feature_group_count, batch_group_count=batch_group_count)
+    def probe(dims, dt):   # an array of these dims and type, without memory behind it
+        return np.lib.stride_tricks.as_strided(np.zeros(1, dt), shape=dims, strides=(0,) * len(dims))
+    plan = _conv_plan(probe(ldims, lt), probe(rdims, rt), shape, **attrs)
+
+    def run(lhs, rhs):
+        if type(lhs) is not np.ndarray or type(rhs) is not np.ndarray or lhs.dtype != lt or rhs.dtype != rt \
+                or lhs.shape != ldims or rhs.shape != rdims:
+            return conv_kernel(lhs, rhs, shape=shape, **attrs)
+        if has_nonfinite(lhs, rhs):
+            return _conv_nonfinite(lhs, rhs, shape, attrs)
+        return _conv_compute(plan, lhs, rhs)
+    return run
+
+
+conv_kernel.prepare = _conv_prepare
+#: the executor flushes the marked operands before the prepared function and its result
+#: after, as around the kernel
+conv_kernel.prepare_flushing = True
 
 
 # ---------------------------------------------------------------------------------------
