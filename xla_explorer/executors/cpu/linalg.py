@@ -9,7 +9,10 @@ im2col (a Numba kernel gathering every window into a row, padding and dilation h
 zeros) and a BLAS product with the kernel as a ``[window * in_features, out_features]``
 matrix, group by group, block of rows by block of rows (each block still in cache when
 multiplied).  The 3x3 stride-1 convolutions of CNNs take Winograd's F(2x2, 3x3) instead
-(2.25x fewer multiplications).  Integer dots and convolutions (s8 x s8 -> s32) run a Numba
+(2.25x fewer multiplications); with at most 4 in features (an image's channels) its
+products are fused multiply-adds of our own, block by block in the cache, where this
+process's BLAS computes such short products with exactly those bits (checked once per
+shape of product: ``_fma_chain_matches``), else BLAS's.  Integer dots and convolutions (s8 x s8 -> s32) run a Numba
 loop that accumulates in 64-bit integers, which wraps to the same bits as accumulating in
 the result type, exactly as the reference.  FFT is ``numpy.fft``; Cholesky and
 TriangularSolve are Numba loops (Cholesky-Crout, substitution) as the references write
