@@ -697,6 +697,34 @@ def test_winograd_few_in_features_fused_gives_the_blas_paths_bits(monkeypatch):
     assert len(taken) == 2 * len(cases)
 
 
+def test_winograd_input_from_nchw_channels_is_a_copy():
+    """Winograd's padded input from an NCHW image of at most 4 channels (the transposed
+    view: ``linalg._pad_from_channels``) holds the bits NumPy's strided assignment puts
+    there (the contiguous NHWC operand's path): the same results, for 1-4 channels, odd
+    sizes, asymmetric, zero and negative padding, f32 and f64, denormals and signed zeros."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(26)
+    for dt in (np.float32, np.float64):
+        for C, H, W in [(3, 9, 7), (1, 5, 4), (2, 6, 11), (4, 3, 3), (3, 1, 2)]:
+            x = (rng.standard_normal((2, C, H, W)) * np.exp2(rng.integers(-30, 30, (2, C, H, W)))).astype(dt)
+            x.reshape(-1)[::5] = -0.0
+            x.reshape(-1)[1::7] = np.finfo(dt).smallest_subnormal
+            xv = np.transpose(x, (0, 2, 3, 1))
+            w = rng.standard_normal((5, C, 3, 3)).astype(dt)
+            for pads in (((1, 1), (1, 1)), ((2, 0), (0, 3)), ((-1, 2), (1, -1)), ((0, 0), (0, 0))):
+                osp = (H + sum(pads[0]) - 2, W + sum(pads[1]) - 2)
+                if min(osp) <= 0:
+                    continue
+                word = np.uint32 if dt == np.float32 else np.uint64
+                want = klin._winograd(np.ascontiguousarray(xv), w, pads, osp, dt).copy()
+                got = klin._winograd(xv, w, pads, osp, dt)
+                np.testing.assert_array_equal(got.view(word), want.view(word))
+                xp = np.full((2, H + 4, W + 5, C), 7, dt)
+                klin._pad_from_channels(x, xp, 1, H + 1, 2, W + 2, 1, 2)
+                np.testing.assert_array_equal(xp[:, 1:H + 1, 2:W + 2].view(word), xv.view(word))
+                assert (xp[:, 0] == 7).all() and (xp[:, :, :2] == 7).all()
+
+
 def test_fma_chain_check_refuses_other_products(monkeypatch):
     """``_fma_chain_matches`` compares BLAS's products with ``_fma_products``: a product that
     rounds differently (summed in f64, rounded once) is refused, and Winograd then

@@ -779,6 +779,29 @@ def _wino_kernel(w, ct):
     return U
 
 
+@njit(**_opts)
+def _pad_from_channels(xn, xp, h0, h1, w0, w1, lo_h, lo_w):
+    """xp[b, h, w, c] = xn[b, c, h - lo_h, w - lo_w] for h in [h0, h1), w in [w0, w1): the
+    interior of Winograd's padded input from an NCHW array (a copy: the same bits)."""
+    B, C = xn.shape[0], xn.shape[1]
+    for b in range(B):
+        if C == 3:   # an image's channels: the three rows interleaved in one loop
+            for h in range(h0, h1):
+                d = xp[b, h].reshape(-1)
+                s0, s1, s2 = xn[b, 0, h - lo_h], xn[b, 1, h - lo_h], xn[b, 2, h - lo_h]
+                for w in range(w0, w1):
+                    d[3 * w] = s0[w - lo_w]
+                    d[3 * w + 1] = s1[w - lo_w]
+                    d[3 * w + 2] = s2[w - lo_w]
+            continue
+        for c in range(C):
+            for h in range(h0, h1):
+                src = xn[b, c, h - lo_h]
+                dst = xp[b, h]
+                for w in range(w0, w1):
+                    dst[w, c] = src[w - lo_w]
+
+
 def _winograd(x, w, pads, out_sp, ct):
     """The 3x3 stride-1 convolution of x [batch, H, W, C] with w [O, C, 3, 3] (already
     reversed where asked), padding (low, high) per spatial dimension: [batch, OH, OW, O]."""
@@ -807,7 +830,14 @@ def _winograd(x, w, pads, out_sp, ct):
         xp[:, h1:] = 0
         xp[:, h0:h1, :w0] = 0
         xp[:, h0:h1, w1:] = 0
-        xp[:, h0:h1, w0:w1] = x[:, h0 - lo_h:h1 - lo_h, w0 - lo_w:w1 - lo_w]
+        xn = np.transpose(x, (0, 3, 1, 2))
+        if C <= 4 and xn.flags.c_contiguous and not x.flags.c_contiguous:
+            # an NCHW image's few channels: interleaved by a loop that reads its rows in
+            # order (NumPy's strided copy moved 3 elements an inner loop: 0.34 ms for
+            # [16,3,64,64], the loop about a quarter of that)
+            _pad_from_channels(xn, xp, h0, h1, w0, w1, lo_h, lo_w)
+        else:
+            xp[:, h0:h1, w0:w1] = x[:, h0 - lo_h:h1 - lo_h, w0 - lo_w:w1 - lo_w]
     else:
         xp[...] = 0
 
