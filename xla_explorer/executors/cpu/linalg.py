@@ -12,11 +12,12 @@ multiplied).  The 3x3 stride-1 convolutions of CNNs take Winograd's F(2x2, 3x3) 
 (2.25x fewer multiplications); with at most 4 in features (an image's channels) its
 products are fused multiply-adds of our own, block by block in the cache, where this
 process's BLAS computes such short products with exactly those bits (checked once per
-shape of product: ``_fma_chain_matches``), else BLAS's.  Integer dots and convolutions (s8 x s8 -> s32) run a Numba
-loop that accumulates in 64-bit integers, which wraps to the same bits as accumulating in
-the result type, exactly as the reference.  FFT is ``numpy.fft``; Cholesky and
-TriangularSolve are Numba loops (Cholesky-Crout, substitution) as the references write
-them; the batch norms are Numba passes over ``[rows, features, columns]`` in float64.
+shape of product: ``_fma_chain_matches``), else BLAS's.  Integer dots and convolutions
+(s8 x s8 -> s32) run a Numba loop that accumulates in 64-bit integers, which wraps to the
+same bits as accumulating in the result type, exactly as the reference.  FFT is
+``numpy.fft``; Cholesky and TriangularSolve are Numba loops (Cholesky-Crout,
+substitution) as the references write them; the batch norms are Numba passes over
+``[rows, features, columns]`` in float64.
 
 Floats: BLAS accumulates f32 products in f32 (the reference in f64, rounding once), so
 results differ in the last bits, within the corpus' accumulation tolerance; bf16 and f16
@@ -701,9 +702,10 @@ def _fma_products(V4, U4, M, n):
 #: Winograd's [tiles, C] @ [C, O] products with _fma_products' bits
 _FMA_CHAINS = {}
 
-#: Winograd with at most this many in features runs fused (``_wino_fused``) where the BLAS
-#: products have _fma_products' bits: such a product is mostly stores (an image's 3 channels:
-#: M is 10x larger than V), and BLAS ran it at 11 G multiply-adds/s
+#: Winograd with at most this many in features computes its products by _fma_products,
+#: block by block with its transforms, where the BLAS products have those bits: such a
+#: product is mostly stores (an image's 3 channels: M is 10x larger than V), and BLAS ran
+#: it at 11 G multiply-adds/s
 _WINO_FUSED_MAX_C = 4
 #: tiles x out features of one block of the fused products (16 of them: M stays in L2)
 _WINO_FUSED_M = 1 << 12
