@@ -649,6 +649,154 @@ def test_winograd_blocks_shared_or_not_give_the_same_bits(monkeypatch):
     np.testing.assert_array_equal(alone.view(np.uint32), shared.view(np.uint32))
 
 
+def test_winograd_few_in_features_fused_gives_the_blas_paths_bits(monkeypatch):
+    """Winograd with at most 4 in features (an image's channels) computes its products by
+    fused multiply-adds (``linalg._fma_products``), block by block in the cache, where this
+    BLAS gives those products' bits (``_fma_chain_matches``): the same bits as
+    the three passes with BLAS's product (``_WINO_FUSED_MAX_C = 0``), for 1-4 in features,
+    out features that do and do not fill a vector, odd and tiny outputs (edge tiles),
+    asymmetric and negative padding, reversal, f32 and f64, NHWC and NCHW, values of wide
+    exponents and zeros of both signs; and as the reference.  Under flushing too, with
+    denormal operands."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(23)
+    nhwc, nchw = ("NHWC", "HWIO", "NHWC"), ("NCHW", "OIHW", "NCHW")
+    cases = [(F32, (2, 11, 9, 3), (3, 3, 3, 32), "SAME", None, nhwc),
+             (F32, (1, 2, 1, 1), (3, 3, 1, 5), "SAME", None, nhwc),
+             ("f64", (3, 7, 8, 4), (3, 3, 4, 9), [(2, 0), (-1, 3)], [True, False], nhwc),
+             (F32, (2, 2, 13, 6), (17, 2, 3, 3), [(1, 1), (0, 2)], [False, True], nchw),
+             (F32, (1, 3, 1, 1), (8, 3, 3, 3), [(2, 2), (1, 1)], None, nchw),
+             ("f64", (2, 3, 10, 10), (33, 3, 3, 3), "SAME", None, nchw)]
+    taken = []
+    original = klin._fma_chain_matches
+    monkeypatch.setattr(klin, "_WINO_MIN", 0)   # Winograd for these small ones too
+    for t, lhs, rhs, pad, rev, dn in cases:
+        b = xe.XlaBuilder("winograd_fused")
+        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs), [1, 1], pad,
+                                             dimension_numbers=dn, window_reversal=rev))
+        dt = _dtype(t)
+        x = (rng.standard_normal(lhs) * np.exp2(rng.integers(-30, 30, lhs))).astype(dt)
+        x.reshape(-1)[::5] = 0.0
+        x.reshape(-1)[1::7] = -0.0
+        w = rng.standard_normal(rhs).astype(dt)
+        word = np.uint32 if dt == np.float32 else np.uint64
+        for env in ("ieee", "flush"):
+            if env == "flush":
+                x = x.copy()
+                x.reshape(-1)[2::9] = np.finfo(dt).smallest_subnormal * 3
+            monkeypatch.setattr(klin, "_fma_chain_matches", lambda *a: taken.append(a) or original(*a))
+            monkeypatch.setattr(klin, "_WINO_FUSED_MAX_C", 4)
+            fused = comp.run(x, w, backend="numba", denormals=env)
+            monkeypatch.setattr(klin, "_WINO_FUSED_MAX_C", 0)
+            passes = comp.run(x, w, backend="numba", denormals=env)
+            if original(np.dtype(dt), lhs[-1] if dn is nhwc else lhs[1], rhs[-1] if dn is nhwc else rhs[0]):
+                np.testing.assert_array_equal(fused.view(word), passes.view(word))
+            want = comp.run(x, w, backend="numpy", denormals=env)
+            scale = np.abs(want).max() or 1
+            np.testing.assert_allclose(fused / scale, want / scale, rtol=0, atol=1e-5)
+    assert len(taken) == 2 * len(cases)
+
+
+def test_winograd_input_from_nchw_channels_is_a_copy():
+    """Winograd's padded input from an NCHW image of at most 4 channels (the transposed
+    view: ``linalg._pad_from_channels``) holds the bits NumPy's strided assignment puts
+    there (the contiguous NHWC operand's path): the same results, for 1-4 channels, odd
+    sizes, asymmetric, zero and negative padding, f32 and f64, denormals and signed zeros."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(26)
+    for dt in (np.float32, np.float64):
+        for C, H, W in [(3, 9, 7), (1, 5, 4), (2, 6, 11), (4, 3, 3), (3, 1, 2)]:
+            x = (rng.standard_normal((2, C, H, W)) * np.exp2(rng.integers(-30, 30, (2, C, H, W)))).astype(dt)
+            x.reshape(-1)[::5] = -0.0
+            x.reshape(-1)[1::7] = np.finfo(dt).smallest_subnormal
+            xv = np.transpose(x, (0, 2, 3, 1))
+            w = rng.standard_normal((5, C, 3, 3)).astype(dt)
+            for pads in (((1, 1), (1, 1)), ((2, 0), (0, 3)), ((-1, 2), (1, -1)), ((0, 0), (0, 0))):
+                osp = (H + sum(pads[0]) - 2, W + sum(pads[1]) - 2)
+                if min(osp) <= 0:
+                    continue
+                word = np.uint32 if dt == np.float32 else np.uint64
+                want = klin._winograd(np.ascontiguousarray(xv), w, pads, osp, dt).copy()
+                got = klin._winograd(xv, w, pads, osp, dt)
+                np.testing.assert_array_equal(got.view(word), want.view(word))
+                xp = np.full((2, H + 4, W + 5, C), 7, dt)
+                klin._pad_from_channels(x, xp, 1, H + 1, 2, W + 2, 1, 2)
+                np.testing.assert_array_equal(xp[:, 1:H + 1, 2:W + 2].view(word), xv.view(word))
+                assert (xp[:, 0] == 7).all() and (xp[:, :, :2] == 7).all()
+
+
+def test_fma_chain_check_refuses_other_products(monkeypatch):
+    """``_fma_chain_matches`` compares BLAS's products with ``_fma_products``: a product that
+    rounds differently (summed in f64, rounded once) is refused, and Winograd then
+    takes BLAS's product (the three passes) -- the same bits as with the fused path off."""
+    from xla_explorer.executors.cpu import linalg as klin
+    monkeypatch.setattr(klin, "_FMA_CHAINS", {})
+    assert klin._fma_chain_matches(np.dtype(np.float32), 3, 32) in (True, False)
+
+    def rounded_apart(V4, U4, M, n):   # rounded once: neither an fma chain nor products and sums apart
+        M[:, :n] = np.einsum("kqc,kcf->kqf", V4[:, :n].astype(np.float64), U4.astype(np.float64))
+    monkeypatch.setattr(klin, "_FMA_CHAINS", {})
+    monkeypatch.setattr(klin, "_fma_products", rounded_apart)
+    assert klin._fma_chain_matches(np.dtype(np.float32), 3, 32) is False
+    rng = np.random.default_rng(24)
+    x = rng.standard_normal((2, 9, 9, 3)).astype(np.float32)
+    w = rng.standard_normal((32, 3, 3, 3)).astype(np.float32)
+    refused = klin._winograd(x, w, ((1, 1), (1, 1)), (9, 9), np.float32).copy()
+    monkeypatch.setattr(klin, "_WINO_FUSED_MAX_C", 0)
+    passes = klin._winograd(x, w, ((1, 1), (1, 1)), (9, 9), np.float32)
+    np.testing.assert_array_equal(refused.view(np.uint32), passes.view(np.uint32))
+
+
+@pytest.mark.parametrize("mode", ["ieee", "flush"])
+def test_prepared_convolution_same_bits_as_the_kernel(mode):
+    """The run plan's convolution step is ``linalg._conv_prepare``'s function (its plan made
+    once from the static shapes): the same bits as ``conv_kernel`` (the walk's first run and
+    a direct call) for Winograd, im2col, groups, batch groups, dilations, reversal, 1-D
+    and 3-D, integers, NCHW; an Inf operand takes the reference's path there too, other
+    operand types or shapes go to the kernel; denormal operands under flushing."""
+    from xla_explorer.executors.cpu import linalg as klin
+    rng = np.random.default_rng(25)
+    nhwc, nchw = ("NHWC", "HWIO", "NHWC"), ("NCHW", "OIHW", "NCHW")
+    cases = [(F32, (2, 12, 11, 16), (3, 3, 16, 24), dict(window_strides=[1, 1], padding="SAME"), nhwc),
+             (F32, (2, 3, 13, 10), (8, 3, 3, 3), dict(window_strides=[1, 1], padding=[(2, 0), (1, 1)],
+                                                      window_reversal=[True, False]), nchw),
+             (F32, (2, 11, 9, 8), (3, 2, 2, 12), dict(window_strides=[2, 1], padding=[(1, 2), (0, 1)],
+                                                     rhs_dilation=[1, 2], lhs_dilation=[2, 1],
+                                                     feature_group_count=4), nhwc),
+             ("f64", (4, 6, 6, 3), (3, 3, 3, 4), dict(window_strides=[1, 1], padding="SAME", batch_group_count=2),
+              nhwc),
+             (S32, (2, 7, 5, 3), (3, 2, 3, 5), dict(window_strides=[1, 2], padding="VALID"), nhwc),
+             (F32, (3, 40, 6), (5, 6, 4), dict(window_strides=[1], padding="SAME"), ("NWC", "WIO", "NWC")),
+             (F32, (1, 4, 5, 6, 2), (3, 3, 3, 2, 3), dict(window_strides=[1, 1, 1], padding="SAME"),
+              ("NDHWC", "DHWIO", "NDHWC"))]
+    for t, lhs, rhs, kw, dn in cases:
+        b = xe.XlaBuilder("prepared_conv")
+        comp = b.build(xe.ConvGeneralDilated(param(b, 0, t, lhs), param(b, 1, t, rhs), dimension_numbers=dn, **kw))
+        x, w = _args(rng, comp)
+        if mode == "flush" and t in (F32, "f64"):
+            x.reshape(-1)[::11] = np.finfo(x.dtype).smallest_subnormal
+        runs = [comp.run(x, w, backend="numba", denormals=mode) for _ in range(3)]
+        steps = [fn.__name__ for prog in comp.entry.__dict__["_numba_programs"].values() for fn, *_ in prog.steps]
+        assert any(name.startswith("prepared") for name in steps), steps
+        for r in runs[1:]:
+            np.testing.assert_array_equal(r.view(np.uint8), runs[0].view(np.uint8))
+        want = comp.run(x, w, denormals=mode)
+        assert_close = np.testing.assert_allclose
+        scale = np.abs(want).max() or 1
+        assert_close(runs[0] / scale, want / scale, rtol=0, atol=1e-5)
+        attrs = {k: v for k, v in comp.entry.root.attrs.items()}
+        shape = comp.entry.root.shape
+        run = klin._conv_prepare([o.shape for o in comp.entry.root.operands], shape=shape, **attrs)
+        direct = klin.conv_kernel(x, w, shape=shape, **attrs)
+        np.testing.assert_array_equal(run(x, w).view(np.uint8), direct.view(np.uint8))
+        if t in (F32, "f64"):
+            xi = x.copy()
+            xi.reshape(-1)[3] = np.inf
+            np.testing.assert_array_equal(run(xi, w), klin.conv_kernel(xi, w, shape=shape, **attrs))
+            x32 = x.astype(np.float64 if t == F32 else np.float32)   # another type: the kernel
+            np.testing.assert_array_equal(run(x32, w), klin.conv_kernel(x32, w, shape=shape, **attrs))
+
+
 def test_winograd_kernel_transform_is_remembered_by_the_bits_of_w():
     """``linalg._wino_kernel`` keeps the last U of each kernel shape: a kernel of the same bits
     (another array) gets it, a kernel that differs in one element (or in the sign of a zero)

@@ -9,11 +9,15 @@ im2col (a Numba kernel gathering every window into a row, padding and dilation h
 zeros) and a BLAS product with the kernel as a ``[window * in_features, out_features]``
 matrix, group by group, block of rows by block of rows (each block still in cache when
 multiplied).  The 3x3 stride-1 convolutions of CNNs take Winograd's F(2x2, 3x3) instead
-(2.25x fewer multiplications).  Integer dots and convolutions (s8 x s8 -> s32) run a Numba
-loop that accumulates in 64-bit integers, which wraps to the same bits as accumulating in
-the result type, exactly as the reference.  FFT is ``numpy.fft``; Cholesky and
-TriangularSolve are Numba loops (Cholesky-Crout, substitution) as the references write
-them; the batch norms are Numba passes over ``[rows, features, columns]`` in float64.
+(2.25x fewer multiplications); with at most 4 in features (an image's channels) its
+products are fused multiply-adds of our own, block by block in the cache, where this
+process's BLAS computes such short products with exactly those bits (checked once per
+shape of product: ``_fma_chain_matches``), else BLAS's.  Integer dots and convolutions
+(s8 x s8 -> s32) run a Numba loop that accumulates in 64-bit integers, which wraps to the
+same bits as accumulating in the result type, exactly as the reference.  FFT is
+``numpy.fft``; Cholesky and TriangularSolve are Numba loops (Cholesky-Crout,
+substitution) as the references write them; the batch norms are Numba passes over
+``[rows, features, columns]`` in float64.
 
 Floats: BLAS accumulates f32 products in f32 (the reference in f64, rounding once), so
 results differ in the last bits, within the corpus' accumulation tolerance; bf16 and f16
@@ -25,6 +29,7 @@ import math
 import threading
 
 import numpy as np
+from numba.extending import intrinsic
 
 from ... import dtypes
 from ...ops import linalg as spec
@@ -664,6 +669,78 @@ def _wino_output(M, th, tw, t0, t1, out):
                 b += 1
 
 
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a * b + c rounded once (LLVM's fma: the vfmadd of AVX2)."""
+    if not (isinstance(a, nb.types.Float) and a == b == c):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return a(a, b, c), codegen
+
+
+@njit(**_opts)
+def _fma_products(V4, U4, M, n):
+    """M[k, q, f] = sum_c V4[k, q, c] * U4[k, c, f] for q < n (in features padded with zeros
+    to 4), accumulated from +0 in c's order by fused multiply-adds: the bits of OpenBLAS's
+    Haswell kernels for a product this short (one rounding a term, in order;
+    ``_fma_chain_matches`` checks it).  A padded term adds fma(0, 0, m) = m + 0 = m: m is
+    never -0 (the chain starts at +0, and a round-to-nearest sum is -0 only when both
+    terms are).  One loop over the out features per (k, q): it vectorises."""
+    O = U4.shape[2]
+    zero = U4.dtype.type(0)
+    for k in range(16):
+        for q in range(n):
+            v0, v1, v2, v3 = V4[k, q, 0], V4[k, q, 1], V4[k, q, 2], V4[k, q, 3]
+            for f in range(O):
+                M[k, q, f] = _fma(v3, U4[k, 3, f], _fma(v2, U4[k, 2, f], _fma(v1, U4[k, 1, f],
+                                                                              _fma(v0, U4[k, 0, f], zero))))
+
+
+#: (compute dtype, in features, out features) -> whether NumPy's BLAS computes
+#: Winograd's [tiles, C] @ [C, O] products with _fma_products' bits
+_FMA_CHAINS = {}
+
+#: Winograd with at most this many in features computes its products by _fma_products,
+#: block by block with its transforms, where the BLAS products have those bits: such a
+#: product is mostly stores (an image's 3 channels: M is 10x larger than V), and BLAS ran
+#: it at 11 G multiply-adds/s
+_WINO_FUSED_MAX_C = 4
+#: tiles x out features of one block of the fused products (16 of them: M stays in L2)
+_WINO_FUSED_M = 1 << 12
+
+
+def _fma_chain_matches(ct, C, O):
+    """Whether np.matmul (this process's BLAS, its kernels as OPENBLAS_CORETYPE picks them)
+    gives the bits of ``_fma_products`` for Winograd's products of C in and O out features:
+    compared once on random operands of wide exponents (a product as _winograd's blocks
+    cut it, and a short one for the edge kernels); False where any bit differs."""
+    key = (np.dtype(ct).str, C, O)
+    ok = _FMA_CHAINS.get(key)
+    if ok is None:
+        rng = np.random.default_rng(20261202)
+        ok = True
+        for n in (_WINO_BLOCK, 67):
+            V = (rng.standard_normal((16, n, C)) * np.exp2(rng.integers(-24, 24, (16, n, C)))).astype(ct)
+            U = (rng.standard_normal((16, C, O)) * np.exp2(rng.integers(-24, 24, (16, C, O)))).astype(ct)
+            V[:, ::7] = 0
+            want = np.empty((16, n, O), ct)
+            _blas_enter()
+            try:
+                np.matmul(V, U, out=want)
+            finally:
+                _blas_leave()
+            got = np.empty_like(want)
+            V4, U4 = np.zeros((16, n, 4), ct), np.zeros((16, 4, O), ct)
+            V4[:, :, :C], U4[:, :C] = V, U
+            _fma_products(V4, U4, got, n)
+            word = np.uint32 if want.itemsize == 4 else np.uint64
+            ok = ok and np.array_equal(want.view(word), got.view(word))
+        _FMA_CHAINS[key] = ok
+    return ok
+
+
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 
 #: tiles per block of the Winograd convolution (each block's transforms stay in cache)
@@ -689,7 +766,8 @@ def _wino_kernel(w, ct):
     bytes compared) gets the same U."""
     key = (w.shape, w.dtype.str, np.dtype(ct).str)
     hit = _WINO_KERNELS.get(key)
-    if hit is not None and np.array_equal(hit[0].view(np.uint8), np.ascontiguousarray(w).view(np.uint8)):
+    wbytes = np.ascontiguousarray(w).tobytes()   # (bytes compared: 4.7 us for 32x32 kernels, array_equal 14)
+    if hit is not None and hit[0] == wbytes:
         return hit[1]
     O, C = w.shape[:2]
     OC = O * C
@@ -699,8 +777,31 @@ def _wino_kernel(w, ct):
     U.flags.writeable = False
     if len(_WINO_KERNELS) >= 32:
         _WINO_KERNELS.clear()
-    _WINO_KERNELS[key] = (np.array(w, copy=True), U)
+    _WINO_KERNELS[key] = (wbytes, U)
     return U
+
+
+@njit(**_opts)
+def _pad_from_channels(xn, xp, h0, h1, w0, w1, lo_h, lo_w):
+    """xp[b, h, w, c] = xn[b, c, h - lo_h, w - lo_w] for h in [h0, h1), w in [w0, w1): the
+    interior of Winograd's padded input from an NCHW array (a copy: the same bits)."""
+    B, C = xn.shape[0], xn.shape[1]
+    for b in range(B):
+        if C == 3:   # an image's channels: the three rows interleaved in one loop
+            for h in range(h0, h1):
+                d = xp[b, h].reshape(-1)
+                s0, s1, s2 = xn[b, 0, h - lo_h], xn[b, 1, h - lo_h], xn[b, 2, h - lo_h]
+                for w in range(w0, w1):
+                    d[3 * w] = s0[w - lo_w]
+                    d[3 * w + 1] = s1[w - lo_w]
+                    d[3 * w + 2] = s2[w - lo_w]
+            continue
+        for c in range(C):
+            for h in range(h0, h1):
+                src = xn[b, c, h - lo_h]
+                dst = xp[b, h]
+                for w in range(w0, w1):
+                    dst[w, c] = src[w - lo_w]
 
 
 def _winograd(x, w, pads, out_sp, ct):
@@ -731,9 +832,35 @@ def _winograd(x, w, pads, out_sp, ct):
         xp[:, h1:] = 0
         xp[:, h0:h1, :w0] = 0
         xp[:, h0:h1, w1:] = 0
-        xp[:, h0:h1, w0:w1] = x[:, h0 - lo_h:h1 - lo_h, w0 - lo_w:w1 - lo_w]
+        xn = np.transpose(x, (0, 3, 1, 2))
+        if C <= 4 and xn.flags.c_contiguous and not x.flags.c_contiguous:
+            # an NCHW image's few channels: interleaved by a loop that reads its rows in
+            # order (NumPy's strided copy moved 3 elements an inner loop: 0.34 ms for
+            # [16,3,64,64], the loop about a quarter of that)
+            _pad_from_channels(xn, xp, h0, h1, w0, w1, lo_h, lo_w)
+        else:
+            xp[:, h0:h1, w0:w1] = x[:, h0 - lo_h:h1 - lo_h, w0 - lo_w:w1 - lo_w]
     else:
         xp[...] = 0
+
+    if C <= _WINO_FUSED_MAX_C and _fma_chain_matches(ct, C, O):
+        # the products by _fma_products (BLAS's bits), in blocks whose M stays in L2 (each
+        # tile's values depend on nothing else: any cut gives the same bits)
+        U4 = np.zeros((16, 4, O), ct)
+        U4[:, :C] = U
+        fblock = max(16, min(_WINO_BLOCK, _WINO_FUSED_M // max(O, 1)))
+
+        def fused(t0, scratch):
+            V4, M = scratch
+            t1 = min(tiles, t0 + fblock)
+            _wino_input(xp, th, tw, t0, t1, V4[:, :, :C])
+            _fma_products(V4, U4, M, t1 - t0)
+            _wino_output(M, th, tw, t0, t1, out)
+
+        in_blocks(fused, list(range(0, tiles, fblock)),
+                  lambda: (np.zeros((16, fblock, 4), ct), empty((16, fblock, O), ct)), tiles * 16 * C * O,
+                  _WINO_SPLIT_WORK)
+        return out
 
     def work(t0, scratch):
         V, M = scratch
@@ -815,71 +942,165 @@ def _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, w
     return setup
 
 
+class _ConvPlan:
+    """What a convolution's computation depends on beyond its operands' values: the
+    dimension numbers, the geometry, the compute type, the algorithm and the layouts --
+    from the operands' shapes and types and the attributes (``_conv_plan``)."""
+    __slots__ = ("dn", "strides", "pads", "ld", "rd", "n", "ct", "is_float", "groups", "batch_groups", "xperm",
+                 "wperm", "flip", "C", "O", "I", "Og", "Bg", "out_b", "out_sp", "k_sizes", "rows", "kcols",
+                 "wino", "wino_contig", "out_perm", "shape")
+
+
+#: (operand shapes and types, result shape, attributes) -> its _ConvPlan
+_CONV_PLANS = {}
+
+
+def _conv_plan(lhs, rhs, shape, window_strides, padding, lhs_dilation, rhs_dilation, window_reversal,
+               dimension_numbers, feature_group_count, batch_group_count):
+    """The _ConvPlan of these operands (arrays, or probes of their shapes and types),
+    remembered: parsing the labels, the geometry and the layouts cost about 70 us a call."""
+    key = (lhs.shape, lhs.dtype.str, rhs.shape, rhs.dtype.str, shape, repr((
+        window_strides, padding, lhs_dilation, rhs_dilation, window_reversal, dimension_numbers,
+        feature_group_count, batch_group_count)))
+    plan = _CONV_PLANS.get(key)
+    if plan is not None:
+        return plan
+    dn, (strides, pads, ld, rd, rev) = _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                                   window_reversal, dimension_numbers)
+    p = _ConvPlan()
+    p.dn, p.strides, p.pads, p.ld, p.rd, p.shape = dn, strides, pads, ld, rd, shape
+    p.n = n = len(strides)
+    t = shape.element_type
+    types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
+    p.is_float = is_float = t in dtypes.FLOATING or t in dtypes.COMPLEX
+    if is_float:
+        p.ct = ct = np.dtype(_float_compute(t, *types))
+    elif any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in types):
+        p.ct = ct = np.dtype(np.int64)
+    else:
+        p.ct = ct = _as_int(np.empty(0, lhs.dtype)).dtype
+    p.groups = groups = max(int(feature_group_count), int(batch_group_count))
+    p.batch_groups = batch_groups = int(batch_group_count) > 1
+    # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
+    p.xperm = (dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension)
+    p.wperm = tuple(dn.rhs_order)
+    p.flip = tuple(2 + i for i in range(n) if rev[i])
+    B, p.C = lhs.shape[p.xperm[0]], lhs.shape[p.xperm[-1]]
+    wdims = tuple(rhs.shape[d] for d in p.wperm)
+    p.O, p.I = wdims[0], wdims[1]
+    p.Og, p.Bg = p.O // groups, (B // groups if batch_groups else B)
+    p.out_b = shape.dims[dn.output_batch_dimension]
+    p.out_sp = tuple(shape.dims[d] for d in dn.output_spatial_dimensions)
+    p.k_sizes = tuple(wdims[2:])
+    p.rows = p.out_b * math.prod(p.out_sp)   # output rows per group
+    p.kcols = math.prod(p.k_sizes) * p.I      # patch length
+    p.wino = _winograd_applies(n, p.k_sizes, strides, ld, rd, groups, is_float, ct, p.rows, p.C, p.O) \
+        and math.prod(lhs.shape) > 0
+    # Winograd copies x into its padded input anyway: from the (NCHW: transposed) view
+    # itself where NumPy's strided copy is quick -- few features (an image's 3 channels: 3x
+    # faster than transposing first) or a small input -- else from x made contiguous by the
+    # tiled transposition first (NumPy's copy of a large transposed view is 4x slower)
+    p.wino_contig = not (p.C <= 4 or math.prod(lhs.shape) <= 1 << 16)
+    canon = {dn.output_batch_dimension: 0, dn.output_feature_dimension: n + 1}
+    for i, d in enumerate(dn.output_spatial_dimensions):
+        canon[d] = 1 + i
+    p.out_perm = [canon[d] for d in range(n + 2)]
+    if len(_CONV_PLANS) >= 256:
+        _CONV_PLANS.clear()
+    _CONV_PLANS[key] = p
+    return p
+
+
+def _conv_compute(p, lhs, rhs):
+    """The convolution of finite operands by its plan ``p``."""
+    ct, groups, O, Og, out_b, out_sp = p.ct, p.groups, p.O, p.Og, p.out_b, p.out_sp
+    xv = np.transpose(lhs, p.xperm)
+    w = np.transpose(rhs, p.wperm)
+    if p.flip:
+        w = np.flip(w, axis=p.flip)
+    if p.wino:
+        x = contiguous(xv) if p.wino_contig else xv
+        result = _winograd(x.astype(ct, copy=False), np.ascontiguousarray(w.astype(ct, copy=False)), p.pads,
+                           out_sp, ct)[None]
+        result = result.reshape((1, p.rows, O))
+    else:  # im2col: w as [G, window..., I, Og] -> [G, kcols, Og]
+        is_float = p.is_float
+        x = contiguous(xv)
+        x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
+        wmat = np.moveaxis(w.reshape((groups, Og, p.I) + p.k_sizes), (1, 2), (-1, -2)).reshape(groups, p.kcols, Og)
+        wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
+        result = _im2col_conv(x, w, wmat, groups, p.batch_groups, p.Bg, p.I, p.C, Og, out_sp, p.k_sizes, p.rows,
+                              p.kcols, p.strides, p.pads, p.ld, p.rd, is_float, ct)
+    # [G, batch, spatial..., Og] -> [batch, spatial..., G * Og] -> the output layout
+    if groups == 1:   # (the same view as moveaxis' of a unit dimension, without its 10 us)
+        result = result.reshape((out_b,) + out_sp + (O,))
+    else:
+        result = np.moveaxis(result.reshape((groups, out_b) + out_sp + (Og,)), 0, -2).reshape(
+            (out_b,) + out_sp + (O,))
+    result = np.transpose(result, p.out_perm)
+    # in the output's own layout now (NCHW: a transposition by the tiled copy), so that its
+    # readers get a contiguous array
+    return _finish(contiguous(result), p.shape)
+
+
+def _conv_nonfinite(lhs, rhs, shape, attrs):
+    """A convolution with an Inf or NaN operand: the reference's (padding's zeros and
+    Winograd's sums as the reference has them)."""
+    from ..reference import guard_reference
+    guard_reference("convolution", (lhs, rhs), shape, dict(
+        padding=attrs["padding"], lhs_dilation=attrs["lhs_dilation"], dimension_numbers=attrs["dimension_numbers"]))
+    return spec._conv_reference(lhs, rhs, shape=shape, **attrs)
+
+
 @kernel("convolution", note="im2col or Winograd F(2x2,3x3) (Numba) + BLAS (np.matmul)")
 def conv_kernel(lhs, rhs, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
                 window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
                 precision_config=None, preferred_element_type=None):
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
-    if has_nonfinite(lhs, rhs):   # Inf/NaN: padding's zeros and Winograd's sums as the reference has them
-        from ..reference import guard_reference
-        guard_reference("convolution", (lhs, rhs), shape, dict(
-            padding=padding, lhs_dilation=lhs_dilation, dimension_numbers=dimension_numbers))
-        return spec._conv_reference(lhs, rhs, shape=shape, window_strides=window_strides, padding=padding,
-                                    lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
-                                    window_reversal=window_reversal, dimension_numbers=dimension_numbers,
-                                    feature_group_count=feature_group_count, batch_group_count=batch_group_count)
-    dn, (strides, pads, ld, rd, rev) = _conv_setup(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                                                   window_reversal, dimension_numbers)
-    n = len(strides)
-    t = shape.element_type
-    types = (dtypes.from_numpy(lhs.dtype), dtypes.from_numpy(rhs.dtype))
-    is_float = t in dtypes.FLOATING or t in dtypes.COMPLEX
-    if is_float:
-        ct = np.dtype(_float_compute(t, *types))
-    elif any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in types):
-        ct = np.dtype(np.int64)
-    else:
-        ct = _as_int(lhs[:0]).dtype
-    groups = max(int(feature_group_count), int(batch_group_count))
-    batch_groups = int(batch_group_count) > 1
-    # canonical layouts: x[batch, spatial..., features], w[out_features, in_features, spatial...]
-    xv = np.transpose(lhs, (dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension))
-    w = np.transpose(rhs, dn.rhs_order)
-    w = np.flip(w, axis=tuple(2 + i for i in range(n) if rev[i]))
-    B, C = xv.shape[0], xv.shape[-1]
-    O, I = w.shape[0], w.shape[1]
-    Og, Bg = O // groups, (B // groups if batch_groups else B)
-    out_b = shape.dims[dn.output_batch_dimension]
-    out_sp = tuple(shape.dims[d] for d in dn.output_spatial_dimensions)
-    k_sizes = tuple(w.shape[2:])
-    rows = out_b * int(np.prod(out_sp, dtype=np.int64))   # output rows per group
-    kcols = int(np.prod(k_sizes, dtype=np.int64)) * I      # patch length
-    if _winograd_applies(n, k_sizes, strides, ld, rd, groups, is_float, ct, rows, C, O) and xv.size:
-        # Winograd copies x into its padded input anyway: from the (NCHW: transposed) view
-        # itself where NumPy's strided copy is quick -- few features (an image's 3
-        # channels: 3x faster than transposing first) or a small input -- else from x
-        # made contiguous by the tiled transposition first (NumPy's copy of a large
-        # transposed view is 4x slower)
-        x = xv if C <= 4 or xv.size <= 1 << 16 else contiguous(xv)
-        result = _winograd(x.astype(ct, copy=False), np.ascontiguousarray(w.astype(ct, copy=False)), pads,
-                           out_sp, ct)[None]
-        result = result.reshape((1, rows, O))
-    else:  # im2col: w as [G, window..., I, Og] -> [G, kcols, Og]
-        x = contiguous(xv)
-        x = x.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(x)
-        wmat = np.moveaxis(w.reshape((groups, Og, I) + k_sizes), (1, 2), (-1, -2)).reshape(groups, kcols, Og)
-        wmat = np.ascontiguousarray(wmat.astype(ct, copy=False) if is_float or ct == np.int64 else _as_int(wmat))
-        result = _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes, rows, kcols,
-                              strides, pads, ld, rd, is_float, ct)
-    # [G, batch, spatial..., Og] -> [batch, spatial..., G * Og] -> the output layout
-    result = np.moveaxis(result.reshape((groups, out_b) + out_sp + (Og,)), 0, -2).reshape((out_b,) + out_sp + (O,))
-    canon = {dn.output_batch_dimension: 0, dn.output_feature_dimension: n + 1}
-    for i, d in enumerate(dn.output_spatial_dimensions):
-        canon[d] = 1 + i
-    result = np.transpose(result, [canon[d] for d in range(n + 2)])
-    # in the output's own layout now (NCHW: a transposition by the tiled copy), so that its
-    # readers get a contiguous array
-    return _finish(contiguous(result), shape)
+    if has_nonfinite(lhs, rhs):
+        return _conv_nonfinite(lhs, rhs, shape, dict(
+            window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+            window_reversal=window_reversal, dimension_numbers=dimension_numbers,
+            feature_group_count=feature_group_count, batch_group_count=batch_group_count))
+    return _conv_compute(_conv_plan(lhs, rhs, shape, window_strides, padding, lhs_dilation, rhs_dilation,
+                                    window_reversal, dimension_numbers, feature_group_count, batch_group_count),
+                         lhs, rhs)
+
+
+def _conv_prepare(operand_shapes, *, shape, window_strides=(), padding=(), lhs_dilation=(), rhs_dilation=(),
+                  window_reversal=(), dimension_numbers=None, feature_group_count=1, batch_group_count=1,
+                  precision_config=None, preferred_element_type=None):
+    """The run plan's hook (``numba_executor._op_step``): the convolution's _ConvPlan made once
+    from the static shapes, then per call the same check for Inf / NaN and the same
+    ``_conv_compute`` as the kernel (the same bits); operands of other shapes or types
+    than the static ones go to the kernel."""
+    if len(operand_shapes) != 2 or not shape.is_array or not shape.is_static \
+            or not all(o.is_array and o.is_static for o in operand_shapes):
+        return None
+    ls, rs = operand_shapes
+    lt, rt = np.dtype(ls.dtype), np.dtype(rs.dtype)
+    ldims, rdims = tuple(ls.dims), tuple(rs.dims)
+    attrs = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                 window_reversal=window_reversal, dimension_numbers=dimension_numbers,
+                 feature_group_count=feature_group_count, batch_group_count=batch_group_count)
+    def probe(dims, dt):   # an array of these dims and type, without memory behind it
+        return np.lib.stride_tricks.as_strided(np.zeros(1, dt), shape=dims, strides=(0,) * len(dims))
+    plan = _conv_plan(probe(ldims, lt), probe(rdims, rt), shape, **attrs)
+
+    def run(lhs, rhs):
+        if type(lhs) is not np.ndarray or type(rhs) is not np.ndarray or lhs.dtype != lt or rhs.dtype != rt \
+                or lhs.shape != ldims or rhs.shape != rdims:
+            return conv_kernel(lhs, rhs, shape=shape, **attrs)
+        if has_nonfinite(lhs, rhs):
+            return _conv_nonfinite(lhs, rhs, shape, attrs)
+        return _conv_compute(plan, lhs, rhs)
+    return run
+
+
+conv_kernel.prepare = _conv_prepare
+#: the executor flushes the marked operands before the prepared function and its result
+#: after, as around the kernel
+conv_kernel.prepare_flushing = True
 
 
 # ---------------------------------------------------------------------------------------
