@@ -346,12 +346,15 @@ def test_scatter_empty_updates_and_operands():
 @pytest.fixture
 def parallel_from_small_sizes(monkeypatch):
     """Data-movement kernels go parallel from ``MOVE_PARALLEL_THRESHOLD`` elements: for
-    these tests from ``PARALLEL_THRESHOLD``, so that their arrays stay small."""
+    these tests from ``PARALLEL_THRESHOLD``, so that their arrays stay small; and those that
+    stream in the cache in one thread (``shape.streamed``) go parallel too."""
     import sys
+    from xla_explorer.executors.cpu import shape as cpu_shape
     from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD
     for name, module in list(sys.modules.items()):
         if name.startswith("xla_explorer.executors") and hasattr(module, "MOVE_PARALLEL_THRESHOLD"):
             monkeypatch.setattr(module, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+    monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", 0)
 
 
 @pytest.mark.usefixtures("parallel_from_small_sizes")

@@ -302,12 +302,14 @@ class CopyPlan:
     with the way to walk it: rows of the last dimension (``chunk`` elements per work item)
     or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
 
-    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "tiled", "vb", "run")
+    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "tiled", "vb", "run",
+                 "streams", "traffic")
 
     def __repr__(self):
         return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
                 f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk}, "
-                f"row_tile={self.row_tile}, tiled={self.tiled}, vb={self.vb}, run={self.run})")
+                f"row_tile={self.row_tile}, tiled={self.tiled}, vb={self.vb}, run={self.run}, "
+                f"streams={self.streams}, traffic={self.traffic})")
 
 
 def merge_dims(dims, *strides):
@@ -414,6 +416,11 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
             plan.tile_dim, plan.tiled = a, r - 2
             most = 4 if product(mdims) * itemsize <= ROW_TILE_CACHED_BYTES else 8
             plan.row_tile = max(2, min(most, mdims[r - 2] // (4 * nthreads)))
+    # a walk that moves rows at the copy's speed in one thread (runs copied, reversed or
+    # every other element kept; tiles of whole rows), and the bytes it reads and writes
+    # (a stride-2 row reads its lines twice over: ``streamed``)
+    plan.streams = plan.tile == 0 and (plan.row_tile > 0 or (dstr[-1] == 1 and abs(sstr[-1]) <= 2))
+    plan.traffic = plan.n * itemsize * (1 + max(1, abs(sstr[-1])))
     rows = plan.n // mdims[-1]
     plan.chunk = mdims[-1]
     if rows < 4 * nthreads and mdims[-1] >= 8192:
@@ -805,6 +812,34 @@ def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, t
                     dst[uint64(o + k)] = src[uint64(s + k)]
 
 
+#: a streaming copy (``CopyPlan.streams``) that reads and writes at most this many bytes runs
+#: in the calling thread (``streamed``)
+STREAM_THREADED_BYTES = 24 << 20
+
+
+def streamed(nbytes):
+    """Whether a kernel that streams ``nbytes`` (read and written together) at the copy's
+    speed runs in one thread, whatever its element count.
+
+    In the last-level cache one thread already moves data at the cache's speed, and a second
+    one does not pay for its launch and wake-up.  Measured on the AMD EPYC (2 cores, min /
+    median of 150 interleaved, load 1.4, the kernel alone): a 4 MiB f32 copy 0.130 / 0.133
+    ms in one thread (64 GB/s read + write), 0.151 / 0.175 in two; a stride-2 slice of
+    4 MiB 0.092 / 0.094 against 0.109 / 0.135; [128, 128, 64] -> [128, 128, 64] (rows of 64
+    kept) 0.140 / 0.145 against 0.161 / 0.188; two threads lost by 5-15% up to 12 MiB
+    copied (24 MiB moved).  Through the run (the benchmark's 4 MiB transpose of rows of
+    64): two threads on the idle machine 0.249 ms, one thread at load 1.7 0.18-0.21.  Out of
+    the cache (32 MiB: 64 MiB moved) two threads pay (that transposition 3.0 -> 1.8 ms,
+    min, load 2.5).  Kernels whose per-thread work is slower than a copy (transposes of
+    elements, element and column gathers) keep ``MOVE_PARALLEL_THRESHOLD`` alone."""
+    return nbytes <= STREAM_THREADED_BYTES
+
+
+def copy_parallel(plan):
+    """Whether ``plan`` runs in threads (``in_threads``)."""
+    return plan.n >= MOVE_PARALLEL_THRESHOLD and not (plan.streams and streamed(plan.traffic))
+
+
 def copy_launch(plan):
     """How ``run_copy`` runs ``plan``: (the range kernel, its work items, its arguments
     after ``dst, dbase, src, sbase``)."""
@@ -830,7 +865,7 @@ def run_copy(plan, dst, dbase, src, sbase):
     in two threads and 1.5 ms in one; with ``in_threads`` the calling thread takes the
     parts a descheduled worker has not started."""
     fn, items, extra = copy_launch(plan)
-    in_threads(fn, items, plan.n >= MOVE_PARALLEL_THRESHOLD, dst, dbase, src, sbase, *extra)
+    in_threads(fn, items, copy_parallel(plan), dst, dbase, src, sbase, *extra)
 
 
 def strided_copy(dst, dbase, dst_strides, src, sbase, src_strides, dims):
@@ -876,18 +911,21 @@ def threaded_copy(dims, dst_strides, src_strides, itemsize):
     and its launch decided once per thread count (the run's: ``numba_setup.enter_run``
     takes one thread on a busy machine), not per call (plan_copy's cache key and the
     launch's arithmetic: 20-25 us of a 4 MiB stride-2 slice's 160, one thread, load 4)."""
-    launches = {}   # (thread count, the source writeable: its Numba type) -> launch
+    launches = {}   # (thread count, the source writeable: its Numba type) -> launch, in threads
 
     def copy(dst, dbase, src, sbase):
         key = (threads(), src.flags.writeable)
         got = launches.get(key)
         if got is None:   # (the first call of its kind: in_threads compiles fn first)
-            fn, items, extra = launches[key] = copy_launch(plan_copy(dims, dst_strides, src_strides, itemsize,
-                                                                     key[0]))
-            in_threads(fn, items, True, dst, dbase, src, sbase, *extra)
+            plan = plan_copy(dims, dst_strides, src_strides, itemsize, key[0])
+            fn, items, extra, parallel = launches[key] = (*copy_launch(plan), copy_parallel(plan))
+            in_threads(fn, items, parallel, dst, dbase, src, sbase, *extra)
             return
-        fn, items, extra = got
-        in_threads(fn, items, True, dst, dbase, src, sbase, *extra, compiled=True)
+        fn, items, extra, parallel = got
+        if parallel:
+            in_threads(fn, items, True, dst, dbase, src, sbase, *extra, compiled=True)
+        else:   # (a streaming copy in the cache: the calling thread, ``streamed``)
+            fn(0, items, dst, dbase, src, sbase, *extra)
     return copy
 
 
