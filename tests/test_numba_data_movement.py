@@ -915,3 +915,29 @@ def test_which_copies_stream():
     assert not cpu_shape.plan_copy((1024, 1024), (1024, 1), (4096, 3), 4, 2).streams
     big = cpu_shape.plan_copy((16 << 20,), (1,), (1,), 4, 2)   # 128 MiB moved: out of the cache
     assert big.streams and cpu_shape.copy_parallel(big)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+@pytest.mark.parametrize("t", ["u8", "bf16", "f32", "c128"])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_parallel_element_gathers_share_their_positions(t, itype):
+    """Gathers of single elements above the copy threshold run in parts that the threads
+    take in turn (``indexing._shared``): ``take`` of a vector (clamped at both ends), index
+    vectors of two components, an index vector before the positions (the general loop),
+    rows, each with a read-only operand too, an odd count of positions."""
+    rng = np.random.default_rng(7)
+    x = values((211, 157), t)
+    ro = x.copy()
+    ro.flags.writeable = False
+    flat = rng.integers(-9, 211 * 157 + 9, (40001,)).astype(itype)
+    pairs = rng.integers(-3, 215, (40003, 2)).astype(itype)
+    rows = rng.integers(-3, 215, (301, 1)).astype(itype)
+    for operand in (x, ro):
+        check(lambda p, i: xe.Gather(p, i, offset_dims=[], collapsed_slice_dims=[0], start_index_map=[0],
+                                     index_vector_dim=1, slice_sizes=[1]), operand.reshape(-1), flat)
+        check(lambda p, i: xe.Gather(p, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[0, 1],
+                                     index_vector_dim=1, slice_sizes=[1, 1]), operand, pairs)
+        check(lambda p, i: xe.Gather(p, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[1, 0],
+                                     index_vector_dim=0, slice_sizes=[1, 1]), operand, pairs.T.copy())
+        check(lambda p, i: xe.Gather(p, i, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
+                                     index_vector_dim=1, slice_sizes=[1, 157]), operand, rows)

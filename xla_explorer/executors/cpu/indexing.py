@@ -168,22 +168,28 @@ def _gather_call(plan, n, itemsize):
             _start_offsets(so, idx, K, inner, imap, bmap)
             in_threads(by_element, ne, par, out, src, so, do, sl, runs, _ROW_BUFFER_FROM)
     elif nrows == 1 and sl[0, 0] == 1 and not plan.take:
-        elems = elems_par if parallel else elems_ser
-
-        def call(out, src, idx):
-            elems(out, src, idx, nb, K, inner, imap, bmap)
+        if parallel:
+            def call(out, src, idx):
+                _shared(elems_range, nb, out, src, idx, K, inner, imap, bmap)
+        else:
+            def call(out, src, idx):
+                elems_ser(out, src, idx, nb, K, inner, imap, bmap)
     elif plan.take and sl[0, 0] == 1:
-        take1 = take1_par if parallel else take1_ser
         top, stride = imap[1, 0], imap[0, 0]
-
-        def call(out, src, idx):
-            take1(out, src, idx, nb, top, stride)
+        if parallel:
+            def call(out, src, idx):
+                _shared(take1_range, nb, out, src, idx, top, stride)
+        else:
+            def call(out, src, idx):
+                take1_ser(out, src, idx, nb, top, stride)
     elif plan.take:
-        take = take_par if parallel else take_ser
         top, stride, L, ss = imap[1, 0], imap[0, 0], sl[0, 0], sl[2, 0]
-
-        def call(out, src, idx):
-            take(out, src, idx, nb, top, stride, L, ss)
+        if parallel:
+            def call(out, src, idx):
+                _shared(take_range, nb, out, src, idx, top, stride, L, ss)
+        else:
+            def call(out, src, idx):
+                take_ser(out, src, idx, nb, top, stride, L, ss)
     else:
         slices = gather_par if parallel else gather_ser
 
@@ -246,6 +252,44 @@ def _take_item(p, out, src, idx, top, stride, L, ss):
     elif v > top:
         v = top
     _copy_run(out, p * L, 1, src, v * stride, ss, 0, L)
+
+
+_compiled = set()   # (range kernel, the arguments' types) that ran: ``_shared``
+
+
+def _shared(fn, n, out, src, idx, *args):
+    """``in_threads(fn, n, True, out, src, idx, *args)``: the positions of a gather shared by
+    the threads in parts that whichever thread is free takes, rather than a ``prange``
+    loop's fixed halves (a gather of a million single elements waits for its slowest
+    thread: 1.3 ms (median, two threads, load 2.7) with a worker that another process
+    kept from its core, 0.83 ms when both ran); ``compiled`` where these argument types ran
+    before (a range kernel per element, index and source type, writeable or not)."""
+    key = (fn, out.dtype, src.dtype, idx.dtype, src.flags.writeable)
+    known = key in _compiled
+    in_threads(fn, n, True, out, src, idx, *args, compiled=known)
+    if not known:
+        _compiled.add(key)
+
+
+@njit(**_opts)
+def take_range(lo, hi, out, src, idx, top, stride, L, ss):
+    """Positions [lo, hi) of ``take_par``'s loop."""
+    for p in range(lo, hi):
+        _take_item(p, out, src, idx, top, stride, L, ss)
+
+
+@njit(**_opts)
+def take1_range(lo, hi, out, src, idx, top, stride):
+    """Positions [lo, hi) of ``take1_par``'s loop."""
+    for p in range(lo, hi):
+        v = min(max(np.int64(idx[uint64(p)]), 0), top)
+        out[uint64(p)] = src[uint64(v * stride)]
+
+
+@njit(**_opts)
+def elems_range(lo, hi, out, src, idx, K, inner, imap, bmap):
+    """Positions [lo, hi) of a gather of single elements (``_elems``)."""
+    _elems(lo, hi, out, src, idx, K, inner, imap, bmap)
 
 
 @njit(parallel=True, **_opts)
