@@ -863,7 +863,7 @@ def test_single_element_scatter_flushes_around_nans_and_denormals(t, name):
 def test_streaming_moves_in_one_thread_or_in_threads(monkeypatch, stream_limit, t):
     """Above the copy threshold, the moves that stream rows (``shape.streamed``) run in the
     calling thread while they stay under ``STREAM_THREADED_BYTES`` (here: always, or never):
-    copies of rows, stride-2 and reversed rows, row tiles, pads of rows, the one-pass
+    copies of rows, stride-2 and reversed rows, row tiles, pads of rows, concatenates, the one-pass
     dynamic-update-slice (prepared above the threshold too), gathers and scatters of long
     rows; both give the reference's bits, the last part short, odd sizes."""
     import sys
@@ -880,6 +880,9 @@ def test_streaming_moves_in_one_thread_or_in_threads(monkeypatch, stream_limit, 
     check(lambda p: xe.Rev(p, [1]), y)                                     # reversed rows
     check(lambda p: xe.Rev(p, [0]), y)
     check(lambda p, v: xe.Pad(p, v, [(3, -2, 1), (2, -1, 0)]), y, values((), t, seed=2))
+    z = values((173, 45), t, seed=6)
+    check(lambda p, q: xe.Concatenate(p, q, p, dimension=1), y, z)         # runs of rows
+    check(lambda p, q: xe.Concatenate(p, q, dimension=0), y, y[::-1].copy())
     u = values((40, 300), t, seed=3)
     for starts in ((3, 5), (-4, 200), (170, 1)):
         s = [np.array(v, np.int32) for v in starts]

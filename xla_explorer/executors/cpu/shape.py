@@ -163,8 +163,8 @@ def empty(dims, dtype):
 
 
 def copy_words(array):
-    """``words(array)`` copied into a new buffer (by both threads when it is large: twice
-    NumPy's one-thread copy on this project's machines)."""
+    """``words(array)`` copied into a new buffer (by both threads when it is larger than the
+    cache holds: ``streamed``; a copy in the cache is as fast in one)."""
     src = words(array)
     out = POOL.take(src.nbytes).view(src.dtype)
     if src.size >= MOVE_PARALLEL_THRESHOLD:
@@ -1060,7 +1060,8 @@ def concatenate(*operands, shape, dimension):
                     _rows_range(a - first, b - first, out, dbase, src, 0, plan.dims, plan.dstr, plan.sstr,
                                 plan.chunk, nch)
 
-        in_threads(part, items, shape.numel >= MOVE_PARALLEL_THRESHOLD)
+        in_threads(part, items, shape.numel >= MOVE_PARALLEL_THRESHOLD
+                   and not streamed(2 * shape.numel * out.dtype.itemsize))
     return as_result(out, shape)
 
 
@@ -1088,7 +1089,8 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
     """The concatenate prepared for a run plan: below ``MOVE_PARALLEL_THRESHOLD`` every row
     of the result in one call (``_concat_rows``) or one serial copy per operand; above it
     every row's runs as the work items of one ``in_threads`` launch (``_concat_range``,
-    runs cut into pieces where the rows are too few to share), decided per thread count."""
+    runs cut into pieces where the rows are too few to share), decided per thread count; in
+    the calling thread while what it reads and writes stays in the cache (``streamed``)."""
     if not (serial(shape) or large(shape)) or any(np.dtype(s.dtype) != np.dtype(shape.dtype)
                                                   for s in operand_shapes):
         return None
@@ -1106,6 +1108,8 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
         if not (1 < len(operand_shapes) <= _CONCAT_ROWS_MAX and outer):
             return None
         launches = {}   # thread count -> (work items, chunk, pieces of each run)
+        # (rows copied: in the calling thread while they stream in the cache, ``streamed``)
+        parallel = not streamed(2 * nbytes)
 
         def launch(k):
             # whole runs when the rows are enough to share, else runs cut into pieces of
@@ -1127,10 +1131,13 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             got = launches.get(k)
             if got is None:   # (the first call for this count: in_threads compiles first)
                 items, chunk, nch = launch(k)
-                in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch)
+                in_threads(_concat_range, items, parallel, out, srcs, runs, offsets, row, chunk, nch)
             else:
                 items, chunk, nch = got
-                in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch, compiled=True)
+                if parallel:
+                    in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch, compiled=True)
+                else:
+                    _concat_range(0, items, out, srcs, runs, offsets, row, chunk, nch)
             return out.view(dtype).reshape(dims)
         return run_large
     pieces = []   # (operand index, where in out, the serial copy): as the kernel's pieces
