@@ -944,3 +944,47 @@ def test_parallel_element_gathers_share_their_positions(t, itype):
                                      index_vector_dim=0, slice_sizes=[1, 1]), operand, pairs.T.copy())
         check(lambda p, i: xe.Gather(p, i, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
                                      index_vector_dim=1, slice_sizes=[1, 157]), operand, rows)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+@pytest.mark.parametrize("t", ["u8", "bf16", "f32", "s64", "c128"])
+def test_non_temporal_row_copies(monkeypatch, threaded, t):
+    """Copies of rows and of every other element with the result's whole lines stored
+    non-temporally (``CopyPlan.nt``, here from any size): every offset of the result
+    against a cache line (its partial lines at both ends copied as usual), rows shorter
+    than a line, one long row cut into pieces, in one thread and in threads; the elements
+    around the result untouched.  (c128 words never take it: plain copies.)"""
+    from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD
+    monkeypatch.setattr(cpu_shape, "NT_TRAFFIC_BYTES", 0)
+    monkeypatch.setattr(cpu_shape, "NT_ROW_BYTES", 1)
+    if threaded:
+        monkeypatch.setattr(cpu_shape, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+        monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", 0)
+    cpu_shape.plan_copy.cache_clear()
+    try:
+        dtype = xe.Shape(t, ()).dtype
+        word = cpu_shape.word_dtype(dtype)
+        for dims in ((37, 301), (301, 37), (3, 5), (1, 70001), (41, 2000)):
+            x = values(dims, t)
+            w = x.reshape(-1).view(word)
+            c = dims[1]
+            for start, steps, rdims in (((0, 1), (1, 2), (dims[0], (c - 1 + 1) // 2)),   # x[:, 1::2]
+                                        ((1, 0), (2, 1), ((dims[0] - 1 + 1) // 2, c)),   # x[1::2, :]
+                                        ((0, 0), (1, 1), dims)):                         # x[:, :]
+                if 0 in rdims:
+                    continue
+                want = x[start[0]::steps[0], start[1]::steps[1]][:rdims[0], :rdims[1]]
+                base = start[0] * c + start[1]
+                strides = (steps[0] * c, steps[1])
+                plan = cpu_shape.plan_copy(rdims, (rdims[1], 1), strides, word.itemsize, cpu_shape.threads())
+                assert plan.nt == (word.itemsize <= 8 and plan.streams and not plan.row_tile), plan
+                n = want.size
+                for off in range(0, 64 // word.itemsize + 1, max(1, 16 // word.itemsize)):
+                    buf = np.zeros(n + 80 // word.itemsize, word)
+                    out = buf[off:off + n]
+                    cpu_shape.strided_copy(out, 0, (rdims[1], 1), w, base, strides, rdims)
+                    assert out.view(dtype).reshape(rdims).tobytes() == np.ascontiguousarray(want).tobytes(), \
+                        (dims, steps, off)
+                    assert not buf[:off].any() and not buf[off + n:].any()
+    finally:
+        cpu_shape.plan_copy.cache_clear()
