@@ -28,6 +28,7 @@ fused loop (a lone one is a one-member loop group), so the executor never asks f
 import functools
 import itertools
 import os
+import platform
 import sys
 import threading
 
@@ -498,6 +499,9 @@ def _copy_even(typingctx, dst, do, src, so):
     return types.void(dst, do, src, so), codegen
 
 
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+
+
 def _nt_store(builder, value, ptr, align):
     """A store with LLVM's ``!nontemporal`` hint (``vmovntdq``: the line is written to memory
     without being read into the cache first)."""
@@ -573,11 +577,16 @@ def _line_offset(typingctx, dst, do):
 
 @intrinsic
 def _sfence(typingctx):
-    """``sfence``: the non-temporal stores before it are visible to other threads after it."""
+    """``sfence``: the non-temporal stores before it are visible to other threads after it
+    (on other processors than x86, a sequentially consistent fence)."""
 
     def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence")
-        builder.call(fn, [])
+        if _X86:
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                                "llvm.x86.sse.sfence")
+            builder.call(fn, [])
+        else:
+            builder.fence("seq_cst")
         return context.get_dummy_value()
 
     return types.void(), codegen
