@@ -23,7 +23,9 @@ def _threads_from_small_sizes(monkeypatch):
     """The gathers go parallel from ``MOVE_PARALLEL_THRESHOLD`` (1 MiB of f32): here from
     ``PARALLEL_THRESHOLD``, so that the sizes past it below run the parallel loops."""
     from xla_explorer.executors.cpu import indexing
+    from xla_explorer.executors.cpu import shape as cpu_shape
     monkeypatch.setattr(indexing, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+    monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", 0)   # (row gathers too: ``shape.streamed``)
 _NP = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64, "u8": np.uint8, "u32": np.uint32,
        "u64": np.uint64}
 

@@ -346,12 +346,15 @@ def test_scatter_empty_updates_and_operands():
 @pytest.fixture
 def parallel_from_small_sizes(monkeypatch):
     """Data-movement kernels go parallel from ``MOVE_PARALLEL_THRESHOLD`` elements: for
-    these tests from ``PARALLEL_THRESHOLD``, so that their arrays stay small."""
+    these tests from ``PARALLEL_THRESHOLD``, so that their arrays stay small; and those that
+    stream in the cache in one thread (``shape.streamed``) go parallel too."""
     import sys
+    from xla_explorer.executors.cpu import shape as cpu_shape
     from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD
     for name, module in list(sys.modules.items()):
         if name.startswith("xla_explorer.executors") and hasattr(module, "MOVE_PARALLEL_THRESHOLD"):
             monkeypatch.setattr(module, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+    monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", 0)
 
 
 @pytest.mark.usefixtures("parallel_from_small_sizes")
@@ -853,3 +856,135 @@ def test_single_element_scatter_flushes_around_nans_and_denormals(t, name):
             # twice into each place: the second combination reads the first's result
             check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **elems), x, np.concatenate([i, i]),
                   np.concatenate([u, u[::-1]]))
+
+
+@pytest.mark.parametrize("stream_limit", [0, 1 << 30])
+@pytest.mark.parametrize("t", ["u8", "bf16", "f32", "s64", "c128"])
+def test_streaming_moves_in_one_thread_or_in_threads(monkeypatch, stream_limit, t):
+    """Above the copy threshold, the moves that stream rows (``shape.streamed``) run in the
+    calling thread while they stay under ``STREAM_THREADED_BYTES`` (here: always, or never):
+    copies of rows, stride-2 and reversed rows, row tiles, pads of rows, concatenates, the one-pass
+    dynamic-update-slice (prepared above the threshold too), gathers and scatters of long
+    rows; both give the reference's bits, the last part short, odd sizes."""
+    import sys
+    from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD
+    for name, module in list(sys.modules.items()):
+        if name.startswith("xla_explorer.executors") and hasattr(module, "MOVE_PARALLEL_THRESHOLD"):
+            monkeypatch.setattr(module, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+    monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", stream_limit)
+    x = values((97, 131, 5), t)
+    check(lambda p: xe.Transpose(p, [1, 0, 2]), x)                         # row tiles
+    check(lambda p: xe.Slice(p, [1, 0, 0], [97, 131, 5], [2, 1, 1]), x)    # rows
+    y = values((173, 389), t, seed=1)
+    check(lambda p: xe.Slice(p, [0, 1], [173, 389], [1, 2]), y)            # stride-2 rows
+    check(lambda p: xe.Rev(p, [1]), y)                                     # reversed rows
+    check(lambda p: xe.Rev(p, [0]), y)
+    check(lambda p, v: xe.Pad(p, v, [(3, -2, 1), (2, -1, 0)]), y, values((), t, seed=2))
+    z = values((173, 45), t, seed=6)
+    check(lambda p, q: xe.Concatenate(p, q, p, dimension=1), y, z)         # runs of rows
+    check(lambda p, q: xe.Concatenate(p, q, dimension=0), y, y[::-1].copy())
+    u = values((40, 300), t, seed=3)
+    for starts in ((3, 5), (-4, 200), (170, 1)):
+        s = [np.array(v, np.int32) for v in starts]
+        check(lambda p, q, a, b: xe.DynamicUpdateSlice(p, q, [a, b]), y, u, *s)
+    rows = np.random.default_rng(4).integers(-3, 176, (250, 1)).astype(np.int32)
+    check(lambda p, i: xe.Gather(p, i, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
+                                 index_vector_dim=1, slice_sizes=[1, 389]), y, rows)
+    if t in ("f32", "s64"):
+        upd = values((250, 389), t, seed=5)
+        if t == "f32":
+            upd[~np.isfinite(upd)] = 1.0
+        dims = dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                    index_vector_dim=1)
+        for name in ("add", "second", "update_after_half") if t == "f32" else ("add", "maximum"):
+            check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **dims), y, rows, upd)
+
+
+def test_which_copies_stream():
+    """``CopyPlan.streams``: walks of whole, reversed or stride-2 rows and row tiles stream
+    (one thread in the cache: ``shape.copy_parallel``), transpositions of elements and rows
+    of other strides do not; ``traffic`` counts a stride-2 row's source twice over."""
+    from xla_explorer.executors.cpu import shape as cpu_shape
+    n = 1 << 20
+    flat = cpu_shape.plan_copy((n,), (1,), (1,), 4, 2)
+    assert flat.streams and flat.traffic == 8 * n and not cpu_shape.copy_parallel(flat)
+    even = cpu_shape.plan_copy((1024, 1024), (1024, 1), (2048, 2), 4, 2)
+    assert even.streams and even.traffic == 12 * n and not cpu_shape.copy_parallel(even)
+    assert cpu_shape.plan_copy((1024, 1024), (1024, 1), (1024, -1), 4, 2).streams
+    tiles = cpu_shape.plan_copy((128, 128, 64), (8192, 64, 1), (64, 8192, 1), 4, 2)
+    assert tiles.row_tile and tiles.streams
+    transposed = cpu_shape.plan_copy((1024, 1024), (1024, 1), (1, 1024), 4, 2)
+    assert transposed.tile and not transposed.streams and cpu_shape.copy_parallel(transposed)
+    assert not cpu_shape.plan_copy((1024, 1024), (1024, 1), (4096, 3), 4, 2).streams
+    big = cpu_shape.plan_copy((16 << 20,), (1,), (1,), 4, 2)   # 128 MiB moved: out of the cache
+    assert big.streams and cpu_shape.copy_parallel(big)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+@pytest.mark.parametrize("t", ["u8", "bf16", "f32", "c128"])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_parallel_element_gathers_share_their_positions(t, itype):
+    """Gathers of single elements above the copy threshold run in parts that the threads
+    take in turn (``indexing._shared``): ``take`` of a vector (clamped at both ends), index
+    vectors of two components, an index vector before the positions (the general loop),
+    rows, each with a read-only operand too, an odd count of positions."""
+    rng = np.random.default_rng(7)
+    x = values((211, 157), t)
+    ro = x.copy()
+    ro.flags.writeable = False
+    flat = rng.integers(-9, 211 * 157 + 9, (40001,)).astype(itype)
+    pairs = rng.integers(-3, 215, (40003, 2)).astype(itype)
+    rows = rng.integers(-3, 215, (301, 1)).astype(itype)
+    for operand in (x, ro):
+        check(lambda p, i: xe.Gather(p, i, offset_dims=[], collapsed_slice_dims=[0], start_index_map=[0],
+                                     index_vector_dim=1, slice_sizes=[1]), operand.reshape(-1), flat)
+        check(lambda p, i: xe.Gather(p, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[0, 1],
+                                     index_vector_dim=1, slice_sizes=[1, 1]), operand, pairs)
+        check(lambda p, i: xe.Gather(p, i, offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[1, 0],
+                                     index_vector_dim=0, slice_sizes=[1, 1]), operand, pairs.T.copy())
+        check(lambda p, i: xe.Gather(p, i, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
+                                     index_vector_dim=1, slice_sizes=[1, 157]), operand, rows)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+@pytest.mark.parametrize("t", ["u8", "bf16", "f32", "s64", "c128"])
+def test_non_temporal_row_copies(monkeypatch, threaded, t):
+    """Copies of rows and of every other element with the result's whole lines stored
+    non-temporally (``CopyPlan.nt``, here from any size): every offset of the result
+    against a cache line (its partial lines at both ends copied as usual), rows shorter
+    than a line, one long row cut into pieces, in one thread and in threads; the elements
+    around the result untouched.  (c128 words never take it: plain copies.)"""
+    from xla_explorer.executors.numba_setup import PARALLEL_THRESHOLD
+    monkeypatch.setattr(cpu_shape, "NT_TRAFFIC_BYTES", 0)
+    monkeypatch.setattr(cpu_shape, "NT_ROW_BYTES", 1)
+    if threaded:
+        monkeypatch.setattr(cpu_shape, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+        monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", 0)
+    cpu_shape.plan_copy.cache_clear()
+    try:
+        dtype = xe.Shape(t, ()).dtype
+        word = cpu_shape.word_dtype(dtype)
+        for dims in ((37, 301), (301, 37), (3, 5), (1, 70001), (41, 2000)):
+            x = values(dims, t)
+            w = x.reshape(-1).view(word)
+            c = dims[1]
+            for start, steps, rdims in (((0, 1), (1, 2), (dims[0], (c - 1 + 1) // 2)),   # x[:, 1::2]
+                                        ((1, 0), (2, 1), ((dims[0] - 1 + 1) // 2, c)),   # x[1::2, :]
+                                        ((0, 0), (1, 1), dims)):                         # x[:, :]
+                if 0 in rdims:
+                    continue
+                want = x[start[0]::steps[0], start[1]::steps[1]][:rdims[0], :rdims[1]]
+                base = start[0] * c + start[1]
+                strides = (steps[0] * c, steps[1])
+                plan = cpu_shape.plan_copy(rdims, (rdims[1], 1), strides, word.itemsize, cpu_shape.threads())
+                assert plan.nt == (word.itemsize <= 8 and plan.streams and not plan.row_tile), plan
+                n = want.size
+                for off in range(0, 64 // word.itemsize + 1, max(1, 16 // word.itemsize)):
+                    buf = np.zeros(n + 80 // word.itemsize, word)
+                    out = buf[off:off + n]
+                    cpu_shape.strided_copy(out, 0, (rdims[1], 1), w, base, strides, rdims)
+                    assert out.view(dtype).reshape(rdims).tobytes() == np.ascontiguousarray(want).tobytes(), \
+                        (dims, steps, off)
+                    assert not buf[:off].any() and not buf[off + n:].any()
+    finally:
+        cpu_shape.plan_copy.cache_clear()

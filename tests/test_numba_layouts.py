@@ -22,9 +22,11 @@ def _threads_from_small_sizes(monkeypatch):
     """The data-movement kernels go parallel from ``MOVE_PARALLEL_THRESHOLD`` (1 MiB of
     f32): here from ``PARALLEL_THRESHOLD`` too, so that small test arrays run both."""
     import sys
+    from xla_explorer.executors.cpu import shape as cpu_shape
     for name, module in list(sys.modules.items()):
         if name.startswith("xla_explorer.executors") and hasattr(module, "MOVE_PARALLEL_THRESHOLD"):
             monkeypatch.setattr(module, "MOVE_PARALLEL_THRESHOLD", PARALLEL_THRESHOLD)
+    monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", 0)   # (streaming copies too: ``shape.streamed``)
 
 
 def _values(shape, t, rng=RNG):

@@ -53,7 +53,7 @@ from ..loopgen import LoopSource
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD
 from . import kernel
 from .shape import (POOL, _copy_flat, _copy_run, _move, as_result, copy_words, in_threads, merge_dims, new_words,
-                    product, row_major_strides, strided_copy, threads, word_dtype, word_reader, words)
+                    product, row_major_strides, streamed, strided_copy, threads, word_dtype, word_reader, words)
 
 _opts = dict(cache=True, nogil=True)
 
@@ -133,13 +133,24 @@ def _gather_plan(odims, idims, rdims, offset_dims, collapsed_slice_dims, start_i
     return plan
 
 
-def _gather_call(plan, n):
-    """The kernel of a gather of ``plan`` with ``n`` result elements, as a function of
-    (out, src, idx): the result's, the operand's words and the flat int32/int64 indices.
-    Decided once per plan and threshold (kept on the plan): what does not depend on the
-    indices (where each position's slice lands in the result, the kernel, whether it runs
-    in threads)."""
+#: a gather of whole rows (``take``) of at least this many bytes each streams like a copy
+#: (``_gather_call``)
+_STREAMED_ROW_BYTES = 512
+
+
+def _gather_call(plan, n, itemsize):
+    """The kernel of a gather of ``plan`` with ``n`` result elements of ``itemsize`` bytes, as
+    a function of (out, src, idx): the result's, the operand's words and the flat int32/int64
+    indices.  Decided once per plan and threshold (kept on the plan): what does not depend on
+    the indices (where each position's slice lands in the result, the kernel, whether it runs
+    in threads).  A gather of long rows (``x[i]``, rows of ``_STREAMED_ROW_BYTES`` or more,
+    each one run copied) reads and writes at the copy's speed: in the calling thread while
+    that stays in the cache (``shape.streamed``; rows of 256 f32 from f32[4096, 256], load
+    2.8: 0.264 ms (median) through the run in one thread, 0.267 in two)."""
     parallel = n >= MOVE_PARALLEL_THRESHOLD
+    if (parallel and plan.take and plan.sl[2, 0] == 1 and plan.sl[0, 0] * itemsize >= _STREAMED_ROW_BYTES
+            and streamed(2 * n * itemsize)):
+        parallel = False
     call = plan.call.get(parallel)
     if call is not None:
         return call
@@ -157,22 +168,28 @@ def _gather_call(plan, n):
             _start_offsets(so, idx, K, inner, imap, bmap)
             in_threads(by_element, ne, par, out, src, so, do, sl, runs, _ROW_BUFFER_FROM)
     elif nrows == 1 and sl[0, 0] == 1 and not plan.take:
-        elems = elems_par if parallel else elems_ser
-
-        def call(out, src, idx):
-            elems(out, src, idx, nb, K, inner, imap, bmap)
+        if parallel:
+            def call(out, src, idx):
+                _shared(elems_range, nb, out, src, idx, K, inner, imap, bmap)
+        else:
+            def call(out, src, idx):
+                elems_ser(out, src, idx, nb, K, inner, imap, bmap)
     elif plan.take and sl[0, 0] == 1:
-        take1 = take1_par if parallel else take1_ser
         top, stride = imap[1, 0], imap[0, 0]
-
-        def call(out, src, idx):
-            take1(out, src, idx, nb, top, stride)
+        if parallel:
+            def call(out, src, idx):
+                _shared(take1_range, nb, out, src, idx, top, stride)
+        else:
+            def call(out, src, idx):
+                take1_ser(out, src, idx, nb, top, stride)
     elif plan.take:
-        take = take_par if parallel else take_ser
         top, stride, L, ss = imap[1, 0], imap[0, 0], sl[0, 0], sl[2, 0]
-
-        def call(out, src, idx):
-            take(out, src, idx, nb, top, stride, L, ss)
+        if parallel:
+            def call(out, src, idx):
+                _shared(take_range, nb, out, src, idx, top, stride, L, ss)
+        else:
+            def call(out, src, idx):
+                take_ser(out, src, idx, nb, top, stride, L, ss)
     else:
         slices = gather_par if parallel else gather_ser
 
@@ -235,6 +252,44 @@ def _take_item(p, out, src, idx, top, stride, L, ss):
     elif v > top:
         v = top
     _copy_run(out, p * L, 1, src, v * stride, ss, 0, L)
+
+
+_compiled = set()   # (range kernel, the arguments' types) that ran: ``_shared``
+
+
+def _shared(fn, n, out, src, idx, *args):
+    """``in_threads(fn, n, True, out, src, idx, *args)``: the positions of a gather shared by
+    the threads in parts that whichever thread is free takes, rather than a ``prange``
+    loop's fixed halves (a gather of a million single elements waits for its slowest
+    thread: 1.3 ms (median, two threads, load 2.7) with a worker that another process
+    kept from its core, 0.83 ms when both ran); ``compiled`` where these argument types ran
+    before (a range kernel per element, index and source type, writeable or not)."""
+    key = (fn, out.dtype, src.dtype, idx.dtype, src.flags.writeable)
+    known = key in _compiled
+    in_threads(fn, n, True, out, src, idx, *args, compiled=known)
+    if not known:
+        _compiled.add(key)
+
+
+@njit(**_opts)
+def take_range(lo, hi, out, src, idx, top, stride, L, ss):
+    """Positions [lo, hi) of ``take_par``'s loop."""
+    for p in range(lo, hi):
+        _take_item(p, out, src, idx, top, stride, L, ss)
+
+
+@njit(**_opts)
+def take1_range(lo, hi, out, src, idx, top, stride):
+    """Positions [lo, hi) of ``take1_par``'s loop."""
+    for p in range(lo, hi):
+        v = min(max(np.int64(idx[uint64(p)]), 0), top)
+        out[uint64(p)] = src[uint64(v * stride)]
+
+
+@njit(**_opts)
+def elems_range(lo, hi, out, src, idx, K, inner, imap, bmap):
+    """Positions [lo, hi) of a gather of single elements (``_elems``)."""
+    _elems(lo, hi, out, src, idx, K, inner, imap, bmap)
 
 
 @njit(parallel=True, **_opts)
@@ -472,7 +527,7 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
                             tuple(offset_dims), tuple(collapsed_slice_dims), tuple(start_index_map),
                             int(index_vector_dim), tuple(slice_sizes), tuple(operand_batching_dims),
                             tuple(start_indices_batching_dims))
-        _gather_call(plan, n)(out, words(operand), _indices(start_indices))
+        _gather_call(plan, n, np.dtype(shape.dtype).itemsize)(out, words(operand), _indices(start_indices))
     return as_result(out, shape)
 
 
@@ -494,7 +549,7 @@ def _gather_prepare(operand_shapes, *, shape, offset_dims, collapsed_slice_dims,
     plan = _gather_plan(tuple(oshape.dims), tuple(ishape.dims), tuple(shape.dims), tuple(offset_dims),
                         tuple(collapsed_slice_dims), tuple(start_index_map), int(index_vector_dim), tuple(slice_sizes),
                         tuple(operand_batching_dims), tuple(start_indices_batching_dims))
-    call = _gather_call(plan, n)
+    call = _gather_call(plan, n, dtype.itemsize)
     read = word_reader(oshape)
     idims, dims = tuple(ishape.dims), tuple(shape.dims)
     word = word_dtype(dtype)
@@ -1145,6 +1200,17 @@ def _scatter_kernels(region, types):
     return (*cache[key], code)
 
 
+def _scatter_streams(plan, total, nupdates, itemsize):
+    """Whether a scatter of whole rows (windows whose rows are runs of at least
+    ``_STREAMED_ROW_BYTES`` on both sides) streams like a copy in the cache: the input's copy,
+    then each update row read and combined into its result row (``shape.streamed``; then
+    the calling thread does it alone: 4096 rows of 128 f32 added into f32[8192, 128], load
+    2.7, through the run: 0.494 ms (median) in one thread, 0.630 in two)."""
+    L, ds, us = plan.wl[0, -1], plan.wl[1, -1], plan.wl[2, -1]
+    return (ds == 1 and us == 1 and L * itemsize >= _STREAMED_ROW_BYTES
+            and streamed((2 * total + 3 * nupdates) * itemsize))
+
+
 def _carried_copy(x, dtype):
     """``x`` flat, as ``dtype`` (bf16 -> f32 for arithmetic), in a new buffer."""
     if x.dtype == dtype:
@@ -1198,7 +1264,7 @@ def scatter(*values, shape, update_computation, update_window_dims, inserted_win
     # updates as a copy (x.at[i].add(u), 2 threads, load 3, interleaved: 32768 updates
     # 0.062 ms serial vs 0.109 parallel, 131072 updates 0.16 vs 0.23)
     parallel = (nthreads > 1 and nupdates >= MOVE_PARALLEL_THRESHOLD and total >= 2 * nthreads
-                and nupdates >= 16 * plan.nsc)
+                and nupdates >= 16 * plan.nsc and not _scatter_streams(plan, total, nupdates, outs[0].itemsize))
     try:
         (par if parallel else ser)(nthreads, total, code, *outs, _indices(scatter_indices), *upds, plan.K,
                                    plan.inner, plan.imap, plan.bmap, plan.W, plan.umap, plan.wl, plan.span, plan.nsc)
@@ -1248,7 +1314,8 @@ def _scatter_prepare(operand_shapes, *, shape, update_computation, update_window
                          tuple(scatter_indices_batching_dims))
     total, nupdates = xs.numel, us.numel
     # the kernel's choice of its parallel loop, but for the run's thread count
-    wide = nupdates >= MOVE_PARALLEL_THRESHOLD and nupdates >= 16 * plan.nsc
+    wide = (nupdates >= MOVE_PARALLEL_THRESHOLD and nupdates >= 16 * plan.nsc
+            and not _scatter_streams(plan, total, nupdates, dtype.itemsize))
     args = (plan.K, plan.inner, plan.imap, plan.bmap, plan.W, plan.umap, plan.wl, plan.span, plan.nsc)
     read_x, read_u = word_reader(xs), word_reader(us)
     nbytes, big = total * dtype.itemsize, total >= MOVE_PARALLEL_THRESHOLD

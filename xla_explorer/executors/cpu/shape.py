@@ -28,6 +28,7 @@ fused loop (a lone one is a one-member loop group), so the executor never asks f
 import functools
 import itertools
 import os
+import platform
 import sys
 import threading
 
@@ -163,8 +164,8 @@ def empty(dims, dtype):
 
 
 def copy_words(array):
-    """``words(array)`` copied into a new buffer (by both threads when it is large: twice
-    NumPy's one-thread copy on this project's machines)."""
+    """``words(array)`` copied into a new buffer (by both threads when it is larger than the
+    cache holds: ``streamed``; a copy in the cache is as fast in one)."""
     src = words(array)
     out = POOL.take(src.nbytes).view(src.dtype)
     if src.size >= MOVE_PARALLEL_THRESHOLD:
@@ -302,12 +303,14 @@ class CopyPlan:
     with the way to walk it: rows of the last dimension (``chunk`` elements per work item)
     or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
 
-    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "tiled", "vb", "run")
+    __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "tiled", "vb", "run",
+                 "streams", "traffic", "nt")
 
     def __repr__(self):
         return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
                 f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk}, "
-                f"row_tile={self.row_tile}, tiled={self.tiled}, vb={self.vb}, run={self.run})")
+                f"row_tile={self.row_tile}, tiled={self.tiled}, vb={self.vb}, run={self.run}, "
+                f"streams={self.streams}, traffic={self.traffic}, nt={self.nt})")
 
 
 def merge_dims(dims, *strides):
@@ -326,6 +329,20 @@ def merge_dims(dims, *strides):
     if not out:
         out = [(1, [1] * len(strides))]
     return tuple(n for n, _ in out), [tuple(st[k] for _, st in out) for k in range(len(strides))]
+
+
+#: a copy of rows (of at least ``NT_ROW_BYTES``) that reads and writes more than
+#: ``NT_TRAFFIC_BYTES`` (``CopyPlan.traffic``; as ``STREAM_THREADED_BYTES``) stores the
+#: result's whole lines non-temporally (``CopyPlan.nt``): a result that does not fit the
+#: last-level cache beside its source is not read again from it, and a line written whole
+#: need not be read from memory first.  Measured on the AMD EPYC (the kernel alone, three results in turn,
+#: min / median of 30, load 4.7): 32 MiB f32 copied 2.95 / 6.65 -> 1.70 / 2.09 ms in one
+#: thread; a stride-2 slice of 32 MiB 1.53 / 1.63 -> 1.36 / 1.45 (columns), 1.32 / 2.18 ->
+#: 1.13 / 1.42 (rows).  Rows of 256 bytes ([a, b, 64] -> [b, a, 64] in row tiles) do not
+#: gain (1.72 -> 1.53 in one thread, 1.21 -> 1.85 in two: their lines at the rows' ends
+#: are partial), so they stay as they are.
+NT_TRAFFIC_BYTES = 24 << 20
+NT_ROW_BYTES = 1024
 
 
 #: element width -> (tile, register block, run) of a staged transposition (``_tile_staged``)
@@ -414,6 +431,16 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
             plan.tile_dim, plan.tiled = a, r - 2
             most = 4 if product(mdims) * itemsize <= ROW_TILE_CACHED_BYTES else 8
             plan.row_tile = max(2, min(most, mdims[r - 2] // (4 * nthreads)))
+    # a walk that moves rows at the copy's speed in one thread (runs copied, reversed or
+    # every other element kept; tiles of whole rows), and the bytes it reads and writes
+    # (a stride-2 row reads its lines twice over: ``streamed``)
+    plan.streams = plan.tile == 0 and (plan.row_tile > 0 or (dstr[-1] == 1 and abs(sstr[-1]) <= 2))
+    plan.traffic = plan.n * itemsize * (1 + max(1, abs(sstr[-1])))
+    # rows of at least NT_ROW_BYTES copied (or every other element kept), the source and
+    # the result together larger than the last-level cache: the result's whole lines
+    # stored non-temporally (no read of each line before it is written; ``NT_TRAFFIC_BYTES``)
+    plan.nt = bool(plan.streams and not plan.row_tile and dstr[-1] == 1 and sstr[-1] in (1, 2) and itemsize <= 8
+                   and mdims[-1] * itemsize >= NT_ROW_BYTES and plan.traffic > NT_TRAFFIC_BYTES)
     rows = plan.n // mdims[-1]
     plan.chunk = mdims[-1]
     if rows < 4 * nthreads and mdims[-1] >= 8192:
@@ -470,6 +497,132 @@ def _copy_even(typingctx, dst, do, src, so):
         return context.get_dummy_value()
 
     return types.void(dst, do, src, so), codegen
+
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+def _nt_store(builder, value, ptr, align):
+    """A store with LLVM's ``!nontemporal`` hint (``vmovntdq``: the line is written to memory
+    without being read into the cache first)."""
+    st = builder.store(value, ptr, align=align)
+    st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+
+
+@intrinsic
+def _line_nt(typingctx, dst, do, src, so):
+    """``dst[do:do + n] = src[so:so + n]`` for n = ``_lanes`` of the (integer) element: one
+    cache line, ``dst + do`` aligned to 64 bytes, stored non-temporally."""
+
+    def codegen(context, builder, sig, args):
+        dstv, dov, srcv, sov = args
+        dptr = builder.gep(context.make_array(sig.args[0])(context, builder, dstv).data, [dov])
+        sptr = builder.gep(context.make_array(sig.args[2])(context, builder, srcv).data, [sov])
+        elt = context.get_data_type(sig.args[0].dtype)
+        size = context.get_abi_sizeof(elt)
+        if not isinstance(elt, ir.IntType):   # (c128 words: plain stores, never taken by a plan)
+            for j in range(_lanes(size)):
+                k = ir.Constant(ir.IntType(64), j)
+                builder.store(builder.load(builder.gep(sptr, [k])), builder.gep(dptr, [k]))
+            return context.get_dummy_value()
+        vec = ir.VectorType(elt, _lanes(size))
+        v = builder.load(builder.bitcast(sptr, vec.as_pointer()), align=size)
+        _nt_store(builder, v, builder.bitcast(dptr, vec.as_pointer()), 64)
+        return context.get_dummy_value()
+
+    return types.void(dst, do, src, so), codegen
+
+
+@intrinsic
+def _even_nt(typingctx, dst, do, src, so):
+    """``_copy_even`` with its store non-temporal: ``dst + do`` aligned to 64 bytes (one line)."""
+
+    def codegen(context, builder, sig, args):
+        dstv, dov, srcv, sov = args
+        dptr = builder.gep(context.make_array(sig.args[0])(context, builder, dstv).data, [dov])
+        sptr = builder.gep(context.make_array(sig.args[2])(context, builder, srcv).data, [sov])
+        elt = context.get_data_type(sig.args[0].dtype)
+        size = context.get_abi_sizeof(elt)
+        n = _lanes(size)
+        i64 = ir.IntType(64)
+        if not isinstance(elt, ir.IntType):   # (c128 words: plain stores, never taken by a plan)
+            for j in range(n):
+                v = builder.load(builder.gep(sptr, [ir.Constant(i64, 2 * j)]))
+                builder.store(v, builder.gep(dptr, [ir.Constant(i64, j)]))
+            return context.get_dummy_value()
+        vec = ir.VectorType(elt, n)
+        lo = builder.load(builder.bitcast(sptr, vec.as_pointer()), align=size)
+        hi = builder.load(builder.bitcast(builder.gep(sptr, [ir.Constant(i64, n)]), vec.as_pointer()), align=size)
+        even = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(ir.IntType(32), n), list(range(0, 2 * n, 2))))
+        _nt_store(builder, even, builder.bitcast(dptr, vec.as_pointer()), 64)
+        return context.get_dummy_value()
+
+    return types.void(dst, do, src, so), codegen
+
+
+@intrinsic
+def _line_offset(typingctx, dst, do):
+    """Elements from ``dst + do`` to the next 64-byte boundary (0 when it is one)."""
+
+    def codegen(context, builder, sig, args):
+        dstv, dov = args
+        ptr = builder.gep(context.make_array(sig.args[0])(context, builder, dstv).data, [dov])
+        size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+        i64 = ir.IntType(64)
+        gap = builder.and_(builder.neg(builder.ptrtoint(ptr, i64)), ir.Constant(i64, 63))
+        return builder.udiv(gap, ir.Constant(i64, size))
+
+    return types.int64(dst, do), codegen
+
+
+@intrinsic
+def _sfence(typingctx):
+    """``sfence``: the non-temporal stores before it are visible to other threads after it
+    (on other processors than x86, a sequentially consistent fence)."""
+
+    def codegen(context, builder, sig, args):
+        if _X86:
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                                "llvm.x86.sse.sfence")
+            builder.call(fn, [])
+        else:
+            builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@njit(inline="always", **_opts)
+def _run_nt(dst, do, src, so, n):
+    """``dst[do:do + n] = src[so:so + n]`` (integer words), the whole lines of the result
+    stored non-temporally, the partial ones at its ends as usual."""
+    lanes = 64 // dst.itemsize
+    head = min(n, _line_offset(dst, do))
+    for j in range(head):
+        dst[uint64(do + j)] = src[uint64(so + j)]
+    j = head
+    while j + lanes <= n:
+        _line_nt(dst, do + j, src, so + j)
+        j += lanes
+    for k in range(j, n):
+        dst[uint64(do + k)] = src[uint64(so + k)]
+
+
+@njit(inline="always", **_opts)
+def _even_run_nt(dst, do, src, so, n):
+    """``dst[do:do + n] = src[so:so + 2n:2]`` (integer words), the whole lines of the result
+    stored non-temporally (``_even_nt``; it reads one element past the pair it keeps, so
+    the last element is copied alone)."""
+    lanes = 64 // dst.itemsize
+    head = min(n, _line_offset(dst, do))
+    for j in range(head):
+        dst[uint64(do + j)] = src[uint64(so + 2 * j)]
+    j = head
+    while j + lanes < n:
+        _even_nt(dst, do + j, src, so + 2 * j)
+        j += lanes
+    for k in range(j, n):
+        dst[uint64(do + k)] = src[uint64(so + 2 * k)]
 
 
 #: a run of at least this many bytes whose destination lies 1-63 bytes after its source,
@@ -553,12 +706,24 @@ def _copy_run(dst, do, ds, src, so, ss, j0, j1):
             dst[uint64(do + j * ds)] = src[uint64(so + j * ss)]
 
 
+@njit(inline="always", **_opts)
+def _copy_run_nt(dst, do, ds, src, so, ss, j0, j1, nt):
+    """``_copy_run``; with ``nt`` a run of unit or stride-2 steps (the result's unit) has its
+    whole lines stored non-temporally (``_run_nt``, ``_even_run_nt``)."""
+    if nt and ds == 1 and ss == 1:
+        _run_nt(dst, do + j0, src, so + j0, j1 - j0)
+    elif nt and ds == 1 and ss == 2:
+        _even_run_nt(dst, do + j0, src, so + 2 * j0, j1 - j0)
+    else:
+        _copy_run(dst, do, ds, src, so, ss, j0, j1)
+
+
 @njit(**_opts)
-def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
+def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch, nt):
     """Work items [i0, i1) of the loop nest: ``chunk`` elements of a row each (``nch`` per
     row).  Whole rows (nch = 1) follow one another with their coordinates counted up
     like an odometer: no division per row (a transposition of rows of 64 spent most of
-    its time dividing)."""
+    its time dividing).  ``nt``: the result's lines stored non-temporally (``CopyPlan.nt``)."""
     r = dims.shape[0]
     L = dims[r - 1]
     ds, ss = dstr[r - 1], sstr[r - 1]
@@ -568,7 +733,9 @@ def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
             c = w - row * nch
             j0 = c * chunk
             do, so = _offsets(row, dims, dstr, sstr, r - 1)
-            _copy_run(dst, dbase + do, ds, src, sbase + so, ss, j0, min(L, j0 + chunk))
+            _copy_run_nt(dst, dbase + do, ds, src, sbase + so, ss, j0, min(L, j0 + chunk), nt)
+        if nt:
+            _sfence()
         return
     coord = np.empty(r - 1, np.int64)
     rem = i0
@@ -581,7 +748,7 @@ def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
         do += c * dstr[d]
         so += c * sstr[d]
     for _ in range(i0, i1):
-        _copy_run(dst, do, ds, src, so, ss, 0, L)
+        _copy_run_nt(dst, do, ds, src, so, ss, 0, L, nt)
         d = r - 2
         while d >= 0:
             coord[d] += 1
@@ -593,6 +760,8 @@ def _rows_range(i0, i1, dst, dbase, src, sbase, dims, dstr, sstr, chunk, nch):
             so -= dims[d] * sstr[d]
             coord[d] = 0
             d -= 1
+    if nt:
+        _sfence()
 
 
 def _block_transpose(n):
@@ -776,7 +945,7 @@ def _tiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, vb, 
 
 
 @njit(**_opts)
-def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, t):
+def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, t, nt):
     """Tiles [w0, w1) of rows of the last dimension (unit steps on both sides): ``tile``
     rows along dimension ``t`` times all rows along the other of ``a`` (the source's
     neighbour rows) and r - 2 (the result's), ``t`` being one of them; the other
@@ -801,8 +970,41 @@ def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, t
             for i in range(i0, i1):
                 o = dj + i * dt
                 s = sj + i * st
-                for k in range(L):
-                    dst[uint64(o + k)] = src[uint64(s + k)]
+                if nt:
+                    _run_nt(dst, o, src, s, L)
+                else:
+                    for k in range(L):
+                        dst[uint64(o + k)] = src[uint64(s + k)]
+    if nt:
+        _sfence()
+
+
+#: a streaming copy (``CopyPlan.streams``) that reads and writes at most this many bytes runs
+#: in the calling thread (``streamed``)
+STREAM_THREADED_BYTES = 24 << 20
+
+
+def streamed(nbytes):
+    """Whether a kernel that streams ``nbytes`` (read and written together) at the copy's
+    speed runs in one thread, whatever its element count.
+
+    In the last-level cache one thread already moves data at the cache's speed, and a second
+    one does not pay for its launch and wake-up.  Measured on the AMD EPYC (2 cores, min /
+    median of 150 interleaved, load 1.4, the kernel alone): a 4 MiB f32 copy 0.130 / 0.133
+    ms in one thread (64 GB/s read + write), 0.151 / 0.175 in two; a stride-2 slice of
+    4 MiB 0.092 / 0.094 against 0.109 / 0.135; [128, 128, 64] -> [128, 128, 64] (rows of 64
+    kept) 0.140 / 0.145 against 0.161 / 0.188; two threads lost by 5-15% up to 12 MiB
+    copied (24 MiB moved).  Through the run (the benchmark's 4 MiB transpose of rows of
+    64): two threads on the idle machine 0.249 ms, one thread at load 1.7 0.18-0.21.  Out of
+    the cache (32 MiB: 64 MiB moved) two threads pay (that transposition 3.0 -> 1.8 ms,
+    min, load 2.5).  Kernels whose per-thread work is slower than a copy (transposes of
+    elements, element and column gathers) keep ``MOVE_PARALLEL_THRESHOLD`` alone."""
+    return nbytes <= STREAM_THREADED_BYTES
+
+
+def copy_parallel(plan):
+    """Whether ``plan`` runs in threads (``in_threads``)."""
+    return plan.n >= MOVE_PARALLEL_THRESHOLD and not (plan.streams and streamed(plan.traffic))
 
 
 def copy_launch(plan):
@@ -815,10 +1017,10 @@ def copy_launch(plan):
     if plan.row_tile:
         a, tile, t = plan.tile_dim, plan.row_tile, plan.tiled
         items = -(-int(plan.dims[t]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-2]) * int(plan.dims[-1])))
-        return _rowtiles_range, items, (plan.dims, plan.dstr, plan.sstr, a, tile, t)
+        return _rowtiles_range, items, (plan.dims, plan.dstr, plan.sstr, a, tile, t, plan.nt)
     nch = -(-int(plan.dims[-1]) // plan.chunk)
     items = nch * (plan.n // int(plan.dims[-1]))
-    return _rows_range, items, (plan.dims, plan.dstr, plan.sstr, plan.chunk, nch)
+    return _rows_range, items, (plan.dims, plan.dstr, plan.sstr, plan.chunk, nch, plan.nt)
 
 
 def run_copy(plan, dst, dbase, src, sbase):
@@ -830,7 +1032,7 @@ def run_copy(plan, dst, dbase, src, sbase):
     in two threads and 1.5 ms in one; with ``in_threads`` the calling thread takes the
     parts a descheduled worker has not started."""
     fn, items, extra = copy_launch(plan)
-    in_threads(fn, items, plan.n >= MOVE_PARALLEL_THRESHOLD, dst, dbase, src, sbase, *extra)
+    in_threads(fn, items, copy_parallel(plan), dst, dbase, src, sbase, *extra)
 
 
 def strided_copy(dst, dbase, dst_strides, src, sbase, src_strides, dims):
@@ -876,18 +1078,21 @@ def threaded_copy(dims, dst_strides, src_strides, itemsize):
     and its launch decided once per thread count (the run's: ``numba_setup.enter_run``
     takes one thread on a busy machine), not per call (plan_copy's cache key and the
     launch's arithmetic: 20-25 us of a 4 MiB stride-2 slice's 160, one thread, load 4)."""
-    launches = {}   # (thread count, the source writeable: its Numba type) -> launch
+    launches = {}   # (thread count, the source writeable: its Numba type) -> launch, in threads
 
     def copy(dst, dbase, src, sbase):
         key = (threads(), src.flags.writeable)
         got = launches.get(key)
         if got is None:   # (the first call of its kind: in_threads compiles fn first)
-            fn, items, extra = launches[key] = copy_launch(plan_copy(dims, dst_strides, src_strides, itemsize,
-                                                                     key[0]))
-            in_threads(fn, items, True, dst, dbase, src, sbase, *extra)
+            plan = plan_copy(dims, dst_strides, src_strides, itemsize, key[0])
+            fn, items, extra, parallel = launches[key] = (*copy_launch(plan), copy_parallel(plan))
+            in_threads(fn, items, parallel, dst, dbase, src, sbase, *extra)
             return
-        fn, items, extra = got
-        in_threads(fn, items, True, dst, dbase, src, sbase, *extra, compiled=True)
+        fn, items, extra, parallel = got
+        if parallel:
+            in_threads(fn, items, True, dst, dbase, src, sbase, *extra, compiled=True)
+        else:   # (a streaming copy in the cache: the calling thread, ``streamed``)
+            fn(0, items, dst, dbase, src, sbase, *extra)
     return copy
 
 
@@ -1013,16 +1218,17 @@ def concatenate(*operands, shape, dimension):
         run_copy(plan, out, dbase, src, 0)
     elif pieces:
         for _, _, plan, nch, dbase, src in pieces:   # compiled (loaded) before threads call it
-            _rows_range(0, 0, out, dbase, src, 0, plan.dims, plan.dstr, plan.sstr, plan.chunk, nch)
+            _rows_range(0, 0, out, dbase, src, 0, plan.dims, plan.dstr, plan.sstr, plan.chunk, nch, plan.nt)
 
         def part(lo, hi):
             for first, k, plan, nch, dbase, src in pieces:
                 a, b = max(lo, first), min(hi, first + k)
                 if a < b:
                     _rows_range(a - first, b - first, out, dbase, src, 0, plan.dims, plan.dstr, plan.sstr,
-                                plan.chunk, nch)
+                                plan.chunk, nch, plan.nt)
 
-        in_threads(part, items, shape.numel >= MOVE_PARALLEL_THRESHOLD)
+        in_threads(part, items, shape.numel >= MOVE_PARALLEL_THRESHOLD
+                   and not streamed(2 * shape.numel * out.dtype.itemsize))
     return as_result(out, shape)
 
 
@@ -1050,7 +1256,8 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
     """The concatenate prepared for a run plan: below ``MOVE_PARALLEL_THRESHOLD`` every row
     of the result in one call (``_concat_rows``) or one serial copy per operand; above it
     every row's runs as the work items of one ``in_threads`` launch (``_concat_range``,
-    runs cut into pieces where the rows are too few to share), decided per thread count."""
+    runs cut into pieces where the rows are too few to share), decided per thread count; in
+    the calling thread while what it reads and writes stays in the cache (``streamed``)."""
     if not (serial(shape) or large(shape)) or any(np.dtype(s.dtype) != np.dtype(shape.dtype)
                                                   for s in operand_shapes):
         return None
@@ -1068,6 +1275,8 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
         if not (1 < len(operand_shapes) <= _CONCAT_ROWS_MAX and outer):
             return None
         launches = {}   # thread count -> (work items, chunk, pieces of each run)
+        # (rows copied: in the calling thread while they stream in the cache, ``streamed``)
+        parallel = not streamed(2 * nbytes)
 
         def launch(k):
             # whole runs when the rows are enough to share, else runs cut into pieces of
@@ -1089,10 +1298,13 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             got = launches.get(k)
             if got is None:   # (the first call for this count: in_threads compiles first)
                 items, chunk, nch = launch(k)
-                in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch)
+                in_threads(_concat_range, items, parallel, out, srcs, runs, offsets, row, chunk, nch)
             else:
                 items, chunk, nch = got
-                in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch, compiled=True)
+                if parallel:
+                    in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch, compiled=True)
+                else:
+                    _concat_range(0, items, out, srcs, runs, offsets, row, chunk, nch)
             return out.view(dtype).reshape(dims)
         return run_large
     pieces = []   # (operand index, where in out, the serial copy): as the kernel's pieces
