@@ -1128,6 +1128,7 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
         def work(c):
             return run(module, args, device, fuse, ctx=c)
         return run_on_devices(work, info.num_replicas, info.num_partitions, channels=channels, spmd=info)[0]
+    plain = ctx is None and on_value is None and channels is None
     args = mplan.arguments(module, args, backend)
     ctx = ctx or ExecutionContext(channels=channels)
     # one thread when other processes keep the cores busy (numba_setup.enter_run)
@@ -1138,19 +1139,100 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     try:
         out = evaluate(module.entry, args, ctx, backend, on_value)
     except Exception as e:
-        from .jit_cache import interrupted_compile
-        if interrupted_compile(e):   # a Ctrl-C that Python lost inside LLVM's code generation
-            where = str(e).split(" (", 1)[0] if isinstance(e, ExecutionError) else "a fused loop"
-            raise KeyboardInterrupt(f"interrupted while Numba compiled the kernel of {where} (the "
-                                    f"kernel is kept for this process: run again)") from e
+        _interrupted(e)
         raise
     finally:
         leave_run(threads)
         if memo is not None:
             memo.end_run(outer_memo)
+    if plain and device == "cpu" and fuse is True and module.__dict__.get("_numba_fast", (None,))[0] is not mplan \
+            and module.entry.__dict__.get("_ran_on_cpu"):
+        module.__dict__["_numba_fast"] = (mplan, _fast_run(module, mplan, backend))
     if type(out) is np.ndarray and out.dtype == mplan.result_dtype and out.shape == mplan.result_dims:
         return out   # what conform returns for it
     return conform(_host_tree(out, backend), module.entry.root.shape, module.name)
+
+
+def _interrupted(e):
+    """A Ctrl-C that Python lost inside LLVM's code generation, raised as what it was."""
+    from .jit_cache import interrupted_compile
+    if interrupted_compile(e):
+        where = str(e).split(" (", 1)[0] if isinstance(e, ExecutionError) else "a fused loop"
+        raise KeyboardInterrupt(f"interrupted while Numba compiled the kernel of {where} (the "
+                                f"kernel is kept for this process: run again)") from e
+
+
+#: what a fast run answers when it cannot run: the caller then takes ``run``'s path
+_MISS = object()
+
+
+def _fast_run(module, mplan, backend):
+    """A CPU module's later runs without ``run``'s Python steps (``run_numba`` tries it
+    first; 8-13 us of fixed cost a run before).  Made after a plain run (no context,
+    watcher or channels; not partitioned) of an entry that has run once with progress
+    known; it answers ``_MISS`` -- and ``run`` decides everything as before -- unless
+    every decision ``run`` and ``evaluate`` would take comes out as they remembered it:
+    the same entry (its length and root: ``_module_plan``'s key) and compile budgets, a
+    program for the current denormal environment built on the entry's current fusion
+    plan within the size limit in force, nobody listening to progress outside a task,
+    and each argument an array (or NumPy scalar) of its parameter's exact dtype and dims
+    (anything else goes through ``entry_arguments``' conversions and errors).  What the
+    run itself does is ``run``'s: a context, the thread count (``enter_run``), the
+    reduce memo of the run (``begin_run`` / ``end_run``), the program, the result's
+    check.  It holds no state of a run: threads and reentrant runs each have their own."""
+    entry = module.entry
+    n, root, fuse = len(entry.instructions), entry.root, backend.fuse
+    budget, red = _fusion.MAX_FUSED_LOOPS, backend._cpu.reduction
+    region_budget = red.MAX_REGION_KERNELS
+    programs = _programs(entry)
+    key_flush, key_ieee = (backend.layer, fuse, "flush"), (backend.layer, fuse, "ieee")
+    params = tuple(mplan.params)
+    nparams = len(params)
+    rdtype, rdims, rshape, name = mplan.result_dtype, mplan.result_dims, root.shape, module.name
+    begin_run, end_run, ndarray, generic = red.begin_run, red.end_run, np.ndarray, np.generic
+    edict = entry.__dict__
+    fusion_module, shapes_module, env_module = _fusion, shapes, fpenv
+
+    def fast(args):
+        # _module_plan's key, the budgets, progress as evaluate reads them
+        if module.entry is not entry or len(entry.instructions) != n or entry.root is not root \
+                or fusion_module.MAX_FUSED_LOOPS != budget or red.MAX_REGION_KERNELS != region_budget \
+                or progress._listeners and not progress._running:
+            return _MISS
+        # _program's answer: the environment's program, on the entry's fusion plan, in the limit
+        program = programs.get(key_flush if env_module._mode == "flush" else key_ieee)
+        planned = edict.get("_fusion_plan")
+        if program is None or planned is None or planned[0] != fuse or program.plan is not planned[1] \
+                or program.max_bytes > shapes_module.MAX_BYTES:
+            return _MISS
+        # ``_ModulePlan.arguments``' exact arguments
+        if type(args) is not tuple or len(args) != nparams:
+            return _MISS
+        k = 0
+        for a, (dtype, dims) in zip(args, params):
+            if type(a) is ndarray:
+                if not (a.dtype is dtype or a.dtype == dtype) or a.shape != dims:
+                    return _MISS
+            elif isinstance(a, generic) and a.dtype == dtype and a.shape == dims:
+                args = args[:k] + (np.asarray(a),) + args[k + 1:]
+            else:
+                return _MISS
+            k += 1
+        ctx = ExecutionContext()
+        threads = enter_run()
+        outer_memo = begin_run()
+        try:
+            out = program.run(args, ctx, backend, None)
+        except Exception as e:
+            _interrupted(e)
+            raise
+        finally:
+            leave_run(threads)
+            end_run(outer_memo)
+        if type(out) is ndarray and out.dtype == rdtype and out.shape == rdims:
+            return out
+        return conform(_host_tree(out, backend), rshape, name)
+    return fast
 
 
 class _ModulePlan:
@@ -1211,6 +1293,12 @@ def _module_plan(module, backend):
 
 
 def run_numba(module, args, **options):
+    if not options:   # a module run before: its fast run, where nothing it decided changed
+        fast = module.__dict__.get("_numba_fast")
+        if fast is not None:
+            out = fast[1](args)
+            if out is not _MISS:
+                return out
     return run(module, args, device="cpu", **options)
 
 
