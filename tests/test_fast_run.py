@@ -187,3 +187,32 @@ def test_a_run_inside_a_run_and_the_reduce_memo(monkeypatch):
     assert len(memos) == 6 and all(m is not None for m in memos)
     assert all(memos[k] is memos[k + 1] for k in range(0, 6, 2))
     assert getattr(reduction._memo, "d", None) is None
+
+
+def test_a_program_reading_the_run_context_gets_one_each_run():
+    """Steps that read the context (an rng op run by the walk's code, replica-id) get the
+    run's own; a program of prepared steps and loops runs without one."""
+    b = xe.XlaBuilder("ctx")
+    lo = xe.Parameter(b, 0, xe.Shape("f32", ()), "lo")
+    r = xe.RngUniform(lo, xe.Constant(b, F32(1)), xe.Shape("f32", (3,)))
+    rid = xe.ConvertElementType(xe.ReplicaId(b), "f32")
+    comp = b.build(xe.Add(r, xe.Broadcast(rid, [3])))
+    first = comp.run(F32(0), backend="numba")
+    for _ in range(3):   # a fresh context each run: the same seed, the same draws
+        np.testing.assert_array_equal(comp.run(F32(0), backend="numba"), first)
+    (program,) = comp.entry.__dict__["_numba_programs"].values()
+    assert not program.ctx_free
+    plain = _module()
+    x = np.ones((4, 4), F32)
+    plain.run(x, np.int32(0), backend="numba")
+    assert all(p.ctx_free for p in plain.entry.__dict__["_numba_programs"].values())
+
+
+def test_a_program_too_long_for_one_function_walks_its_steps(monkeypatch):
+    monkeypatch.setattr(numba_executor, "_STRAIGHT_MAX_STEPS", 1)
+    comp = _module()
+    x = np.arange(16, dtype=F32).reshape(4, 4)
+    for k in range(3):
+        _same(comp.run(x, np.int32(k), backend="numba"), _want(x, k))
+    (program,) = comp.entry.__dict__["_numba_programs"].values()
+    assert "straight" not in program.straight.__name__
