@@ -159,7 +159,7 @@ def empty(dims, dtype):
     n = product(dims)
     if n * dtype.itemsize < BufferPool.MIN_BYTES:
         return np.empty(dims, dtype)
-    return POOL.take(n * dtype.itemsize).view(dtype).reshape(dims)
+    return np.ndarray(dims, dtype, POOL.take(n * dtype.itemsize))
 
 
 def copy_words(array):
@@ -898,6 +898,12 @@ def serial(shape):
             and np.dtype(shape.dtype).itemsize in _WORDS and not np.dtype(shape.dtype).hasobject)
 
 
+#: a prepared kernel's result: ``ndarray(dims, dtype, out)`` sees its flat word buffer with
+#: the result's dims and dtype in one call (``out.view(dtype).reshape(dims)`` made two
+#: arrays: 0.46 -> 0.25 us a step)
+ndarray = np.ndarray
+
+
 def word_reader(operand_shape):
     """A function of an operand value: its flat words when it is a C-contiguous array of
     ``operand_shape``'s dims and dtype, else None (the caller then runs the kernel)."""
@@ -940,7 +946,7 @@ def prepared_gathered_copy(operand_shape, shape, src_base, src_strides, kernel):
             return kernel(operand)
         out = take(nbytes).view(word)
         copy(out, 0, src, src_base)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 
@@ -1096,7 +1102,7 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
             else:
                 items, chunk, nch = got
                 in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch, compiled=True)
-            return out.view(dtype).reshape(dims)
+            return ndarray(dims, dtype, out)
         return run_large
     pieces = []   # (operand index, where in out, the serial copy): as the kernel's pieces
     offset = 0
@@ -1117,7 +1123,7 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
                 return concatenate(*operands, shape=shape, dimension=dimension)
             out = take(nbytes).view(word)
             _concat_rows(out, _one_type(srcs), runs, offsets, outer, row)
-            return out.view(dtype).reshape(dims)
+            return ndarray(dims, dtype, out)
         return run_rows
 
     def run(*operands):
@@ -1127,7 +1133,7 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
         out = take(nbytes).view(word)
         for k, dbase, copy in pieces:
             copy(out, dbase, srcs[k], 0)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 

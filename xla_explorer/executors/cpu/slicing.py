@@ -26,6 +26,7 @@ from .shape import (_WORDS, POOL, _move, as_result, copy_words, gathered_copy, i
                     word_reader, words)
 
 _opts = dict(cache=True, nogil=True)
+ndarray = np.ndarray   # (shape.ndarray: a prepared kernel's result seen in one call)
 _WORD_SIZES = tuple(_WORDS)
 
 
@@ -118,7 +119,7 @@ def _dus_prepare(operand_shapes, *, shape):
         else:
             start = np.array([min(max(int(k), 0), m) for k, m in zip(start_indices, limits)], np.int64)
             _dus_rows(0, rows, out, x, u, rdims, start, udims)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 
@@ -344,7 +345,7 @@ def _pad_prepare(operand_shapes, *, shape, padding_config):
             in_threads(_pad_rows, items, True, out, src, pad_word, srow, width, lo, st, j0, j1, chunk, nch)
         else:
             _pad_rows(0, items, out, src, pad_word, srow, width, lo, st, j0, j1, chunk, nch)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 
