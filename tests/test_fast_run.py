@@ -216,3 +216,28 @@ def test_a_program_too_long_for_one_function_walks_its_steps(monkeypatch):
         _same(comp.run(x, np.int32(k), backend="numba"), _want(x, k))
     (program,) = comp.entry.__dict__["_numba_programs"].values()
     assert "straight" not in program.straight.__name__
+
+
+def test_a_prepared_steps_error_names_its_instruction(monkeypatch):
+    """A prepared step run in place by the program's function (``_straight``) names the op
+    and the instruction in its errors, as the step itself does (a progress listener's
+    runs walk the steps)."""
+    from xla_explorer import progress
+    from xla_explorer.ops import registry
+    kernel = registry.LAYERS["cpu"]["transpose"]
+
+    def prepare(operand_shapes, **kw):
+        def run(x):
+            raise ValueError("boom")
+        return run
+    monkeypatch.setattr(kernel, "prepare", prepare)
+    comp = _module()
+    x = np.ones((4, 4), F32)
+    comp.run(x, np.int32(0), backend="numba")     # the walk: the kernel itself
+    name = next(i.name for i in comp.entry.instructions if i.opcode == "transpose")
+    for _ in range(2):
+        with pytest.raises(xe.ExecutionError, match=rf"Transpose {name} \(numba kernel\): ValueError: boom"):
+            comp.run(x, np.int32(0), backend="numba")
+    with progress.listening(lambda event: None):
+        with pytest.raises(xe.ExecutionError, match=rf"Transpose {name} \(numba kernel\): ValueError: boom"):
+            comp.run(x, np.int32(0), backend="numba")

@@ -830,7 +830,22 @@ def _straight(program):
                 lines.append(f"    v{i} = T[{i}]")
                 written.add(i)
         names[f"f{k}"] = fn
-        body.append(f"    v{out} = f{k}([{', '.join(f'v{i}' for i in ins)}], ctx, backend)")
+        operands = ", ".join(f"v{i}" for i in ins)
+        inline = getattr(fn, "inline", None)
+        if inline is not None:
+            # a prepared step's body in place (its frame, its list of operands and its
+            # star-call cost about 0.2 us): the kernel's function while the table holds it,
+            # its errors named as the step names them; else the step itself
+            names[f"g{k}"], names[f"o{k}"], names[f"k{k}"], names[f"p{k}"], names[f"n{k}"] = inline
+            body += [f"    if g{k}(o{k}) is k{k}:",
+                     "        try:",
+                     f"            v{out} = p{k}({operands})",
+                     "        except Exception as e:",
+                     f"            n{k}(e, backend)",
+                     "    else:",
+                     f"        v{out} = f{k}([{operands}], ctx, backend)"]
+        else:
+            body.append(f"    v{out} = f{k}([{operands}], ctx, backend)")
         written.add(out)
         if dead:
             body.append("    " + " = ".join(f"v{d}" for d in dead) + " = None")
@@ -1138,6 +1153,9 @@ def _op_step(inst, backend, clean, extra=None):
                 return fast(*values)
             except Exception as e:
                 _raise_named(e, opdef, inst, backend)
+        # (what _straight calls in its place while the table holds the kernel: its
+        # function of the operands, and what names the instruction in its errors)
+        prepared_step.inline = (table.get, op, kernel, fast, lambda e, backend: _raise_named(e, opdef, inst, backend))
         return _ctx_free(prepared_step), _SIZES[inst]
     if fast is not None:
         pre = None if mask is None or flushes else mask
