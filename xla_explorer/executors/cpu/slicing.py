@@ -338,7 +338,10 @@ def _pad_prepare(operand_shapes, *, shape, padding_config):
         if src is None:
             return pad(operand, padding_value, shape=shape, padding_config=padding_config)
         out = take(nbytes).view(word)
-        pad_word = np.asarray(padding_value, dtype).reshape(-1).view(word)[0]
+        if type(padding_value) is ndarray and padding_value.dtype == dtype:   # (a literal: one view, not three)
+            pad_word = np.frombuffer(padding_value, word)[0]
+        else:
+            pad_word = np.asarray(padding_value, dtype).reshape(-1).view(word)[0]
         k = threads()
         items, chunk, nch = cuts.get(k) or cut(k)
         if parallel:
