@@ -690,9 +690,16 @@ def _program(computation, plan, backend, clean_params=None):
 class _Program:
     """A computation's steps for one backend and environment (see above)."""
 
-    __slots__ = ("plan", "steps", "labels", "nslots", "params", "root", "max_bytes", "template")
+    __slots__ = ("plan", "steps", "labels", "nslots", "params", "root", "max_bytes", "template", "straight",
+                 "ctx_free")
 
     def run(self, args, ctx, backend, task):
+        if task is None or task is progress.QUIET:
+            return self.straight(args, ctx, backend)
+        return self.walk(args, ctx, backend, task)
+
+    def walk(self, args, ctx, backend, task):
+        """``run`` step by step over the slots (``straight``'s meaning; a task's notes)."""
         env = self.template[:]   # the constants' values in their slots (CPU: the literals)
         for slot, a in zip(self.params, args):
             env[slot] = a
@@ -745,7 +752,8 @@ class _Program:
                 fn, size = _op_step(dot, backend, None if clean is None else [o in clean for o in dot.operands],
                                     {"out_permutation": step.group.permutation})
                 if where != list(range(len(where))):
-                    fn = (lambda f, w: lambda values, ctx, backend: f([values[i] for i in w], ctx, backend))(fn, where)
+                    fn = _ctx_free((lambda f, w: lambda values, ctx, backend: f([values[i] for i in w], ctx, backend))(
+                        fn, where), fn)
                 max_bytes = max(max_bytes, size, _SIZES[step.group.root])
                 label = f"{dot.name} written transposed ({inst.name})"
             elif step.group is not None:
@@ -754,19 +762,19 @@ class _Program:
                 fn = _group_step(step.group, backend, "flush" if flushing else "ieee", clean)
                 label = f"a fused loop of {len(step.group.members)} ops"
                 if groot in epilogues:   # run by a row fold before it (its value picked up here)
-                    fn = epilogues.pop(groot)(fn)
+                    fn = _ctx_free(epilogues.pop(groot)(fn), fn)
                     label += " (run by the row fold)"
                 made = _argmax_iota(step.group, plan, backend, fn)
                 if made is not None:   # computed once: the same every run
                     line, inputs = made
-                    fn = (lambda v: lambda values, ctx, backend: v)(line)
+                    fn = _ctx_free((lambda v: lambda values, ctx, backend: v)(line))
                     label += " (an argmax's indices, made once)"
                     for i, v in inputs:   # an iota only this loop reads: not made again either
                         j = next((j for j, st in enumerate(steps) if st[2] == slot.get(i)), None)
                         if j is not None and i is not root and all(
                                 st.group is step.group for st in plan.steps
                                 if i in (st.group.inputs if st.group is not None else st.inst.operands)):
-                            steps[j] = ((lambda v: lambda values, ctx, backend: v)(v),) + steps[j][1:]
+                            steps[j] = (_ctx_free((lambda v: lambda values, ctx, backend: v)(v)),) + steps[j][1:]
             elif inst.opcode == "parameter":   # its value is in its slot from the start
                 continue
             else:
@@ -775,8 +783,9 @@ class _Program:
                 label = inst.name
                 fused = _fused_reduce(inst, plan, k, steps, slot, backend, clean, fn)
                 if fused is not None:   # the loop it reads folds its rows: both steps replaced
-                    j, loop_step, fn, more = fused
-                    steps[j] = (loop_step,) + steps[j][1:]
+                    j, loop_step, reduce_step, more = fused
+                    steps[j] = (_ctx_free(loop_step, steps[j][0]),) + steps[j][1:]
+                    fn = _ctx_free(reduce_step, fn)
                     labels[j] += " folding its rows"
                     epilogues.update(more)
                     if more:
@@ -787,7 +796,64 @@ class _Program:
             labels.append(label)
         _note_root_clean(computation, clean_params, clean)
         self.steps, self.labels, self.max_bytes, self.template = steps, labels, max_bytes, template
+        self.straight = _straight(self)
+        self.ctx_free = all(getattr(st[0], "ctx_free", False) for st in steps)
         return self
+
+
+#: programs of more steps run by ``_Program.walk`` (a generated function of that many lines
+#: would take longer to compile than its runs save)
+_STRAIGHT_MAX_STEPS = 4000
+
+
+def _straight(program):
+    """``program.walk`` without a task as one generated Python function of (args, ctx,
+    backend): each slot a local variable, each step one call of its function on the list
+    of its operands' values, a value's slot emptied after its last reader (what frees it:
+    a pooled buffer serves the next run), the root's value returned.  Slots read before a
+    step writes them start as the walk's do: parameters from ``args``, the others from the
+    template (constants).  The walk's loop over the steps, its tuple unpacking and its
+    list comprehension cost about 0.3 us a step; a local variable read costs nothing."""
+    steps = program.steps
+    if len(steps) > _STRAIGHT_MAX_STEPS:
+        return lambda args, ctx, backend: program.walk(args, ctx, backend, None)
+    names = {"T": program.template}
+    lines = ["def straight(args, ctx, backend):"]
+    written = set()
+    for k, p in enumerate(program.params):
+        lines.append(f"    v{p} = args[{k}]")
+        written.add(p)
+    body = []
+    for k, (fn, ins, out, dead) in enumerate(steps):
+        for i in ins:
+            if i not in written:
+                lines.append(f"    v{i} = T[{i}]")
+                written.add(i)
+        names[f"f{k}"] = fn
+        operands = ", ".join(f"v{i}" for i in ins)
+        inline = getattr(fn, "inline", None)
+        if inline is not None:
+            # a prepared step's body in place (its frame, its list of operands and its
+            # star-call cost about 0.2 us): the kernel's function while the table holds it,
+            # its errors named as the step names them; else the step itself
+            names[f"g{k}"], names[f"o{k}"], names[f"k{k}"], names[f"p{k}"], names[f"n{k}"] = inline
+            body += [f"    if g{k}(o{k}) is k{k}:",
+                     "        try:",
+                     f"            v{out} = p{k}({operands})",
+                     "        except Exception as e:",
+                     f"            n{k}(e, backend)",
+                     "    else:",
+                     f"        v{out} = f{k}([{operands}], ctx, backend)"]
+        else:
+            body.append(f"    v{out} = f{k}([{operands}], ctx, backend)")
+        written.add(out)
+        if dead:
+            body.append("    " + " = ".join(f"v{d}" for d in dead) + " = None")
+    if program.root not in written:
+        lines.append(f"    v{program.root} = T[{program.root}]")
+    lines += body + [f"    return v{program.root}"]
+    exec(compile("\n".join(lines), "<run program>", "exec"), names)
+    return names["straight"]
 
 
 def _argmax_iota(group, plan, backend, fn):
@@ -1027,8 +1093,8 @@ def _group_step(group, backend, mode, clean=None):
     runner = getattr(backend, "group_runner", None)
     if runner is not None:
         run_loop = runner(group, mode, clean) if clean and backend.layer == "cpu" else runner(group, mode)
-        return lambda values, ctx, backend: run_loop(values)
-    return lambda values, ctx, backend: backend.run_group(group, values)
+        return _ctx_free(lambda values, ctx, backend: run_loop(values))
+    return _ctx_free(lambda values, ctx, backend: backend.run_group(group, values))
 
 
 def _op_step(inst, backend, clean, extra=None):
@@ -1036,13 +1102,13 @@ def _op_step(inst, backend, clean, extra=None):
     ``extra``: keyword arguments the plan adds for the kernel (``run_op``'s)."""
     op = inst.opcode
     if op == "tuple":
-        return (lambda values, ctx, backend: tuple(values)), 0
+        return _ctx_free(lambda values, ctx, backend: tuple(values)), 0
     if op == "get-tuple-element":
         index = inst.attrs["index"]
-        return (lambda values, ctx, backend: values[0][index]), 0
+        return _ctx_free(lambda values, ctx, backend: values[0][index]), 0
     if op == "constant":
         literal = inst.attrs["literal"]
-        return (lambda values, ctx, backend: backend.constant(literal)), 0
+        return _ctx_free(lambda values, ctx, backend: backend.constant(literal)), 0
     kernel = registry.LAYERS.get(backend.layer, {}).get(op)
     if op in _CONTROL or op == "scan" or kernel is None or _dynamic_operands(inst) \
             or inst not in _SIZES or inst not in _RULES and fpenv.flushing():
@@ -1082,18 +1148,21 @@ def _op_step(inst, backend, clean, extra=None):
     if fast is not None and mask is None and not flush_result:
         def prepared_step(values, ctx, backend):
             if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
-                return run_op(inst, values, ctx, backend, clean, extra)
+                return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra)
             try:
                 return fast(*values)
             except Exception as e:
                 _raise_named(e, opdef, inst, backend)
-        return prepared_step, _SIZES[inst]
+        # (what _straight calls in its place while the table holds the kernel: its
+        # function of the operands, and what names the instruction in its errors)
+        prepared_step.inline = (table.get, op, kernel, fast, lambda e, backend: _raise_named(e, opdef, inst, backend))
+        return _ctx_free(prepared_step), _SIZES[inst]
     if fast is not None:
         pre = None if mask is None or flushes else mask
 
         def prepared_flushing_step(values, ctx, backend):
             if table.get(op) is not kernel:
-                return run_op(inst, values, ctx, backend, clean, extra)
+                return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra)
             if pre is not None:
                 values = [backend.flush(v) if m else v for v, m in zip(values, pre)]
             try:
@@ -1101,11 +1170,11 @@ def _op_step(inst, backend, clean, extra=None):
             except Exception as e:
                 _raise_named(e, opdef, inst, backend)
             return backend.flush(out) if flush_result else out
-        return prepared_flushing_step, _SIZES[inst]
+        return _ctx_free(prepared_flushing_step), _SIZES[inst]
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
-            return run_op(inst, values, ctx, backend, clean, extra)
+            return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra)
         kw = kwargs
         if kw is None:
             kw = bind(inst.attrs, ctx, backend)
@@ -1114,7 +1183,16 @@ def _op_step(inst, backend, clean, extra=None):
         if needs_ctx:
             kw = dict(kw, ctx=ctx)
         return _call_kernel(kernel, values, shape, kw, mask, flush_result, opdef, inst, backend)
-    return step, _SIZES[inst]
+    # (a step whose keyword arguments are decided once and whose kernel takes no context)
+    return (_ctx_free(step) if kwargs is not None and not needs_ctx else step), _SIZES[inst]
+
+
+def _ctx_free(fn, *inner):
+    """Mark step ``fn`` as one that reads no run context (its ``ctx`` may be None), when the
+    steps it calls (``inner``) read none either; a program of such steps only runs without
+    one (``_fast_run``: making it cost 0.3 us a run).  Unmarked steps read it."""
+    fn.ctx_free = all(getattr(f, "ctx_free", False) for f in inner)
+    return fn
 
 
 def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels=None):
@@ -1128,6 +1206,7 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
         def work(c):
             return run(module, args, device, fuse, ctx=c)
         return run_on_devices(work, info.num_replicas, info.num_partitions, channels=channels, spmd=info)[0]
+    plain = ctx is None and on_value is None and channels is None
     args = mplan.arguments(module, args, backend)
     ctx = ctx or ExecutionContext(channels=channels)
     # one thread when other processes keep the cores busy (numba_setup.enter_run)
@@ -1138,19 +1217,102 @@ def run(module, args, device="cpu", fuse=True, ctx=None, on_value=None, channels
     try:
         out = evaluate(module.entry, args, ctx, backend, on_value)
     except Exception as e:
-        from .jit_cache import interrupted_compile
-        if interrupted_compile(e):   # a Ctrl-C that Python lost inside LLVM's code generation
-            where = str(e).split(" (", 1)[0] if isinstance(e, ExecutionError) else "a fused loop"
-            raise KeyboardInterrupt(f"interrupted while Numba compiled the kernel of {where} (the "
-                                    f"kernel is kept for this process: run again)") from e
+        _interrupted(e)
         raise
     finally:
         leave_run(threads)
         if memo is not None:
             memo.end_run(outer_memo)
+    if plain and device == "cpu" and fuse is True and module.__dict__.get("_numba_fast", (None,))[0] is not mplan \
+            and module.entry.__dict__.get("_ran_on_cpu"):
+        # (mplan, the fast run, what it answers when it cannot run: XlaComputation.run reads it)
+        module.__dict__["_numba_fast"] = (mplan, _fast_run(module, mplan, backend), _MISS)
     if type(out) is np.ndarray and out.dtype == mplan.result_dtype and out.shape == mplan.result_dims:
         return out   # what conform returns for it
     return conform(_host_tree(out, backend), module.entry.root.shape, module.name)
+
+
+def _interrupted(e):
+    """A Ctrl-C that Python lost inside LLVM's code generation, raised as what it was."""
+    from .jit_cache import interrupted_compile
+    if interrupted_compile(e):
+        where = str(e).split(" (", 1)[0] if isinstance(e, ExecutionError) else "a fused loop"
+        raise KeyboardInterrupt(f"interrupted while Numba compiled the kernel of {where} (the "
+                                f"kernel is kept for this process: run again)") from e
+
+
+#: what a fast run answers when it cannot run: the caller then takes ``run``'s path
+_MISS = object()
+
+
+def _fast_run(module, mplan, backend):
+    """A CPU module's later runs without ``run``'s Python steps (``run_numba`` tries it
+    first; 8-13 us of fixed cost a run before).  Made after a plain run (no context,
+    watcher or channels; not partitioned) of an entry that has run once with progress
+    known; it answers ``_MISS`` -- and ``run`` decides everything as before -- unless
+    every decision ``run`` and ``evaluate`` would take comes out as they remembered it:
+    the same entry (its length and root: ``_module_plan``'s key) and compile budgets, a
+    program for the current denormal environment built on the entry's current fusion
+    plan within the size limit in force, nobody listening to progress outside a task,
+    and each argument an array (or NumPy scalar) of its parameter's exact dtype and dims
+    (anything else goes through ``entry_arguments``' conversions and errors).  What the
+    run itself does is ``run``'s: a context, the thread count (``enter_run``), the
+    reduce memo of the run (``begin_run`` / ``end_run``), the program, the result's
+    check.  It holds no state of a run: threads and reentrant runs each have their own."""
+    entry = module.entry
+    n, root, fuse = len(entry.instructions), entry.root, backend.fuse
+    budget, red = _fusion.MAX_FUSED_LOOPS, backend._cpu.reduction
+    region_budget = red.MAX_REGION_KERNELS
+    programs = _programs(entry)
+    key_flush, key_ieee = (backend.layer, fuse, "flush"), (backend.layer, fuse, "ieee")
+    params = tuple(mplan.params)
+    nparams = len(params)
+    rdtype, rdims, rshape, name = mplan.result_dtype, mplan.result_dims, root.shape, module.name
+    begin_run, end_run, ndarray, generic = red.begin_run, red.end_run, np.ndarray, np.generic
+    edict = entry.__dict__
+    fusion_module, shapes_module, env_module = _fusion, shapes, fpenv
+
+    def fast(args):
+        # _module_plan's key, the budgets, progress as evaluate reads them
+        if module.entry is not entry or len(entry.instructions) != n or entry.root is not root \
+                or fusion_module.MAX_FUSED_LOOPS != budget or red.MAX_REGION_KERNELS != region_budget \
+                or progress._listeners and not progress._running:
+            return _MISS
+        # _program's answer: the environment's program, on the entry's fusion plan, in the limit
+        program = programs.get(key_flush if env_module._mode == "flush" else key_ieee)
+        planned = edict.get("_fusion_plan")
+        if program is None or planned is None or planned[0] != fuse or program.plan is not planned[1] \
+                or program.max_bytes > shapes_module.MAX_BYTES:
+            return _MISS
+        # ``_ModulePlan.arguments``' exact arguments
+        if type(args) is not tuple or len(args) != nparams:
+            return _MISS
+        k = 0
+        for a, (dtype, dims) in zip(args, params):
+            if type(a) is ndarray:
+                if not (a.dtype is dtype or a.dtype == dtype) or a.shape != dims:
+                    return _MISS
+            elif isinstance(a, generic) and a.dtype == dtype and a.shape == dims:
+                args = args[:k] + (np.asarray(a),) + args[k + 1:]
+            else:
+                return _MISS
+            k += 1
+        # (a program whose steps read no context runs without one)
+        ctx = None if program.ctx_free else ExecutionContext()
+        threads = enter_run()
+        outer_memo = begin_run()
+        try:
+            out = program.straight(args, ctx, backend)
+        except Exception as e:
+            _interrupted(e)
+            raise
+        finally:
+            leave_run(threads)
+            end_run(outer_memo)
+        if type(out) is ndarray and out.dtype == rdtype and out.shape == rdims:
+            return out
+        return conform(_host_tree(out, backend), rshape, name)
+    return fast
 
 
 class _ModulePlan:
@@ -1211,6 +1373,12 @@ def _module_plan(module, backend):
 
 
 def run_numba(module, args, **options):
+    if not options:   # a module run before: its fast run, where nothing it decided changed
+        fast = module.__dict__.get("_numba_fast")
+        if fast is not None:
+            out = fast[1](args)
+            if out is not _MISS:
+                return out
     return run(module, args, device="cpu", **options)
 
 

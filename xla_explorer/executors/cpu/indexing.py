@@ -56,6 +56,7 @@ from .shape import (POOL, _copy_flat, _copy_run, _move, as_result, copy_words, i
                     product, row_major_strides, streamed, strided_copy, threads, word_dtype, word_reader, words)
 
 _opts = dict(cache=True, nogil=True)
+ndarray = np.ndarray   # (shape.ndarray: a prepared kernel's result seen in one call)
 
 
 def _indices(indices):
@@ -566,7 +567,7 @@ def _gather_prepare(operand_shapes, *, shape, offset_dims, collapsed_slice_dims,
             return gather(operand, start_indices, **attrs)
         out = take(nbytes).view(word)
         call(out, src, start_indices.reshape(-1))
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 
@@ -1342,7 +1343,7 @@ def _scatter_prepare(operand_shapes, *, shape, update_computation, update_window
         nthreads = threads()
         (par if wide and nthreads > 1 and total >= 2 * nthreads else ser)(
             nthreads, total, code, out, indices.reshape(-1), u, *args)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 

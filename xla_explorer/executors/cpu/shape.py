@@ -160,7 +160,7 @@ def empty(dims, dtype):
     n = product(dims)
     if n * dtype.itemsize < BufferPool.MIN_BYTES:
         return np.empty(dims, dtype)
-    return POOL.take(n * dtype.itemsize).view(dtype).reshape(dims)
+    return np.ndarray(dims, dtype, POOL.take(n * dtype.itemsize))
 
 
 def copy_words(array):
@@ -1103,15 +1103,24 @@ def serial(shape):
             and np.dtype(shape.dtype).itemsize in _WORDS and not np.dtype(shape.dtype).hasobject)
 
 
+#: a prepared kernel's result: ``ndarray(dims, dtype, out)`` sees its flat word buffer with
+#: the result's dims and dtype in one call (``out.view(dtype).reshape(dims)`` made two
+#: arrays: 0.46 -> 0.25 us a step)
+ndarray = np.ndarray
+
+
 def word_reader(operand_shape):
     """A function of an operand value: its flat words when it is a C-contiguous array of
     ``operand_shape``'s dims and dtype, else None (the caller then runs the kernel)."""
     dims, dtype = tuple(operand_shape.dims), np.dtype(operand_shape.dtype)
     word = word_dtype(dtype)
+    ndarray, frombuffer = np.ndarray, np.frombuffer
 
     def read(x):
-        if type(x) is np.ndarray and x.shape == dims and x.dtype == dtype and x.flags.c_contiguous:
-            return x.reshape(-1).view(word)
+        # (frombuffer: the flat words of the C-contiguous array, writeable as it is, in one
+        # call; reshape(-1).view(word) made two arrays: 0.76 -> 0.43 us a read)
+        if type(x) is ndarray and x.dtype == dtype and x.shape == dims and x.flags.c_contiguous:
+            return frombuffer(x, word)
         return None
     return read
 
@@ -1142,7 +1151,7 @@ def prepared_gathered_copy(operand_shape, shape, src_base, src_strides, kernel):
             return kernel(operand)
         out = take(nbytes).view(word)
         copy(out, 0, src, src_base)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 
@@ -1305,7 +1314,7 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
                     in_threads(_concat_range, items, True, out, srcs, runs, offsets, row, chunk, nch, compiled=True)
                 else:
                     _concat_range(0, items, out, srcs, runs, offsets, row, chunk, nch)
-            return out.view(dtype).reshape(dims)
+            return ndarray(dims, dtype, out)
         return run_large
     pieces = []   # (operand index, where in out, the serial copy): as the kernel's pieces
     offset = 0
@@ -1326,7 +1335,7 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
                 return concatenate(*operands, shape=shape, dimension=dimension)
             out = take(nbytes).view(word)
             _concat_rows(out, _one_type(srcs), runs, offsets, outer, row)
-            return out.view(dtype).reshape(dims)
+            return ndarray(dims, dtype, out)
         return run_rows
 
     def run(*operands):
@@ -1336,7 +1345,7 @@ def _concatenate_prepare(operand_shapes, *, shape, dimension):
         out = take(nbytes).view(word)
         for k, dbase, copy in pieces:
             copy(out, dbase, srcs[k], 0)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 

@@ -26,6 +26,7 @@ from .shape import (_WORDS, POOL, _move, as_result, copy_words, gathered_copy, i
                     word_reader, words)
 
 _opts = dict(cache=True, nogil=True)
+ndarray = np.ndarray   # (shape.ndarray: a prepared kernel's result seen in one call)
 _WORD_SIZES = tuple(_WORDS)
 
 
@@ -133,7 +134,7 @@ def _dus_prepare(operand_shapes, *, shape):
         else:
             start = np.array([min(max(int(k), 0), m) for k, m in zip(start_indices, limits)], np.int64)
             _dus_rows(0, rows, out, x, u, rdims, start, udims)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 
@@ -362,14 +363,17 @@ def _pad_prepare(operand_shapes, *, shape, padding_config):
         if src is None:
             return pad(operand, padding_value, shape=shape, padding_config=padding_config)
         out = take(nbytes).view(word)
-        pad_word = np.asarray(padding_value, dtype).reshape(-1).view(word)[0]
+        if type(padding_value) is ndarray and padding_value.dtype == dtype:   # (a literal: one view, not three)
+            pad_word = np.frombuffer(padding_value, word)[0]
+        else:
+            pad_word = np.asarray(padding_value, dtype).reshape(-1).view(word)[0]
         k = threads()
         items, chunk, nch = cuts.get(k) or cut(k)
         if parallel:
             in_threads(_pad_rows, items, True, out, src, pad_word, srow, width, lo, st, j0, j1, chunk, nch)
         else:
             _pad_rows(0, items, out, src, pad_word, srow, width, lo, st, j0, j1, chunk, nch)
-        return out.view(dtype).reshape(dims)
+        return ndarray(dims, dtype, out)
     return run
 
 
