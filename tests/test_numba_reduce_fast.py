@@ -480,3 +480,60 @@ def test_row_sums_in_pairs_keep_the_one_row_loops_bits(t):
                     np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=f"{A} {R} {use_init} {check}")
                     if check:
                         assert bool(den.any()) == want_den == (den_row is not None), (A, R, use_init, den_row)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32"])
+def test_column_folds_two_rows_at_a_time_keep_the_sequential_bits(t):
+    """A fold across rows (x[A, R, B] over R) combines two rows in one loop (``_rows2``):
+    each result must be the row-by-row fold's, in order -- (acc + x[r]) + x[r + 1] -- for
+    every combiner, odd and even row counts, with and without the init, NaNs, zeros of both
+    signs; a float sum under flushing still reports a denormal in either row of a pair."""
+    dt = xe.Shape(t, ()).dtype
+    flt = dt.kind == "f"
+    rng = np.random.default_rng(13)
+
+    def xmax(a, b):   # XLA's maximum: a NaN wins (a's first), +0.0 above -0.0
+        r = np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
+        return np.where(np.isnan(a), a, np.where(np.isnan(b), b, r))
+
+    def xmin(a, b):
+        r = np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+        return np.where(np.isnan(a), a, np.where(np.isnan(b), b, r))
+
+    ops = {kred.ADD: np.add, kred.MUL: np.multiply, kred.MAX: xmax if flt else np.maximum,
+           kred.MIN: xmin if flt else np.minimum}
+    if not flt:
+        ops.update({kred.AND: np.bitwise_and, kred.OR: np.bitwise_or, kred.XOR: np.bitwise_xor})
+    for A, R, B in ((1, 7, 33), (3, 6, 17), (2, 1, 5), (4, 2, 64), (1, 101, 9), (2, 3, 1000)):
+        for kind in ("normal", "zeros", "nan") if flt else ("ints",):
+            if flt:
+                x = (rng.standard_normal((A, R, B)) * 10.0 ** rng.uniform(-4, 4, (A, R, B))).astype(dt)
+                if kind == "zeros":
+                    x[rng.random(x.shape) < 0.5] = 0.0
+                    x[rng.random(x.shape) < 0.3] = -0.0
+                if kind == "nan":
+                    x[rng.random(x.shape) < 0.1] = np.nan
+            else:
+                x = rng.integers(-50, 50, (A, R, B)).astype(dt)
+            for code, op in ops.items():
+                for use_init in (True, False):
+                    init = dt.type(1 if code == kred.MUL else (-3 if code in (kred.AND,) else 0))
+                    acc = np.broadcast_to(init, (A, B)).copy() if use_init else x[:, 0].copy()
+                    for r in range(0 if use_init else 1, R):
+                        acc = op(acc, x[:, r])
+                    flat = x.reshape(-1)
+                    out = np.empty(A * B, dt)
+                    kred.reduce_arb(flat, A, R, B, 1, code, init, use_init, out)
+                    nan = np.isnan(acc) if flt else np.zeros(acc.shape, bool)
+                    got = out.reshape(A, B)
+                    np.testing.assert_array_equal(np.isnan(got) if flt else nan, nan)
+                    np.testing.assert_array_equal(_bits(got)[~nan], _bits(acc)[~nan], err_msg=f"{A} {R} {B} {kind} {code}")
+    if flt:   # the check of a pair's rows: a denormal in the second row of a pair, or the last row alone
+        tiny = np.finfo(dt).tiny
+        for R, row in ((6, 1), (6, 4), (7, 6), (7, 0), (2, 1)):
+            x = np.full((1, R, 40), 1.0, dt)
+            x[0, row, 17] = tiny / 8
+            out = np.empty(40, dt)
+            assert kred.reduce_arb(x.reshape(-1), 1, R, 40, 1, kred.ADD, dt.type(0), True, out, tiny=tiny), (R, row)
+            x[0, row, 17] = 1.0
+            assert not kred.reduce_arb(x.reshape(-1), 1, R, 40, 1, kred.ADD, dt.type(0), True, out, tiny=tiny)
