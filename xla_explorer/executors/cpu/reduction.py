@@ -1748,7 +1748,7 @@ _LONG_ROW = 1 << 15
 
 
 @njit(**_opts)
-def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, found):
+def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, found, out_tiny, out_found):
     """Tasks [lo, hi) of a pass along the contiguous dimension (B = 1) with long rows: task t
     makes results [c * _FOLD_CHUNK, (c + 1) * _FOLD_CHUNK) of row t // nch (c = t % nch).
     The padded positions those results read are gathered into scratch (``ident`` in the
@@ -1757,7 +1757,9 @@ def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, fou
     window's cells in window order, then ``start`` (``use_start``): the cells, order and
     start of ``_separable``'s padded rows, so its bits, with every run in cache and a
     row's parts in several threads.  ``tiny`` > 0: also whether what the results read holds
-    a denormal (found[0] = 1), checked as it comes into the cache."""
+    a denormal (found[0] = 1), checked as it comes into the cache; ``out_tiny`` > 0:
+    whether a result is a denormal (out_found[0] = 1), checked as it is written (the
+    executor's scan of the result after the kernel, one more pass, not needed then)."""
     N, M = g[1], g[3]
     s, low, bdil, wdil, win = g[4], g[5], g[6], g[7], g[8]
     dilated = (N - 1) * bdil + 1 if N > 0 else 0
@@ -1801,6 +1803,8 @@ def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, fou
             c = w * wdil
             bases[w] = sbase + ((c % s) * L + c // s if s > 1 else c)
         _fold_cells(code, src, bases, 0, win, os, True, use_start, start, ident)
+        if out_tiny > 0 and _has_denormal(os, out_tiny):
+            out_found[0] = 1
 
 
 def _is_long_row(g):
@@ -1988,11 +1992,15 @@ def _identity(code, dtype):
                        OR: 0, XOR: 0}[code])
 
 
-def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out, tiny=0, found=None):
+def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out, tiny=0, found=None,
+                            out_tiny=0):
     """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes.
     ``tiny`` > 0: found[0] = 1 when the operand holds a denormal (0 < |v| < tiny) that a
     result reads (the caller flushes it and runs again), checked by the first pass as it
-    reads the operand where it can, by a scan in threads before it otherwise."""
+    reads the operand where it can, by a scan in threads before it otherwise.
+    ``out_tiny`` > 0: returns whether a result is a denormal (its flush is the caller's):
+    checked as the results are written by long rows' chunks, by a scan in threads after
+    the passes otherwise; (with 0, False)."""
     items, item_in, item_out, passes, scratch = separable_plan(in_dims, out_dims, wd, ws, pad, bd, wdl)
     ident = _identity(code, x.dtype)
     use_init = ident.tobytes() != x.dtype.type(init).tobytes()
@@ -2002,6 +2010,8 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
         found = np.zeros(1, np.uint8)
     tiny = x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0)
     none = x.dtype.type(0)
+    out_tiny = x.dtype.type(out_tiny) if x.dtype.kind == "f" else none
+    out_found = np.zeros(1, np.uint8)
     if any(_is_sliding(g) or _is_long_row(g) for g in passes):
         # pass by pass over the whole array (the items are more rows of A)
         src = x
@@ -2022,7 +2032,9 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             elif _is_long_row(g):
                 nch = -(-int(g[3]) // _FOLD_CHUNK)
                 in_threads(_row_chunks, int(g[0]) * nch, parallel, src, dst, g, code, ident, start, use, nch, check,
-                           found)
+                           found, out_tiny if last else none, out_found)
+                if last:
+                    return bool(out_found[0])
             elif _is_sliding(g):
                 tb = _sliding_tile(g)
                 tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
@@ -2031,11 +2043,11 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
                 in_threads(_separable, int(g[0]), parallel, src, dst, g.reshape(1, 9), 0, 0, 0, code, ident, start,
                            use, True, none, found)
             src = dst
-        return
+        return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
     if not parallel or items >= 2 * _threads() or len(passes) == 1 and passes[0, 0] < 2 * _threads():
         in_threads(_separable, items, parallel, x, out, passes, item_in, item_out, scratch, code, ident, init,
                    use_init, False, tiny, found)
-        return
+        return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
     # a few big items: pass by pass over the whole array, each pass's rows in threads
     for it in range(items):
         src = x[it * item_in:(it + 1) * item_in]
@@ -2046,6 +2058,7 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             in_threads(_separable, int(g[0, 0]), True, src, dst, g, 0, 0, 0, code, ident, init if last else ident,
                        use_init and last, True, tiny if k == 0 else none, found)
             src = dst
+    return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
 
 
 def _has_denormal_threads(x, tiny):
@@ -3002,17 +3015,31 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
         ident_bytes = ident.tobytes()
         work = product(in_dims) * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
         if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) or _is_long_row(g) for g in passes):
-            return None   # in threads, sliding passes or long rows: the kernel's own way
+            # in threads, sliding passes or long rows: the kernel's own way (its Python set-up
+            # done here once), the result's denormals found by the kernel (``checks_result``)
+            if not (code in (ADD, MUL) and dtype.kind == "f" and fpenv.flushing(t)):
+                return None
 
-        def compute(x, init, out, tiny, found):   # reduce_window_separable's serial path
-            _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
-                       ident_bytes != init.tobytes(), False, tiny, found)
+            def compute(x, init, out, tiny, found, out_tiny=0):
+                return reduce_window_separable(x, in_dims, out_dims, *args, code, init, out, tiny, found, out_tiny)
+            checks_result = True
+        else:
+            def compute(x, init, out, tiny, found, out_tiny=0):   # reduce_window_separable's serial path
+                _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
+                           ident_bytes != init.tobytes(), False, tiny, found)
+                return False
+            checks_result = False
     else:
         chunks = 2 if nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1 else 1
 
-        def compute(x, init, out, tiny, found):
+        def compute(x, init, out, tiny, found, out_tiny=0):
             reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out, tiny, found)
+            return False
+        checks_result = False
     n_out, scalar = nout * C, dtype.type
+    # (a sum's result flushed here, the kernel having looked for its denormals as it wrote it:
+    # the executor's flush after the step, a scan of the result, is then skipped)
+    out_tiny = scalar(fpenv.TINY[t]) if checks_result else scalar(0)
 
     # the operand's flush deferred as the kernel defers it: the passes check what they read
     tiny = scalar(fpenv.TINY[t]) if marks is not None and marks[0] and dtype.kind == "f" and fpenv.flushing(t) \
@@ -3026,14 +3053,18 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
             operand, init_value = [_flushed(v) if m else v for v, m in zip((operand, init_value), marks)]
         if type(operand) is not np.ndarray or operand.dtype != dtype or operand.shape != in_dims \
                 or not operand.flags.c_contiguous:
-            return reduce_window_kernel(operand, init_value, **dict(kw, flush=(bool(tiny), False)))
+            res = reduce_window_kernel(operand, init_value, **dict(kw, flush=(bool(tiny), False)))
+            return flush_denormals(res) if checks_result else res
         init = scalar(np.asarray(init_value, dtype)[()])
         out = empty(n_out, dtype)
         found = np.zeros(1, np.uint8)
-        compute(operand.reshape(-1), init, out, tiny, found)
+        den_out = compute(operand.reshape(-1), init, out, tiny, found, out_tiny)
         if found[0]:   # a denormal in the operand (rare): flushed, computed again
-            compute(flush_denormals(operand).reshape(-1), init, out, nothing, found)
-        return out.reshape(out_dims)
+            den_out = compute(flush_denormals(operand).reshape(-1), init, out, nothing, found, out_tiny)
+        res = out.reshape(out_dims)
+        return flush_denormals(res) if den_out else res
+    if checks_result:
+        run.flushes_result = True   # (numba_executor: no flush of the result after the step)
     return run
 
 
