@@ -6,7 +6,7 @@ at ``0`` (scalars) or through a broadcast's index map; every member is one state
 only, never on sizes or constant values (those are run-time arguments), so one compiled
 loop serves every size.
 """
-from .emit import carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result
+from .emit import carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result, sum_before_blind
 
 
 class LoopSource:
@@ -72,6 +72,11 @@ class LoopSource:
             else:
                 args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
                 flushed = [k for k, o in enumerate(m.operands) if o in self._flushed or o in self._clean]
+                # a value only denormal-blind ops read (exp(x - max)) is left unflushed
+                blind = (m is not self.group.root and bool(readers.get(m))
+                         and all(denormal_blind(u) for u in readers[m]))
+                if blind and sum_before_blind(m):
+                    flushed = list(range(len(m.operands)))   # (its operands' flushes change no exp)
                 # a value read or made outside the flushing ops is flushed once, then reused
                 for k, fn in enumerate(flush_functions(m)):
                     if fn and k not in flushed:
@@ -81,9 +86,6 @@ class LoopSource:
                             self.body.append(f"{self._flushed_values[key]} = {fn}({args[k]})")
                         args[k] = self._flushed_values[key]
                         flushed.append(k)
-                # a value only denormal-blind ops read (exp(x - max)) is left unflushed
-                blind = (m is not self.group.root and bool(readers.get(m))
-                         and all(denormal_blind(u) for u in readers[m]))
                 expr = emit(m, *args, flushed=flushed, flush_result=not blind)
                 if flushes_result(m) and not blind:
                     self._flushed.add(m)
