@@ -949,7 +949,7 @@ def _max_rows_by_type(lo, hi, x, R, s, code, init, use_init, out, lanes):
 def _sum_pair(r0, r1, a, b):
     """``_sum_range`` of two rows of one length in one loop: the same vectorised loop for
     each (LLVM's lanes, their join and the tail's order as ``_sum_range``'s, so the same
-    bits: tests/test_reduce_rows_pair.py holds them equal for every length up to 300 and
+    bits: tests/test_numba_reduce_fast.py holds them equal for every length up to 130 and
     long rows), reading two streams from memory at once."""
     for i in range(r0.shape[0]):
         a += r0[i]
