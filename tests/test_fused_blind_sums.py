@@ -1,4 +1,4 @@
-"""A fused loop's add / subtract whose only reader is exp (softmax's exp(x - max)) reads its
+"""A fused loop's add / subtract whose only reader is exp (or its own square) (softmax's exp(x - max)) reads its
 operands unflushed under the flushing environment (``emit.sum_before_blind``): exp of the
 unflushed sum must be exp of the flushed one, bit for bit, for denormal operands on either
 side or both, against every kind of other operand (zeros, the smallest normals, values
@@ -46,6 +46,11 @@ BODIES = {
     "exp(y - x) * 2": lambda x, y: xe.Mul(xe.Exp(xe.Sub(y, x)), xe.Add(x, x)),
     # the sum read by exp and by a multiply: its flushes stay
     "exp(x + y) * (x + y)": lambda x, y: (lambda s: xe.Mul(xe.Exp(s), s))(xe.Add(x, y)),
+    # a sum only its square reads (a variance's (x - mean)^2): no flush of it nor of its operands
+    "(x - y)^2 + 1": lambda x, y: (lambda s: xe.Add(xe.Mul(s, s), xe.Mul(y, y)))(xe.Sub(x, y)),
+    "(x * y)^2 * x": lambda x, y: (lambda s: xe.Mul(xe.Mul(s, s), x))(xe.Mul(x, y)),
+    # the square and another reader: the flushes stay
+    "(x - y)^2 + (x - y)": lambda x, y: (lambda s: xe.Add(xe.Mul(s, s), s))(xe.Sub(x, y)),
 }
 
 
@@ -72,7 +77,8 @@ def test_sums_only_exp_reads_give_the_flushed_sums_bits(t, name, monkeypatch):
 def test_the_loop_reads_x_unflushed_only_where_exp_alone_reads_the_sum():
     from xla_explorer.executors import fusion
     from xla_explorer.executors.loopgen import LoopSource
-    for name, flushes_x in (("exp(x - y)", False), ("exp(x + y) * (x + y)", True)):
+    for name, flushes_x in (("exp(x - y)", False), ("exp(x + y) * (x + y)", True), ("(x - y)^2 + 1", False),
+                            ("(x - y)^2 + (x - y)", True)):
         comp = _build("f32", (4, 4), BODIES[name])
         with xe.float_env(denormals="flush"):
             groups = fusion.fusion_plan(comp.entry).groups

@@ -112,6 +112,17 @@ def sum_before_blind(inst):
             and all(o.shape.is_array and o.shape.element_type == _t(inst) for o in inst.operands))
 
 
+def squares_it(reader, inst):
+    """Whether ``reader`` is inst * inst with its result flushed: a denormal inst's square
+    is +0 whether inst was flushed or not (below 2^-252 for f32, 2^-2044 for f64: rounded to
+    +0), so inst need not be flushed for it; nor, when inst is an add / subtract, its
+    operands (as ``sum_before_blind``: the sums are equal, or both below 2^-99 (f32;
+    2^-969 f64), whose squares are +0)."""
+    return (_SUM_BEFORE_BLIND and reader.opcode == "multiply" and len(reader.operands) == 2
+            and reader.operands[0] is inst and reader.operands[1] is inst and _t(inst) in _FTZ
+            and not _is_complex(_t(inst)) and _t(reader) == _t(inst) and flushes_result(reader))
+
+
 #: (a switch for A/B measurements) an f32 exp's result flushed by ``ftz_pos32``
 _FTZ_POS = True
 

@@ -6,7 +6,8 @@ at ``0`` (scalars) or through a broadcast's index map; every member is one state
 only, never on sizes or constant values (those are run-time arguments), so one compiled
 loop serves every size.
 """
-from .emit import carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result, sum_before_blind
+from .emit import (carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result, squares_it,
+                   sum_before_blind)
 
 
 class LoopSource:
@@ -75,7 +76,11 @@ class LoopSource:
                 # a value only denormal-blind ops read (exp(x - max)) is left unflushed
                 blind = (m is not self.group.root and bool(readers.get(m))
                          and all(denormal_blind(u) for u in readers[m]))
-                if blind and sum_before_blind(m):
+                # a value only squares read ((x - mean)^2): its flush, and an add's operands'
+                # flushes, change no square (``squares_it``)
+                squared = (m is not self.group.root and bool(readers.get(m))
+                           and all(squares_it(u, m) for u in readers[m]))
+                if (blind or squared) and sum_before_blind(m):
                     flushed = list(range(len(m.operands)))   # (its operands' flushes change no exp)
                 # a value read or made outside the flushing ops is flushed once, then reused
                 for k, fn in enumerate(flush_functions(m)):
@@ -86,9 +91,9 @@ class LoopSource:
                             self.body.append(f"{self._flushed_values[key]} = {fn}({args[k]})")
                         args[k] = self._flushed_values[key]
                         flushed.append(k)
-                expr = emit(m, *args, flushed=flushed, flush_result=not blind)
-                if flushes_result(m) and not blind:
-                    self._flushed.add(m)
+                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared))
+                if flushes_result(m) and not blind or squared:
+                    self._flushed.add(m)   # (squared: as good as flushed for its readers)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")
