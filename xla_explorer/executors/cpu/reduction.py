@@ -861,66 +861,39 @@ def _has_denormal(xs, tiny):
     return den
 
 
-@njit(inline="always", **_opts)
-def _max_finish(code, x, t, R, s, acc, best, high, inf, sign, mag, scratch, sbits, out, lanes):
-    """Row t's result from its key fold (best, high): as ``_max_keys`` ends."""
-    if high <= inf:
-        sbits[0] = best ^ ((best >> sign) & mag)
-        res = _op(code, acc, scratch[0])
-        if res != 0:
-            out[t] = res
-            return
-    out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)   # a NaN or a zero: its rules
-
-
 @njit(**_opts)
 def _max_rows_float(lo, hi, x, R, s, code, init, use_init, out, lanes):
     """Rows [lo, hi) of x[A, R] folded by maximum / minimum (floats) as ``_fold`` folds each
     (``_max_keys``, else ``_fold``'s own path): the integer view and the decoding scratch
-    made once, not per row (their slices cost ~40 ns a row: half a row of 256's time).
-    Rows go two at a time, one loop reading both: two streams from memory instead of one
-    (a memory-bound fold of 32-128 MiB read 15-35% faster so on this project's 2-core
-    EPYC); the maximum of numbers does not depend on the order it is taken in."""
+    made once, not per row (their slices cost ~40 ns a row: half a row of 256's time)."""
     bits, mag, inf, sign = _key_bits(x)
     scratch = np.empty(1, x.dtype)
     sbits = _key_bits(scratch)[0]
-    n = R - s
-    t = lo
-    if n < 32:
-        for t in range(lo, hi):
-            acc = init if use_init else x[t * R]
-            out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
-        return
-    while t < hi:
-        two = t + 1 < hi
-        r0 = bits[t * R + s:(t + 1) * R]
-        r1 = bits[(t + 1) * R + s:(t + 2) * R] if two else r0
-        best0 = _narrow(r0[0] ^ ((r0[0] >> sign) & mag), mag)
-        high0 = _narrow(r0[0] & mag, mag)
-        best1 = _narrow(r1[0] ^ ((r1[0] >> sign) & mag), mag)
-        high1 = _narrow(r1[0] & mag, mag)
-        if code == MAX:
-            for i in range(n):
-                b = r0[i]
-                c = r1[i]
-                best0 = max(best0, _narrow(b ^ ((b >> sign) & mag), mag))
-                high0 = max(high0, _narrow(b & mag, mag))
-                best1 = max(best1, _narrow(c ^ ((c >> sign) & mag), mag))
-                high1 = max(high1, _narrow(c & mag, mag))
-        else:
-            for i in range(n):
-                b = r0[i]
-                c = r1[i]
-                best0 = min(best0, _narrow(b ^ ((b >> sign) & mag), mag))
-                high0 = max(high0, _narrow(b & mag, mag))
-                best1 = min(best1, _narrow(c ^ ((c >> sign) & mag), mag))
-                high1 = max(high1, _narrow(c & mag, mag))
+    for t in range(lo, hi):
         acc = init if use_init else x[t * R]
-        _max_finish(code, x, t, R, s, acc, best0, high0, inf, sign, mag, scratch, sbits, out, lanes)
-        if two:
-            acc = init if use_init else x[(t + 1) * R]
-            _max_finish(code, x, t + 1, R, s, acc, best1, high1, inf, sign, mag, scratch, sbits, out, lanes)
-        t += 2
+        if R - s < 32:
+            out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
+            continue
+        row = bits[t * R + s:(t + 1) * R]
+        best = _narrow(row[0] ^ ((row[0] >> sign) & mag), mag)
+        high = _narrow(row[0] & mag, mag)
+        if code == MAX:
+            for i in range(row.shape[0]):
+                b = row[i]
+                best = max(best, _narrow(b ^ ((b >> sign) & mag), mag))
+                high = max(high, _narrow(b & mag, mag))
+        else:
+            for i in range(row.shape[0]):
+                b = row[i]
+                best = min(best, _narrow(b ^ ((b >> sign) & mag), mag))
+                high = max(high, _narrow(b & mag, mag))
+        if high <= inf:
+            sbits[0] = best ^ ((best >> sign) & mag)
+            res = _op(code, acc, scratch[0])
+            if res != 0:
+                out[t] = res
+                continue
+        out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)   # a NaN or a zero: its rules
 
 
 def _max_rows(lo, hi, x, R, s, code, init, use_init, out, lanes):
@@ -968,7 +941,11 @@ def _sum_rows(lo, hi, x, R, s, init, use_init, out, tiny, low, den):
     xb, mag = _check_bits(x)
     init_den = use_init and tiny > 0 and (abs(init) < tiny) & (init != 0)
     t = lo
-    while t + 1 < hi:
+    # (pairs where they pay: rows up to 1024, where the one-row loop's per-row cost shows
+    # -- 3x faster at 32, 1.1x at 512 -- or an operand of 16 MiB and more, read from memory;
+    # rows of 2048 in cache ran 15% slower in pairs: the check is a second pass over them)
+    paired = R <= 1024 or x.shape[0] >= (1 << 22)
+    while paired and t + 1 < hi:
         a0 = init if use_init else x[t * R]
         a1 = init if use_init else x[(t + 1) * R]
         out[t], out[t + 1] = _sum_pair(x[t * R + s:(t + 1) * R], x[(t + 1) * R + s:(t + 2) * R], a0, a1)
@@ -977,7 +954,7 @@ def _sum_rows(lo, hi, x, R, s, init, use_init, out, tiny, low, den):
             den[t] = d
             den[t + 1] = d
         t += 2
-    if t < hi:
+    for t in range(t, hi):
         acc = init if use_init else x[t * R]
         if tiny > 0:
             out[t], d = _sum_checked(x[t * R + s:(t + 1) * R], acc, low)
