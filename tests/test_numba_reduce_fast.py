@@ -304,8 +304,8 @@ def test_whole_row_maximum_folds_each_row_as_fold_does(t, name):
     rng = np.random.default_rng(8)
     dt = xe.Shape(t, ()).dtype
     code = kred.MAX if name == "max" else kred.MIN
-    for R in (1, 2, 31, 32, 33, 256, 1000):
-        A = 40
+    for R, A in ((1, 40), (2, 40), (31, 40), (32, 40), (33, 40), (256, 40), (1000, 40), (33, 1), (100, 39), (64, 3)):
+        # (odd row counts: the rows go in pairs, the last one alone)
         for kind in (["ints"] if t == "s32" else ["zeros", "specials", "all equal", "zero maximum", "normal",
                                                   "denormals", "negative NaN"]):
             x = _values(rng, t if t == "s32" else "f32", (A, R), kind).astype(dt).reshape(-1)
@@ -415,3 +415,125 @@ def test_checked_sum_finds_exactly_the_nonzero_denormals(t):
         xs = rng.standard_normal(n).astype(dt)
         got, want = checked(xs, dt.type(0.5), tiny), float_test(xs, dt.type(0.5), tiny)
         assert not got[1] and _bits(got[0]) == _bits(want[0])
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32", "s64"])
+def test_row_sums_in_pairs_keep_the_one_row_loops_bits(t):
+    """``_arb_chunk`` sums whole rows two at a time (``_sum_pair``: one loop, two streams):
+    each row's sum must keep the bits of ``_sum_range`` / ``_sum_checked`` on that row alone
+    (LLVM's vector lanes, their join, the tail) at every length, with and without the init,
+    odd and even row counts; under flushing (``tiny``) the denormal flags still find every
+    row pair with a denormal, and none without."""
+    import numba as nb
+
+    dt = xe.Shape(t, ()).dtype
+    flt = dt.kind == "f"
+
+    @nb.njit
+    def pair(r0, r1, a, b):
+        return kred._sum_pair(r0, r1, a, b)
+
+    @nb.njit
+    def one(r, a):
+        return kred._sum_range(r, a)
+
+    @nb.njit(error_model="numpy")
+    def rows_alone(x, A, R, s, init, use_init, out, tiny):   # the row loop the pairs replaced
+        low = kred._low_bits(x, tiny) if tiny > 0 else kred._low_bits(x, 1)
+        den = False
+        for r in range(A):
+            acc = init if use_init else x[r * R]
+            if tiny > 0:
+                out[r], d = kred._sum_checked(x[r * R + s:(r + 1) * R], acc, low)
+                den |= d | ((abs(acc) < tiny) & (acc != 0))
+            else:
+                out[r] = kred._sum_range(x[r * R + s:(r + 1) * R], acc)
+        return den
+
+    rng = np.random.default_rng(12)
+
+    def values(n):
+        if not flt:
+            return rng.integers(-1000, 1000, n).astype(dt)
+        # magnitudes over many orders: the order of the additions shows in the bits
+        return (rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, n)).astype(dt)
+
+    for n in list(range(0, 130)) + [255, 256, 257, 1000, 2895, 4099]:
+        r0, r1 = values(n), values(n)
+        a, b = values(1)[0], values(1)[0]
+        got = pair(r0, r1, a, b)
+        assert _bits(got[0]) == _bits(one(r0, a)) and _bits(got[1]) == _bits(one(r1, b)), n
+    tiny = dt.type(np.finfo(dt).tiny) if flt else dt.type(0)
+    for A, R in ((1, 5), (2, 33), (3, 64), (7, 100), (8, 1), (5, 2), (40, 257)):
+        for use_init in (True, False):
+            for den_row in ([None, 0, A - 1, A // 2] if flt else [None]):
+                x = values(A * R)
+                if den_row is not None:
+                    x[den_row * R + int(rng.integers(0, R))] = tiny / 4
+                init = values(1)[0]
+                for check in ((0, tiny) if flt else (0,)):
+                    out = np.empty(A, dt)
+                    den = np.zeros(A, np.bool_)
+                    kred._arb_chunk(0, A, x, A, R, 1, 1, kred.ADD, init, use_init, out, dt.type(check), den)
+                    want = np.empty(A, dt)
+                    want_den = rows_alone(x, A, R, 0 if use_init else 1, init, use_init, want, dt.type(check))
+                    np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=f"{A} {R} {use_init} {check}")
+                    if check:
+                        assert bool(den.any()) == want_den == (den_row is not None), (A, R, use_init, den_row)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32"])
+def test_column_folds_two_rows_at_a_time_keep_the_sequential_bits(t):
+    """A fold across rows (x[A, R, B] over R) combines two rows in one loop (``_rows2``):
+    each result must be the row-by-row fold's, in order -- (acc + x[r]) + x[r + 1] -- for
+    every combiner, odd and even row counts, with and without the init, NaNs, zeros of both
+    signs; a float sum under flushing still reports a denormal in either row of a pair."""
+    dt = xe.Shape(t, ()).dtype
+    flt = dt.kind == "f"
+    rng = np.random.default_rng(13)
+
+    def xmax(a, b):   # XLA's maximum: a NaN wins (a's first), +0.0 above -0.0
+        r = np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
+        return np.where(np.isnan(a), a, np.where(np.isnan(b), b, r))
+
+    def xmin(a, b):
+        r = np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+        return np.where(np.isnan(a), a, np.where(np.isnan(b), b, r))
+
+    ops = {kred.ADD: np.add, kred.MUL: np.multiply, kred.MAX: xmax if flt else np.maximum,
+           kred.MIN: xmin if flt else np.minimum}
+    if not flt:
+        ops.update({kred.AND: np.bitwise_and, kred.OR: np.bitwise_or, kred.XOR: np.bitwise_xor})
+    for A, R, B in ((1, 7, 33), (3, 6, 17), (2, 1, 5), (4, 2, 64), (1, 101, 9), (2, 3, 1000)):
+        for kind in ("normal", "zeros", "nan") if flt else ("ints",):
+            if flt:
+                x = (rng.standard_normal((A, R, B)) * 10.0 ** rng.uniform(-4, 4, (A, R, B))).astype(dt)
+                if kind == "zeros":
+                    x[rng.random(x.shape) < 0.5] = 0.0
+                    x[rng.random(x.shape) < 0.3] = -0.0
+                if kind == "nan":
+                    x[rng.random(x.shape) < 0.1] = np.nan
+            else:
+                x = rng.integers(-50, 50, (A, R, B)).astype(dt)
+            for code, op in ops.items():
+                for use_init in (True, False):
+                    init = dt.type(1 if code == kred.MUL else (-3 if code in (kred.AND,) else 0))
+                    acc = np.broadcast_to(init, (A, B)).copy() if use_init else x[:, 0].copy()
+                    for r in range(0 if use_init else 1, R):
+                        acc = op(acc, x[:, r])
+                    flat = x.reshape(-1)
+                    out = np.empty(A * B, dt)
+                    kred.reduce_arb(flat, A, R, B, 1, code, init, use_init, out)
+                    nan = np.isnan(acc) if flt else np.zeros(acc.shape, bool)
+                    got = out.reshape(A, B)
+                    np.testing.assert_array_equal(np.isnan(got) if flt else nan, nan)
+                    np.testing.assert_array_equal(_bits(got)[~nan], _bits(acc)[~nan], err_msg=f"{A} {R} {B} {kind} {code}")
+    if flt:   # the check of a pair's rows: a denormal in the second row of a pair, or the last row alone
+        tiny = np.finfo(dt).tiny
+        for R, row in ((6, 1), (6, 4), (7, 6), (7, 0), (2, 1)):
+            x = np.full((1, R, 40), 1.0, dt)
+            x[0, row, 17] = tiny / 8
+            out = np.empty(40, dt)
+            assert kred.reduce_arb(x.reshape(-1), 1, R, 40, 1, kred.ADD, dt.type(0), True, out, tiny=tiny), (R, row)
+            x[0, row, 17] = 1.0
+            assert not kred.reduce_arb(x.reshape(-1), 1, R, 40, 1, kred.ADD, dt.type(0), True, out, tiny=tiny)

@@ -313,3 +313,47 @@ def test_denormal_operands_are_flushed_where_the_kernels_check_them(case, where)
         assert _bits(got) == _bits(want)
     if where != "none":
         assert _bits(comp.run(x, backend="numba", denormals="ieee")) != _bits(want)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("dims, wd, ws", [((1 << 20,), (2,), (1,)), ((1 << 20,), (5,), (1,)), ((3, LONG), (1, 2), (1, 2)),
+                                          ((1 << 18,), (300,), (1,)), ((64, 4096), (1, 2), (1, 1))])
+def test_window_sums_flush_their_denormal_results_in_a_run_plan(t, dims, wd, ws):
+    """Under flushing a window sum's result is flushed: the prepared step of long rows (its
+    chunks look for denormal results as they write them, the executor's scan after the step
+    skipped), sliding and short-row passes (a scan in threads).  Normal operands whose
+    windows of two cancel to denormals (their partial sums normal: the kernels do not flush
+    partial sums, the reference does), some or all of them; normal sums; a denormal operand
+    (flushed, computed again); the first run and the run plan's later ones, against the
+    reference."""
+    dt = xe.Shape(t, ()).dtype
+    tiny = np.finfo(dt).tiny
+    comp = _rw(dims, t, "add", 0.0, wd, ws, [(0, 0)] * len(dims))
+    n = int(np.prod(dims))
+    rng = np.random.default_rng(21)
+    normal = rng.standard_normal(dims).astype(dt)
+    with_den = normal.copy()
+    with_den.reshape(-1)[n // 3] = tiny / 4
+    cases = [normal, with_den]
+    if wd[-1] == 2:
+        cancel = np.resize(np.array([tiny * 1.5, -tiny], dt), n).reshape(dims)   # every sum tiny / 2
+        few = normal.copy()
+        few.reshape(-1)[n // 2:n // 2 + 6] = [tiny * 1.5, -tiny, tiny * 1.5, -tiny, tiny * 1.5, -tiny]
+        cases += [cancel, few]
+    def flushed(v):
+        return np.where(np.abs(v) < tiny, v * 0, v).astype(dt)
+
+    for x in cases:
+        with xe.float_env(denormals="ieee"):   # the same sums unflushed, then flushed
+            want = flushed(comp.run(flushed(x), backend="numba"))
+        with xe.float_env(denormals="flush"):
+            if wd[-1] == 2:   # (two cells: the reference's order too)
+                assert _bits(comp.run(x)) == _bits(want)
+            for _ in range(3):
+                got = comp.run(x, backend="numba")
+                assert _bits(got) == _bits(want)
+        if wd[-1] == 2 and x is cases[2]:
+            assert not np.any(want), "every window sum is a denormal, flushed"
+            with xe.float_env(denormals="ieee"):
+                got = comp.run(x, backend="numba")
+                assert np.any((got != 0) & (np.abs(got) < tiny))

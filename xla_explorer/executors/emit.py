@@ -94,6 +94,35 @@ def denormal_blind(inst):
             and all(o.shape.is_array and not _is_complex(o.shape.element_type) for o in inst.operands))
 
 
+#: (a switch for A/B measurements) a sum only exp reads left with its operands unflushed
+_SUM_BEFORE_BLIND = True
+
+
+def sum_before_blind(inst):
+    """Whether ``inst`` is a real float add / subtract whose operands' flushes cannot change
+    the exp of its value (its caller knows exp is its only reader: ``softmax``'s x - max).
+    Say a is a denormal (|a| < tiny), a' its flushed zero, b any value: if |b| >= 2^-100
+    (f32; 2^-970 f64), a is below half b's ulp, so a + b rounds to b = a' + b exactly
+    (never a tie: b is a float); else |a + b| and |a' + b| are both below 2^-99, where exp
+    is exactly 1 (``exp_f32`` checked for every f32 below 2^-26; f64's below 2^-54); a
+    NaN or an infinity b is the value either way; two denormals sum below 2^-125, exp 1
+    again.  Their flushes (a compare and a select each, an element) are left out."""
+    return (_SUM_BEFORE_BLIND and inst.opcode in ("add", "subtract") and _t(inst) in _FTZ
+            and not _is_complex(_t(inst))
+            and all(o.shape.is_array and o.shape.element_type == _t(inst) for o in inst.operands))
+
+
+def squares_it(reader, inst):
+    """Whether ``reader`` is inst * inst with its result flushed: a denormal inst's square
+    is +0 whether inst was flushed or not (below 2^-252 for f32, 2^-2044 for f64: rounded to
+    +0), so inst need not be flushed for it; nor, when inst is an add / subtract, its
+    operands (as ``sum_before_blind``: the sums are equal, or both below 2^-99 (f32;
+    2^-969 f64), whose squares are +0)."""
+    return (_SUM_BEFORE_BLIND and reader.opcode == "multiply" and len(reader.operands) == 2
+            and reader.operands[0] is inst and reader.operands[1] is inst and _t(inst) in _FTZ
+            and not _is_complex(_t(inst)) and _t(reader) == _t(inst) and flushes_result(reader))
+
+
 #: (a switch for A/B measurements) an f32 exp's result flushed by ``ftz_pos32``
 _FTZ_POS = True
 

@@ -6,7 +6,8 @@ at ``0`` (scalars) or through a broadcast's index map; every member is one state
 only, never on sizes or constant values (those are run-time arguments), so one compiled
 loop serves every size.
 """
-from .emit import carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result
+from .emit import (carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result, squares_it,
+                   sum_before_blind)
 
 
 class LoopSource:
@@ -72,6 +73,15 @@ class LoopSource:
             else:
                 args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
                 flushed = [k for k, o in enumerate(m.operands) if o in self._flushed or o in self._clean]
+                # a value only denormal-blind ops read (exp(x - max)) is left unflushed
+                blind = (m is not self.group.root and bool(readers.get(m))
+                         and all(denormal_blind(u) for u in readers[m]))
+                # a value only squares read ((x - mean)^2): its flush, and an add's operands'
+                # flushes, change no square (``squares_it``)
+                squared = (m is not self.group.root and bool(readers.get(m))
+                           and all(squares_it(u, m) for u in readers[m]))
+                if (blind or squared) and sum_before_blind(m):
+                    flushed = list(range(len(m.operands)))   # (its operands' flushes change no exp)
                 # a value read or made outside the flushing ops is flushed once, then reused
                 for k, fn in enumerate(flush_functions(m)):
                     if fn and k not in flushed:
@@ -81,12 +91,9 @@ class LoopSource:
                             self.body.append(f"{self._flushed_values[key]} = {fn}({args[k]})")
                         args[k] = self._flushed_values[key]
                         flushed.append(k)
-                # a value only denormal-blind ops read (exp(x - max)) is left unflushed
-                blind = (m is not self.group.root and bool(readers.get(m))
-                         and all(denormal_blind(u) for u in readers[m]))
-                expr = emit(m, *args, flushed=flushed, flush_result=not blind)
-                if flushes_result(m) and not blind:
-                    self._flushed.add(m)
+                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared))
+                if flushes_result(m) and not blind or squared:
+                    self._flushed.add(m)   # (squared: as good as flushed for its readers)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")

@@ -1159,6 +1159,9 @@ def _op_step(inst, backend, clean, extra=None):
         return _ctx_free(prepared_step), _SIZES[inst]
     if fast is not None:
         pre = None if mask is None or flushes else mask
+        # (a prepared function that flushes its own result, having looked for its denormals
+        # as it wrote it: ``flushes_result``, the reduce-window sum's long rows)
+        flush_result = flush_result and not getattr(fast, "flushes_result", False)
 
         def prepared_flushing_step(values, ctx, backend):
             if table.get(op) is not kernel:

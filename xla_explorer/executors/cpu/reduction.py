@@ -531,6 +531,81 @@ def _rows_float_np(code, x, base, out, obase, n):
             os[b] = np.minimum(os[b], xs[b])
 
 
+@njit(inline="always", **_opts)
+def _rows2_float(code, x, base, out, obase, n, np_max):
+    """``_rows_float`` (``np_max``: ``_rows_float_np``) of two consecutive rows, x[base:] then
+    x[base + n:], in one loop: each result element combined with the first row's, then
+    the second's, the order of two passes (the same bits), reading two streams at once
+    and the results once instead of twice."""
+    x0 = x[base:base + n]
+    x1 = x[base + n:base + 2 * n]
+    os = out[obase:obase + n]
+    if code == ADD:
+        for b in range(n):
+            os[b] = (os[b] + x0[b]) + x1[b]
+    elif code == MUL:
+        for b in range(n):
+            os[b] = (os[b] * x0[b]) * x1[b]
+    elif code == MAX:
+        if np_max:
+            for b in range(n):
+                os[b] = np.maximum(np.maximum(os[b], x0[b]), x1[b])
+        else:
+            for b in range(n):
+                os[b] = fmax(fmax(os[b], x0[b]), x1[b])
+    else:
+        if np_max:
+            for b in range(n):
+                os[b] = np.minimum(np.minimum(os[b], x0[b]), x1[b])
+        else:
+            for b in range(n):
+                os[b] = fmin(fmin(os[b], x0[b]), x1[b])
+
+
+@njit(inline="always", **_opts)
+def _rows2_int(code, x, base, out, obase, n):
+    """``_rows_int`` of two consecutive rows in one loop (integers: any order is exact)."""
+    x0 = x[base:base + n]
+    x1 = x[base + n:base + 2 * n]
+    os = out[obase:obase + n]
+    if code == ADD:
+        for b in range(n):
+            os[b] += x0[b] + x1[b]
+    elif code == MUL:
+        for b in range(n):
+            os[b] *= x0[b] * x1[b]
+    elif code == MAX:
+        for b in range(n):
+            os[b] = max(os[b], max(x0[b], x1[b]))
+    elif code == MIN:
+        for b in range(n):
+            os[b] = min(os[b], min(x0[b], x1[b]))
+    elif code == AND:
+        for b in range(n):
+            os[b] &= x0[b] & x1[b]
+    elif code == OR:
+        for b in range(n):
+            os[b] |= x0[b] | x1[b]
+    else:
+        for b in range(n):
+            os[b] ^= x0[b] ^ x1[b]
+
+
+def _rows2(code, x, base, out, obase, n, np_max):
+    """Two rows at once: ``_rows2_float`` or ``_rows2_int`` by the element type."""
+    if x.dtype.kind in "fc":
+        _rows2_float.py_func(code, x, base, out, obase, n, np_max)
+    else:
+        _rows2_int.py_func(code, x, base, out, obase, n)
+
+
+@nb.extending.overload(_rows2)
+def _rows2_by_type(code, x, base, out, obase, n, np_max):
+    if isinstance(x.dtype, nb.types.Float):
+        return lambda code, x, base, out, obase, n, np_max: _rows2_float(code, x, base, out, obase, n, np_max)
+    return lambda code, x, base, out, obase, n, np_max: _rows2_int(code, x, base, out, obase, n)
+
+
 def _rows_plain(code, x, base, out, obase, n):
     """Floats: ``_rows_float_np``; integers: ``_rows_int`` (exact)."""
     if x.dtype.kind in "fc":
@@ -750,19 +825,30 @@ def _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny, l
         xb, mag = _check_bits(x)  # (viewed once: a view a row cost 6 ns a row of 64)
         if tiny > 0:
             den = _denormal_below(xb[first:first + B], mag, low)
+        # (rows two at a time: ``_rows2``, the same order of combination as row by row)
         if code == MAX or code == MIN:
             # NumPy's maximum / minimum: fmax's / fmin's bits unless a result is a zero
             # (which sign): then the rows are folded again by fmax / fmin
-            for r in range(start, r1):
+            r = start
+            while r + 1 < r1:
+                _rows2(code, x, (a * R + r) * B, out, obase, B, True)
+                r += 2
+            if r < r1:
                 _rows_plain(code, x, (a * R + r) * B, out, obase, B)
             if not _plain_undecided(x, out[obase:obase + B]):
                 return den
             for b in range(B):
                 out[obase + b] = init if use_init else x[first + b]
-        for r in range(start, r1):
-            _rows(code, x, (a * R + r) * B, out, obase, B)
-            if tiny > 0:  # (the row just read, still in cache)
-                den |= _denormal_below(xb[(a * R + r) * B:(a * R + r + 1) * B], mag, low)
+        r = start
+        while r < r1:
+            k = 2 if r + 1 < r1 else 1
+            if k == 2:
+                _rows2(code, x, (a * R + r) * B, out, obase, B, False)
+            else:
+                _rows(code, x, (a * R + r) * B, out, obase, B)
+            if tiny > 0:  # (the rows just read, still in cache)
+                den |= _denormal_below(xb[(a * R + r) * B:(a * R + r + k) * B], mag, low)
+            r += k
     return den
 
 
@@ -832,6 +918,51 @@ def _max_rows_by_type(lo, hi, x, R, s, code, init, use_init, out, lanes):
     return impl
 
 
+@njit(fastmath={"reassoc"}, **_opts)
+def _sum_pair(r0, r1, a, b):
+    """``_sum_range`` of two rows of one length in one loop: the same vectorised loop for
+    each (LLVM's lanes, their join and the tail's order as ``_sum_range``'s, so the same
+    bits: tests/test_numba_reduce_fast.py holds them equal for every length up to 130 and
+    long rows), reading two streams from memory at once."""
+    for i in range(r0.shape[0]):
+        a += r0[i]
+        b += r1[i]
+    return a, b
+
+
+@njit(inline="always", **_opts)
+def _sum_rows(lo, hi, x, R, s, init, use_init, out, tiny, low, den):
+    """Rows [lo, hi) of x[A, R] summed (from element s, after acc = init or the row's first
+    element), two rows at a time (``_sum_pair``: a memory-bound sum of 32-128 MiB read
+    two streams at once, one stream being slower on this project's EPYC).  ``tiny`` > 0
+    (floats under flushing): den[t] tells whether row t (or its pair) holds a denormal,
+    checked on the pair's bits just read (in cache; the check inside the sum's loop would
+    change how LLVM vectorises it, and so the bits)."""
+    xb, mag = _check_bits(x)
+    init_den = use_init and tiny > 0 and (abs(init) < tiny) & (init != 0)
+    t = lo
+    # (pairs where they pay: rows up to 1024, where the one-row loop's per-row cost shows
+    # -- 3x faster at 32, 1.1x at 512 -- or an operand of 16 MiB and more, read from memory;
+    # rows of 2048 in cache ran 15% slower in pairs: the check is a second pass over them)
+    paired = R <= 1024 or x.shape[0] >= (1 << 22)
+    while paired and t + 1 < hi:
+        a0 = init if use_init else x[t * R]
+        a1 = init if use_init else x[(t + 1) * R]
+        out[t], out[t + 1] = _sum_pair(x[t * R + s:(t + 1) * R], x[(t + 1) * R + s:(t + 2) * R], a0, a1)
+        if tiny > 0:
+            d = init_den or _denormal_below(xb[t * R:(t + 2) * R], mag, low)
+            den[t] = d
+            den[t + 1] = d
+        t += 2
+    for t in range(t, hi):
+        acc = init if use_init else x[t * R]
+        if tiny > 0:
+            out[t], d = _sum_checked(x[t * R + s:(t + 1) * R], acc, low)
+            den[t] = d | ((abs(acc) < tiny) & (acc != 0))
+        else:
+            out[t] = _sum_range(x[t * R + s:(t + 1) * R], acc)
+
+
 @njit(**_opts)
 def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out, tiny, den):
     """Tasks [lo, hi) of reducing x[A, R, B] over R (cut in P parts) into out[A, P, B].
@@ -847,16 +978,12 @@ def _arb_chunk(lo, hi, x, A, R, B, P, code, init, use_init, out, tiny, den):
         if code == MAX or code == MIN:
             _max_rows(lo, hi, x, R, s, code, init, use_init, out, lanes)
             return
+        if code == ADD:
+            _sum_rows(lo, hi, x, R, s, init, use_init, out, tiny, low, den)
+            return
         for t in range(lo, hi):
             acc = init if use_init else x[t * R]
-            if code == ADD:
-                if tiny > 0:
-                    out[t], d = _sum_checked(x[t * R + s:(t + 1) * R], acc, low)
-                    den[t] = d | ((abs(acc) < tiny) & (acc != 0))
-                else:
-                    out[t] = _sum_range(x[t * R + s:(t + 1) * R], acc)
-            else:
-                out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
+            out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
         return
     for t in range(lo, hi):
         den[t] = _arb_task(x, A, R, B, P, code, init, use_init, out, t, chunk, lanes, tiny, low)
@@ -1598,7 +1725,7 @@ _LONG_ROW = 1 << 15
 
 
 @njit(**_opts)
-def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, found):
+def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, found, out_tiny, out_found):
     """Tasks [lo, hi) of a pass along the contiguous dimension (B = 1) with long rows: task t
     makes results [c * _FOLD_CHUNK, (c + 1) * _FOLD_CHUNK) of row t // nch (c = t % nch).
     The padded positions those results read are gathered into scratch (``ident`` in the
@@ -1607,7 +1734,9 @@ def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, fou
     window's cells in window order, then ``start`` (``use_start``): the cells, order and
     start of ``_separable``'s padded rows, so its bits, with every run in cache and a
     row's parts in several threads.  ``tiny`` > 0: also whether what the results read holds
-    a denormal (found[0] = 1), checked as it comes into the cache."""
+    a denormal (found[0] = 1), checked as it comes into the cache; ``out_tiny`` > 0:
+    whether a result is a denormal (out_found[0] = 1), checked as it is written (the
+    executor's scan of the result after the kernel, one more pass, not needed then)."""
     N, M = g[1], g[3]
     s, low, bdil, wdil, win = g[4], g[5], g[6], g[7], g[8]
     dilated = (N - 1) * bdil + 1 if N > 0 else 0
@@ -1651,6 +1780,8 @@ def _row_chunks(lo, hi, x, out, g, code, ident, start, use_start, nch, tiny, fou
             c = w * wdil
             bases[w] = sbase + ((c % s) * L + c // s if s > 1 else c)
         _fold_cells(code, src, bases, 0, win, os, True, use_start, start, ident)
+        if out_tiny > 0 and _has_denormal(os, out_tiny):
+            out_found[0] = 1
 
 
 def _is_long_row(g):
@@ -1838,11 +1969,15 @@ def _identity(code, dtype):
                        OR: 0, XOR: 0}[code])
 
 
-def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out, tiny=0, found=None):
+def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out, tiny=0, found=None,
+                            out_tiny=0):
     """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes.
     ``tiny`` > 0: found[0] = 1 when the operand holds a denormal (0 < |v| < tiny) that a
     result reads (the caller flushes it and runs again), checked by the first pass as it
-    reads the operand where it can, by a scan in threads before it otherwise."""
+    reads the operand where it can, by a scan in threads before it otherwise.
+    ``out_tiny`` > 0: returns whether a result is a denormal (its flush is the caller's):
+    checked as the results are written by long rows' chunks, by a scan in threads after
+    the passes otherwise; (with 0, False)."""
     items, item_in, item_out, passes, scratch = separable_plan(in_dims, out_dims, wd, ws, pad, bd, wdl)
     ident = _identity(code, x.dtype)
     use_init = ident.tobytes() != x.dtype.type(init).tobytes()
@@ -1852,6 +1987,8 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
         found = np.zeros(1, np.uint8)
     tiny = x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0)
     none = x.dtype.type(0)
+    out_tiny = x.dtype.type(out_tiny) if x.dtype.kind == "f" else none
+    out_found = np.zeros(1, np.uint8)
     if any(_is_sliding(g) or _is_long_row(g) for g in passes):
         # pass by pass over the whole array (the items are more rows of A)
         src = x
@@ -1872,7 +2009,9 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             elif _is_long_row(g):
                 nch = -(-int(g[3]) // _FOLD_CHUNK)
                 in_threads(_row_chunks, int(g[0]) * nch, parallel, src, dst, g, code, ident, start, use, nch, check,
-                           found)
+                           found, out_tiny if last else none, out_found)
+                if last:
+                    return bool(out_found[0])
             elif _is_sliding(g):
                 tb = _sliding_tile(g)
                 tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
@@ -1881,11 +2020,11 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
                 in_threads(_separable, int(g[0]), parallel, src, dst, g.reshape(1, 9), 0, 0, 0, code, ident, start,
                            use, True, none, found)
             src = dst
-        return
+        return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
     if not parallel or items >= 2 * _threads() or len(passes) == 1 and passes[0, 0] < 2 * _threads():
         in_threads(_separable, items, parallel, x, out, passes, item_in, item_out, scratch, code, ident, init,
                    use_init, False, tiny, found)
-        return
+        return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
     # a few big items: pass by pass over the whole array, each pass's rows in threads
     for it in range(items):
         src = x[it * item_in:(it + 1) * item_in]
@@ -1896,6 +2035,7 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
             in_threads(_separable, int(g[0, 0]), True, src, dst, g, 0, 0, 0, code, ident, init if last else ident,
                        use_init and last, True, tiny if k == 0 else none, found)
             src = dst
+    return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
 
 
 def _has_denormal_threads(x, tiny):
@@ -2852,17 +2992,31 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
         ident_bytes = ident.tobytes()
         work = product(in_dims) * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
         if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) or _is_long_row(g) for g in passes):
-            return None   # in threads, sliding passes or long rows: the kernel's own way
+            # in threads, sliding passes or long rows: the kernel's own way (its Python set-up
+            # done here once), the result's denormals found by the kernel (``checks_result``)
+            if not (code in (ADD, MUL) and dtype.kind == "f" and fpenv.flushing(t)):
+                return None
 
-        def compute(x, init, out, tiny, found):   # reduce_window_separable's serial path
-            _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
-                       ident_bytes != init.tobytes(), False, tiny, found)
+            def compute(x, init, out, tiny, found, out_tiny=0):
+                return reduce_window_separable(x, in_dims, out_dims, *args, code, init, out, tiny, found, out_tiny)
+            checks_result = True
+        else:
+            def compute(x, init, out, tiny, found, out_tiny=0):   # reduce_window_separable's serial path
+                _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
+                           ident_bytes != init.tobytes(), False, tiny, found)
+                return False
+            checks_result = False
     else:
         chunks = 2 if nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1 else 1
 
-        def compute(x, init, out, tiny, found):
+        def compute(x, init, out, tiny, found, out_tiny=0):
             reduce_window(nout, chunks, code, x, C, odims, geo, maxwin, ncell, init, out, tiny, found)
+            return False
+        checks_result = False
     n_out, scalar = nout * C, dtype.type
+    # (a sum's result flushed here, the kernel having looked for its denormals as it wrote it:
+    # the executor's flush after the step, a scan of the result, is then skipped)
+    out_tiny = scalar(fpenv.TINY[t]) if checks_result else scalar(0)
 
     # the operand's flush deferred as the kernel defers it: the passes check what they read
     tiny = scalar(fpenv.TINY[t]) if marks is not None and marks[0] and dtype.kind == "f" and fpenv.flushing(t) \
@@ -2876,14 +3030,18 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
             operand, init_value = [_flushed(v) if m else v for v, m in zip((operand, init_value), marks)]
         if type(operand) is not np.ndarray or operand.dtype != dtype or operand.shape != in_dims \
                 or not operand.flags.c_contiguous:
-            return reduce_window_kernel(operand, init_value, **dict(kw, flush=(bool(tiny), False)))
+            res = reduce_window_kernel(operand, init_value, **dict(kw, flush=(bool(tiny), False)))
+            return flush_denormals(res) if checks_result else res
         init = scalar(np.asarray(init_value, dtype)[()])
         out = empty(n_out, dtype)
         found = np.zeros(1, np.uint8)
-        compute(operand.reshape(-1), init, out, tiny, found)
+        den_out = compute(operand.reshape(-1), init, out, tiny, found, out_tiny)
         if found[0]:   # a denormal in the operand (rare): flushed, computed again
-            compute(flush_denormals(operand).reshape(-1), init, out, nothing, found)
-        return out.reshape(out_dims)
+            den_out = compute(flush_denormals(operand).reshape(-1), init, out, nothing, found, out_tiny)
+        res = out.reshape(out_dims)
+        return flush_denormals(res) if den_out else res
+    if checks_result:
+        run.flushes_result = True   # (numba_executor: no flush of the result after the step)
     return run
 
 
