@@ -1838,6 +1838,57 @@ def _identity(code, dtype):
                        OR: 0, XOR: 0}[code])
 
 
+def _pass_plan(items, passes):
+    """The static part of running ``passes`` pass by pass over the whole array (the items
+    are more rows of A; sliding, cumulative and long-row passes): per pass, (g, last, kind,
+    long row?, sliding tile, tasks), decided from the shapes alone (a prepared step's, once)."""
+    plan = []
+    for k in range(len(passes)):
+        g = passes[k].copy()
+        g[0] *= items
+        kind = _scan_kind(g)
+        long_row = not kind and _is_long_row(g)
+        tb = tasks = 0
+        if kind:
+            tasks = int(g[0])
+        elif long_row:
+            tasks = int(g[0]) * -(-int(g[3]) // _FOLD_CHUNK)
+        elif _is_sliding(g):
+            tb = _sliding_tile(g)
+            tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
+        else:
+            tasks = int(g[0])
+        plan.append((g, k == len(passes) - 1, kind, long_row, tb, tasks))
+    return plan
+
+
+def _run_pass_plan(plan, x, out, code, ident, init, use_init, parallel, tiny, found):
+    """``reduce_window_separable``'s passes over the whole array, as ``_pass_plan`` has them:
+    ``tiny`` > 0 checks the operand (the first pass as it reads it where it can, else a scan
+    in threads first; found[0] = 1 when it holds a denormal)."""
+    none = x.dtype.type(0)
+    src = x
+    for k, (g, last, kind, long_row, tb, tasks) in enumerate(plan):
+        dst = out if last else empty(int(g[0] * g[3] * g[2]), x.dtype)
+        start, use = (init, use_init) if last else (ident, False)
+        check = tiny if k == 0 else none
+        if check > 0 and (kind or not long_row):
+            if _has_denormal_threads(x, check):
+                found[0] = 1
+            check = none
+        if kind:
+            in_threads(_scan, tasks, parallel, src, dst, g, code, ident, start, use, kind)
+        elif long_row:
+            nch = -(-int(g[3]) // _FOLD_CHUNK)
+            in_threads(_row_chunks, tasks, parallel, src, dst, g, code, ident, start, use, nch, check, found)
+        elif tb:
+            in_threads(_sliding, tasks, parallel, src, dst, g, code, ident, start, use, tb)
+        else:
+            in_threads(_separable, tasks, parallel, src, dst, g.reshape(1, 9), 0, 0, 0, code, ident, start,
+                       use, True, none, found)
+        src = dst
+
+
 def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out, tiny=0, found=None):
     """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes.
     ``tiny`` > 0: found[0] = 1 when the operand holds a denormal (0 < |v| < tiny) that a
@@ -1853,34 +1904,7 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
     tiny = x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0)
     none = x.dtype.type(0)
     if any(_is_sliding(g) or _is_long_row(g) for g in passes):
-        # pass by pass over the whole array (the items are more rows of A)
-        src = x
-        for k in range(len(passes)):
-            g = passes[k].copy()
-            g[0] *= items
-            last = k == len(passes) - 1
-            dst = out if last else empty(int(g[0] * g[3] * g[2]), x.dtype)
-            start, use = (init, use_init) if last else (ident, False)
-            kind = _scan_kind(g)
-            check = tiny if k == 0 else none
-            if check > 0 and (kind or not _is_long_row(g)):
-                if _has_denormal_threads(x, check):
-                    found[0] = 1
-                check = none
-            if kind:
-                in_threads(_scan, int(g[0]), parallel, src, dst, g, code, ident, start, use, kind)
-            elif _is_long_row(g):
-                nch = -(-int(g[3]) // _FOLD_CHUNK)
-                in_threads(_row_chunks, int(g[0]) * nch, parallel, src, dst, g, code, ident, start, use, nch, check,
-                           found)
-            elif _is_sliding(g):
-                tb = _sliding_tile(g)
-                tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
-                in_threads(_sliding, tasks, parallel, src, dst, g, code, ident, start, use, tb)
-            else:
-                in_threads(_separable, int(g[0]), parallel, src, dst, g.reshape(1, 9), 0, 0, 0, code, ident, start,
-                           use, True, none, found)
-            src = dst
+        _run_pass_plan(_pass_plan(items, passes), x, out, code, ident, init, use_init, parallel, tiny, found)
         return
     if not parallel or items >= 2 * _threads() or len(passes) == 1 and passes[0, 0] < 2 * _threads():
         in_threads(_separable, items, parallel, x, out, passes, item_in, item_out, scratch, code, ident, init,
@@ -2851,12 +2875,21 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
         ident = _identity(code, dtype)
         ident_bytes = ident.tobytes()
         work = product(in_dims) * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
-        if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) or _is_long_row(g) for g in passes):
-            return None   # in threads, sliding passes or long rows: the kernel's own way
+        parallel = work >= 2 * MOVE_PARALLEL_THRESHOLD
+        if any(_is_sliding(g) or _is_long_row(g) for g in passes):
+            # long windows (cumulative sums, long pooling windows), long rows: pass by pass,
+            # as reduce_window_separable runs them (the same plan, the same kernel calls)
+            pass_plan = _pass_plan(items, passes)
 
-        def compute(x, init, out, tiny, found):   # reduce_window_separable's serial path
-            _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
-                       ident_bytes != init.tobytes(), False, tiny, found)
+            def compute(x, init, out, tiny, found):
+                _run_pass_plan(pass_plan, x, out, code, ident, init, ident_bytes != init.tobytes(), parallel,
+                               tiny, found)
+        elif parallel:
+            return None   # a large pooling in threads: how depends on the run's thread count
+        else:
+            def compute(x, init, out, tiny, found):   # reduce_window_separable's serial path
+                _separable(0, items, x, out, passes, item_in, item_out, scratch, code, ident, init,
+                           ident_bytes != init.tobytes(), False, tiny, found)
     else:
         chunks = 2 if nout * C * max(ncell, 1) >= PARALLEL_THRESHOLD and nout > 1 else 1
 
