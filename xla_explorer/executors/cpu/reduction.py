@@ -50,6 +50,7 @@ from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba, sp
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
+from . import elementwise
 from .elementwise import flush_denormals
 from .shape import contiguous, empty, in_threads, product
 
@@ -2989,16 +2990,42 @@ _MEMO_MAX = 1 << 16     # result elements: above, the memo would keep large resu
 
 
 def begin_run():
-    """Start this thread's memo of reduces for a run; returns what ``end_run`` restores
-    (the memo of a run this one runs inside, or None)."""
-    prev = getattr(_memo, "d", None)
+    """Start this thread's memo of reduces (and of arrays scanned clean) for a run; returns
+    what ``end_run`` restores (the memos of a run this one runs inside, or None)."""
+    prev = getattr(_memo, "d", None), getattr(_memo, "clean", None)
     _memo.d = {}
+    _memo.clean = {}
     return prev
 
 
 def end_run(prev):
-    """Forget the run's remembered reduces (see above)."""
-    _memo.d = prev
+    """Forget the run's remembered reduces and scans (see above)."""
+    _memo.d, _memo.clean = prev if prev is not None else (None, None)
+
+
+# An array a run flushes twice (an argument two dots read, under flushing: x by the forward
+# dot and by the weight gradient's) is scanned once: a scan that finds no denormal returns
+# the array itself, and arrays are not written once made, so the same array object, alive,
+# needs no second scan within the run.  The same memo's rules (this thread's run only, weak
+# references) as the reduces' above.
+_SCAN_MEMO_MIN = 1 << 16   # elements: below, a scan costs about what the look-up does
+
+
+def flush_in_run(x):
+    """``flush_denormals(x)``; a large array found clean is remembered for the rest of the
+    run (a second call returns it without a scan)."""
+    seen = getattr(_memo, "clean", None) if type(x) is np.ndarray and x.size >= _SCAN_MEMO_MIN else None
+    if seen is None:
+        return elementwise.flush_denormals(x)
+    got = seen.get(id(x))
+    if got is not None and got() is x:
+        return x
+    out = elementwise.flush_denormals(x)
+    if out is x:
+        if len(seen) >= 64:
+            seen.clear()
+        seen[id(x)] = weakref.ref(x)
+    return out
 
 
 reduce_kernel.prepare = _reduce_prepare
