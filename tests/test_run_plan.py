@@ -532,7 +532,8 @@ def test_an_argument_two_dots_flush_is_scanned_once_a_run(monkeypatch):
         x = xe.Parameter(b, 0, xe.Shape("f32", (n, k)), "x")
         w = xe.Parameter(b, 1, xe.Shape("f32", (k, 8)), "w")
         g = xe.Parameter(b, 2, xe.Shape("f32", (n, 8)), "g")
-        return b.build(xe.Tuple(xe.Dot(x, w), xe.DotGeneral(x, g, lhs_contracting_dimensions=[0], rhs_contracting_dimensions=[0])))
+        xg = xe.DotGeneral(x, g, lhs_contracting_dimensions=[0], rhs_contracting_dimensions=[0])   # x^T g
+        return b.build(xe.Tuple(xe.Dot(x, w), xg))
     comp = build()
     rng = np.random.default_rng(8)
     x = rng.standard_normal((n, k)).astype(F32)
