@@ -116,6 +116,60 @@ def test_prepared_reduce_window_has_the_reference_bits(t, name, dims, win, strid
             assert any("prepared" in s for s in _steps(comp))
 
 
+@pytest.mark.parametrize("t", ["f32", "f64", "s32"])
+@pytest.mark.parametrize("name", ["add", "max", "min", "mul"])
+@pytest.mark.parametrize("dims,win,strides,padding", [
+    ((256, 10), (32, 1), (32, 1), "VALID"),          # the MLP's bias gradient: a sliding pass, B > 1
+    ((40,), (40,), (1,), [(39, 0)]),                 # cumsum: a cumulative pass
+    ((3, 40), (1, 40), (1, 1), [(0, 0), (0, 39)]),   # a reversed cumsum along rows (B = 1)
+    ((5, 37), (1, 17), (1, 3), [(0, 0), (4, 2)]),    # a sliding window along rows, padded, strided
+    ((33, 3), (20, 1), (1, 1), "SAME"),              # a sliding window along a major dimension
+    ((1, 1), (16, 1), (1, 1), [(15, 0), (0, 0)]),    # size 1, the window all padding but one
+    ((2, 66000), (1, 2), (1, 2), "VALID"),           # long rows
+    ((64, 2048), (33, 1), (2, 1), "SAME"),           # large: its passes in threads
+])
+def test_prepared_long_windows_have_the_kernels_bits(t, name, dims, win, strides, padding):
+    """Windows of 16 and more (sliding, cumulative passes) and long rows are prepared too:
+    the same passes as the kernel's, the same bits as the walk's (and the reference's where
+    the pairing of a float sum or product does not differ), denormals flushed or not."""
+    if name == "mul" and t != "f64":
+        pytest.skip("products: f64 covers the pairing")
+    rng = np.random.default_rng(sum(dims))
+    for other in (False, True):
+        b = xe.XlaBuilder("rw")
+        x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+        comp = b.build(xe.ReduceWindow(x, _init(t, name, other), lambda a, c: COMBINERS[name](a, c), win, strides,
+                                       padding))
+        v = _values(rng, t, dims)
+        if name == "mul":
+            v = (np.abs(v) % 2 + 0.5).astype(v.dtype)
+            v.reshape(-1)[v.size // 2] = 1e-310
+        for dn in ("ieee", "flush"):
+            _check(comp, v, denormals=dn, exact=not (t in ("f32", "f64") and name in ("add", "mul")))
+            assert any("prepared" in s for s in _steps(comp)), _steps(comp)
+
+
+def test_a_prepared_sliding_window_that_meets_a_denormal_is_computed_again_flushed():
+    """Under flushing the first pass checks the operand (the cumulative passes and sliding
+    ones by a scan first); a denormal makes the step run again on the flushed operand: the
+    walk's bits, and the reference's for max; the same step reused for a clean operand."""
+    for dims, win, pad in (((256, 10), (32, 1), "VALID"), ((3, 40), (1, 40), [(0, 0), (39, 0)])):
+        b = xe.XlaBuilder("den")
+        p = xe.Parameter(b, 0, xe.Shape("f32", dims), "x")
+        comp = b.build(xe.ReduceWindow(p, np.float32(0), lambda a, c: xe.Add(a, c), win, (1,) * len(dims)
+                                       if len(dims) == 1 else ((32, 1) if win == (32, 1) else (1, 1)), pad))
+        x = np.full(dims, -TINY32, np.float32)
+        x[0, 0] = 1.0
+        clean = np.ones(dims, np.float32)
+        for v in (x, clean, x):
+            for dn in ("flush", "ieee"):
+                got = _check(comp, v, denormals=dn, exact=False)
+                if dn == "flush":
+                    ref = comp.run(np.where(np.abs(v) < 1.2e-38, np.float32(0) * np.sign(v), v), denormals="ieee")
+                    assert _bits(got) == _bits(ref)
+            assert any("prepared" in s for s in _steps(comp))
+
+
 def test_prepared_reductions_hand_other_arguments_to_the_kernel():
     """A non-contiguous argument of the exact dtype and dims is taken as it is: the
     prepared step runs the kernel on it (or copies it), with the same bits."""

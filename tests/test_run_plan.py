@@ -460,3 +460,104 @@ def test_fusion_bodies_know_which_operands_are_clean(monkeypatch):
     # d2's operand
     assert scanned.count((8, 16)) == 0 and scanned.count((8, 4)) == 3
     assert sorted(scanned[-4:]) == [(4, 3), (8, 3), (8, 4), (16, 4)]
+
+
+def test_values_read_only_through_a_condition_or_constants_are_not_scanned(monkeypatch):
+    """Under flushing a loop's result is clean when every input that reaches its values is
+    (a relu gradient: the bias and the pre-activation only in the compare; the chosen
+    values a flushed dot's and a constant's), so the dot reading it does not scan it; a
+    select that picks an unclean input is still flushed, and a constant holding a denormal
+    (a reduce's init) still is: bit for bit the unfused run, first run and program alike."""
+    from xla_explorer.executors.cpu import elementwise
+    tiny = np.finfo(F32).tiny
+
+    def build():
+        b = xe.XlaBuilder("relu_grad")
+        g = xe.Parameter(b, 0, xe.Shape("f32", (24, 40)), "g")
+        w1 = xe.Parameter(b, 1, xe.Shape("f32", (40, 48)), "w1")
+        h = xe.Parameter(b, 2, xe.Shape("f32", (24, 48)), "h")
+        bias = xe.Parameter(b, 3, xe.Shape("f32", (48,)), "bias")
+        w2 = xe.Parameter(b, 4, xe.Shape("f32", (48, 16)), "w2")
+        d = xe.Dot(g, w1)                                   # a flushed result: clean
+        cond = xe.Gt(xe.Add(h, bias, broadcast_dimensions=[1]), xe.Constant(b, F32(0)))
+        s = xe.Select(cond, d, xe.Broadcast(xe.Constant(b, F32(0)), [24, 48]))   # clean
+        s2 = xe.Select(cond, h, d)                          # picks h: not clean
+        red = xe.Reduce(h, xe.Constant(b, F32(tiny / 4)), lambda a, c: xe.Add(a, c), [0])
+        return b.build(xe.Tuple(xe.Dot(s, w2), xe.Dot(s2, w2), red, s))
+    comp = build()
+    rng = np.random.default_rng(21)
+    vals = np.array([0.0, -0.0, tiny, -tiny, tiny / 2, -tiny / 3, 3 * tiny, 1.0, -2.0, 1e-30], F32)
+    big = np.array([1e20, -3e19, 1.0, 0.0, -1.0], F32)
+    g, h, bias = (rng.choice(vals, dims).astype(F32) for dims in ((24, 40), (24, 48), (48,)))
+    w1 = rng.standard_normal((40, 48)).astype(F32)
+    w2 = rng.choice(big, (48, 16)).astype(F32)
+    with xe.float_env(denormals="flush"):
+        unfused = build().run(g, w1, h, bias, w2, backend="numba", fuse=False)
+        want = comp.run(g, w1, h, bias, w2)
+        scanned = []
+        real = elementwise.flush_denormals
+        monkeypatch.setattr(elementwise, "flush_denormals", lambda v: scanned.append(np.shape(v)) or real(v))
+        runs = [comp.run(g, w1, h, bias, w2, backend="numba") for _ in range(3)]
+    for got in runs:
+        for k, (x, u, w) in enumerate(zip(got, unfused, want)):
+            np.testing.assert_array_equal(_bits(x), _bits(u), err_msg=str(k))
+            np.testing.assert_array_equal(np.isnan(x), np.isnan(w))
+            np.testing.assert_allclose(x, w, rtol=1e-5, atol=1e-5 * float(np.abs(w).max()))
+    # per run (3 runs): g, w1, d (the dot's result), the reduce's result, w2 and the result of
+    # each dot, and s2 by its dot -- not s (it was scanned before its condition was known)
+    assert scanned.count((24, 48)) == 2 * 3 and len(scanned) == 9 * 3, scanned
+    from xla_explorer.executors.numba_executor import _clean_literal, _value_inputs
+    (clean_loop,) = [gr for gr in comp.fusion_plan().groups if gr.root.opcode == "select" and
+                     gr.root.operands[1].opcode == "dot"]
+    (picks_h,) = [gr for gr in comp.fusion_plan().groups if gr.root.opcode == "select" and gr is not clean_loop]
+    assert sorted(i.opcode for i in _value_inputs(clean_loop)) == ["constant", "dot"]
+    assert sorted(i.opcode for i in _value_inputs(picks_h)) == ["dot", "parameter"]
+    consts = {float(np.asarray(i.attrs["literal"])): i for i in comp.entry.instructions if i.opcode == "constant"}
+    with xe.float_env(denormals="flush"):
+        assert _clean_literal(consts[0.0]) and not _clean_literal(consts[float(F32(tiny / 4))])
+
+
+def test_an_argument_two_dots_flush_is_scanned_once_a_run(monkeypatch):
+    """Under flushing a large argument two dots read (an MLP's x: the forward dot's and the
+    weight gradient's operand) is scanned once a run when it holds no denormal (the same
+    array object: ``reduction.flush_in_run``); one holding denormals is flushed for both; an
+    argument changed in place between runs is scanned again (the memo is the run's); the
+    bits of the unfused walk and of the reference."""
+    from xla_explorer.executors.cpu import elementwise, reduction
+    tiny = np.finfo(F32).tiny
+    n, k = 256, 300   # x: 76800 elements, above the memo's minimum
+
+    def build():
+        b = xe.XlaBuilder("two_dots")
+        x = xe.Parameter(b, 0, xe.Shape("f32", (n, k)), "x")
+        w = xe.Parameter(b, 1, xe.Shape("f32", (k, 8)), "w")
+        g = xe.Parameter(b, 2, xe.Shape("f32", (n, 8)), "g")
+        xg = xe.DotGeneral(x, g, lhs_contracting_dimensions=[0], rhs_contracting_dimensions=[0])   # x^T g
+        return b.build(xe.Tuple(xe.Dot(x, w), xg))
+    comp = build()
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((n, k)).astype(F32)
+    w = (rng.standard_normal((k, 8)) * 1e20).astype(F32)
+    g = (rng.standard_normal((n, 8)) * 1e20).astype(F32)
+    scanned = []
+    real = elementwise.flush_denormals
+    monkeypatch.setattr(elementwise, "flush_denormals", lambda v: scanned.append(np.shape(v)) or real(v))
+    with xe.float_env(denormals="flush"):
+        for dirty in (False, True, False):
+            if dirty:
+                x[3, 5], x[200, 7], x[0, 0] = tiny / 2, -tiny / 8, 3 * tiny
+            elif x[3, 5] != x[3, 6]:
+                x[3, 5] = x[200, 7] = 1.0
+            want = comp.run(x, w, g)
+            unfused = build().run(x, w, g, backend="numba", fuse=False)
+            for _ in range(3):
+                del scanned[:]
+                got = comp.run(x, w, g, backend="numba")
+                assert scanned.count((n, k)) == (2 if dirty else 1), scanned
+                for a, u, r in zip(got, unfused, want):
+                    np.testing.assert_array_equal(_bits(a), _bits(u))
+                    np.testing.assert_allclose(a, r, rtol=1e-5, atol=1e-5 * float(np.abs(r).max()))
+            if dirty:   # the denormals mattered: x * 1e20 is no denormal
+                clean_x = np.where(np.abs(x) < tiny, F32(0), x)
+                np.testing.assert_array_equal(_bits(got[0]), _bits(build().run(clean_x, w, g, backend="numba")[0]))
+    assert getattr(reduction._memo, "clean", None) is None   # outside a run: nothing remembered

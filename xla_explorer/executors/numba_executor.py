@@ -92,7 +92,8 @@ class CpuBackend:
         return literal
 
     def flush(self, value):
-        return self._cpu.elementwise.flush_denormals(value)
+        # (a large array found clean once in a run is not scanned again: reduction.flush_in_run)
+        return self._cpu.reduction.flush_in_run(value)
 
     def run_group(self, group, values, clean=()):
         return self.group_runner(group, "flush" if fpenv.flushing() else "ieee", clean)(values)
@@ -580,12 +581,60 @@ def _clean_after(inst, step, clean):
         if flushed is None:
             from .emit import flushes_result
             flushed = step.group.__dict__["_flushes_result"] = flushes_result(step.group.root)
-        return flushed or all(o in clean for o in step.group.inputs)
+        return flushed or all(o in clean for o in _value_inputs(step.group))
+    if inst.opcode == "constant":
+        return _clean_literal(inst)
     rule = _RULES.get(inst)
     if rule is None or not inst.shape.is_array:
         return False
     mask, flush_result = rule
     return flush_result or (not any(mask) and all(o in clean for o in inst.operands))
+
+
+def _value_inputs(group):
+    """The inputs of fused loop ``group`` whose values can reach its result's values: all but
+    those read only through pred values (a compare's operands: a relu gradient's bias, only
+    in its condition), and but pred inputs -- a pred holds no denormal, and a loop's value
+    computed from pred values (select's choice, convert) holds none either.  (Remembered on
+    the group.)"""
+    got = group.__dict__.get("_value_inputs")
+    if got is None:
+        members = set(group.members)
+        seen, stack, reached = set(), [group.root], []
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            pred = m.shape.is_array and m.shape.element_type == "pred"
+            if m not in members:
+                if not pred:
+                    reached.append(m)
+            elif not pred:
+                stack.extend(m.operands)
+        got = group.__dict__["_value_inputs"] = tuple(reached)
+    return got
+
+
+def _clean_literal(inst):
+    """Whether constant ``inst``'s literal holds no denormal that the environment flushes
+    (a reduce's init value, a scale factor: not scanned again; remembered)."""
+    got = _CLEAN_LITERALS.get(inst)
+    if got is None:
+        got = False
+        if inst.shape.is_array:
+            try:
+                v = np.asarray(inst.attrs["literal"])
+                flushed = fpenv.flush(v, inst.shape.element_type)
+                got = flushed is v or np.asarray(flushed).tobytes() == v.tobytes()
+            except Exception:   # (not a plain array literal: not known clean)
+                got = False
+        _CLEAN_LITERALS[inst] = got = bool(got)
+    return got
+
+
+#: constant instruction -> whether its literal holds no denormal (``_clean_literal``)
+_CLEAN_LITERALS = weakref.WeakKeyDictionary()
 
 
 def _initial_clean(computation, clean_params):
@@ -743,6 +792,8 @@ class _Program:
                 # a CPU constant's value is its literal (CpuBackend.constant): in its slot from
                 # the start, as a parameter's, not a step per run
                 template[k] = backend.constant(inst.attrs["literal"])
+                if clean is not None and _clean_after(inst, step, clean):
+                    clean.add(inst)
                 continue
             reads = step.group.inputs if step.group is not None else inst.operands
             dead = tuple(sorted({slot[o] for o in reads if plan.last_use.get(o) == k and o is not root}))

@@ -50,6 +50,7 @@ from ..numba_setup import MOVE_PARALLEL_THRESHOLD, PARALLEL_THRESHOLD, numba, sp
 from ..reference import Region
 from ..scalar_lib import fmax, fmin
 from . import kernel
+from . import elementwise
 from .elementwise import flush_denormals
 from .shape import contiguous, empty, in_threads, product
 
@@ -1969,6 +1970,65 @@ def _identity(code, dtype):
                        OR: 0, XOR: 0}[code])
 
 
+def _pass_plan(items, passes):
+    """The static part of running ``passes`` pass by pass over the whole array (the items
+    are more rows of A; sliding, cumulative and long-row passes): per pass, (g, last, kind,
+    long row?, sliding tile, tasks), decided from the shapes alone (a prepared step's, once)."""
+    plan = []
+    for k in range(len(passes)):
+        g = passes[k].copy()
+        g[0] *= items
+        kind = _scan_kind(g)
+        long_row = not kind and _is_long_row(g)
+        tb = tasks = 0
+        if kind:
+            tasks = int(g[0])
+        elif long_row:
+            tasks = int(g[0]) * -(-int(g[3]) // _FOLD_CHUNK)
+        elif _is_sliding(g):
+            tb = _sliding_tile(g)
+            tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
+        else:
+            tasks = int(g[0])
+        plan.append((g, k == len(passes) - 1, kind, long_row, tb, tasks))
+    return plan
+
+
+def _run_pass_plan(plan, x, out, code, ident, init, use_init, parallel, tiny, found, out_tiny=0):
+    """``reduce_window_separable``'s passes over the whole array, as ``_pass_plan`` has them:
+    ``tiny`` > 0 checks the operand (the first pass as it reads it where it can, else a scan
+    in threads first; found[0] = 1 when it holds a denormal); ``out_tiny`` > 0: returns
+    whether a result is a denormal (the last pass's long-row chunks check what they write,
+    else a scan in threads after the passes)."""
+    none = x.dtype.type(0)
+    out_tiny = x.dtype.type(out_tiny) if x.dtype.kind == "f" else none
+    out_found = np.zeros(1, np.uint8)
+    src = x
+    for k, (g, last, kind, long_row, tb, tasks) in enumerate(plan):
+        dst = out if last else empty(int(g[0] * g[3] * g[2]), x.dtype)
+        start, use = (init, use_init) if last else (ident, False)
+        check = tiny if k == 0 else none
+        if check > 0 and (kind or not long_row):
+            if _has_denormal_threads(x, check):
+                found[0] = 1
+            check = none
+        if kind:
+            in_threads(_scan, tasks, parallel, src, dst, g, code, ident, start, use, kind)
+        elif long_row:
+            nch = -(-int(g[3]) // _FOLD_CHUNK)
+            in_threads(_row_chunks, tasks, parallel, src, dst, g, code, ident, start, use, nch, check, found,
+                       out_tiny if last else none, out_found)
+            if last:
+                return bool(out_found[0])
+        elif tb:
+            in_threads(_sliding, tasks, parallel, src, dst, g, code, ident, start, use, tb)
+        else:
+            in_threads(_separable, tasks, parallel, src, dst, g.reshape(1, 9), 0, 0, 0, code, ident, start,
+                       use, True, none, found)
+        src = dst
+    return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
+
+
 def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, init, out, tiny=0, found=None,
                             out_tiny=0):
     """ReduceWindow of flat ``x`` with a standard combiner into flat ``out``, by passes.
@@ -1988,39 +2048,9 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
     tiny = x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0)
     none = x.dtype.type(0)
     out_tiny = x.dtype.type(out_tiny) if x.dtype.kind == "f" else none
-    out_found = np.zeros(1, np.uint8)
     if any(_is_sliding(g) or _is_long_row(g) for g in passes):
-        # pass by pass over the whole array (the items are more rows of A)
-        src = x
-        for k in range(len(passes)):
-            g = passes[k].copy()
-            g[0] *= items
-            last = k == len(passes) - 1
-            dst = out if last else empty(int(g[0] * g[3] * g[2]), x.dtype)
-            start, use = (init, use_init) if last else (ident, False)
-            kind = _scan_kind(g)
-            check = tiny if k == 0 else none
-            if check > 0 and (kind or not _is_long_row(g)):
-                if _has_denormal_threads(x, check):
-                    found[0] = 1
-                check = none
-            if kind:
-                in_threads(_scan, int(g[0]), parallel, src, dst, g, code, ident, start, use, kind)
-            elif _is_long_row(g):
-                nch = -(-int(g[3]) // _FOLD_CHUNK)
-                in_threads(_row_chunks, int(g[0]) * nch, parallel, src, dst, g, code, ident, start, use, nch, check,
-                           found, out_tiny if last else none, out_found)
-                if last:
-                    return bool(out_found[0])
-            elif _is_sliding(g):
-                tb = _sliding_tile(g)
-                tasks = int(g[0]) * -(-int(g[2]) // tb) if g[2] > 1 else -(-int(g[0]) // tb)
-                in_threads(_sliding, tasks, parallel, src, dst, g, code, ident, start, use, tb)
-            else:
-                in_threads(_separable, int(g[0]), parallel, src, dst, g.reshape(1, 9), 0, 0, 0, code, ident, start,
-                           use, True, none, found)
-            src = dst
-        return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
+        return _run_pass_plan(_pass_plan(items, passes), x, out, code, ident, init, use_init, parallel, tiny,
+                              found, out_tiny)
     if not parallel or items >= 2 * _threads() or len(passes) == 1 and passes[0, 0] < 2 * _threads():
         in_threads(_separable, items, parallel, x, out, passes, item_in, item_out, scratch, code, ident, init,
                    use_init, False, tiny, found)
@@ -2991,10 +3021,23 @@ def _reduce_window_prepare(operand_shapes, *, shape, computation, window_dimensi
         ident = _identity(code, dtype)
         ident_bytes = ident.tobytes()
         work = product(in_dims) * max(1, int(sum(min(w, _SLIDING_MIN) for w in passes[:, 8])))
-        if work >= 2 * MOVE_PARALLEL_THRESHOLD or any(_is_sliding(g) or _is_long_row(g) for g in passes):
-            # in threads, sliding passes or long rows: the kernel's own way (its Python set-up
-            # done here once), the result's denormals found by the kernel (``checks_result``)
-            if not (code in (ADD, MUL) and dtype.kind == "f" and fpenv.flushing(t)):
+        parallel = work >= 2 * MOVE_PARALLEL_THRESHOLD
+        # a float sum's or product's result (flushing) has its denormals found by the passes
+        # (``checks_result``): no scan of the result after the step
+        sums = code in (ADD, MUL) and dtype.kind == "f" and fpenv.flushing(t)
+        if any(_is_sliding(g) or _is_long_row(g) for g in passes):
+            # long windows (cumulative sums, long pooling windows), long rows: pass by pass,
+            # as reduce_window_separable runs them (the same plan, the same kernel calls)
+            pass_plan = _pass_plan(items, passes)
+
+            def compute(x, init, out, tiny, found, out_tiny=0):
+                return _run_pass_plan(pass_plan, x, out, code, ident, init, ident_bytes != init.tobytes(), parallel,
+                                      tiny, found, out_tiny)
+            checks_result = sums
+        elif parallel:
+            # a large pooling in threads: how depends on the run's thread count (the kernel's
+            # own way, its Python set-up done here once), for the sums that check their result
+            if not sums:
                 return None
 
             def compute(x, init, out, tiny, found, out_tiny=0):
@@ -3114,16 +3157,42 @@ _MEMO_MAX = 1 << 16     # result elements: above, the memo would keep large resu
 
 
 def begin_run():
-    """Start this thread's memo of reduces for a run; returns what ``end_run`` restores
-    (the memo of a run this one runs inside, or None)."""
-    prev = getattr(_memo, "d", None)
+    """Start this thread's memo of reduces (and of arrays scanned clean) for a run; returns
+    what ``end_run`` restores (the memos of a run this one runs inside, or None)."""
+    prev = getattr(_memo, "d", None), getattr(_memo, "clean", None)
     _memo.d = {}
+    _memo.clean = {}
     return prev
 
 
 def end_run(prev):
-    """Forget the run's remembered reduces (see above)."""
-    _memo.d = prev
+    """Forget the run's remembered reduces and scans (see above)."""
+    _memo.d, _memo.clean = prev if prev is not None else (None, None)
+
+
+# An array a run flushes twice (an argument two dots read, under flushing: x by the forward
+# dot and by the weight gradient's) is scanned once: a scan that finds no denormal returns
+# the array itself, and arrays are not written once made, so the same array object, alive,
+# needs no second scan within the run.  The same memo's rules (this thread's run only, weak
+# references) as the reduces' above.
+_SCAN_MEMO_MIN = 1 << 16   # elements: below, a scan costs about what the look-up does
+
+
+def flush_in_run(x):
+    """``flush_denormals(x)``; a large array found clean is remembered for the rest of the
+    run (a second call returns it without a scan)."""
+    seen = getattr(_memo, "clean", None) if type(x) is np.ndarray and x.size >= _SCAN_MEMO_MIN else None
+    if seen is None:
+        return elementwise.flush_denormals(x)
+    got = seen.get(id(x))
+    if got is not None and got() is x:
+        return x
+    out = elementwise.flush_denormals(x)
+    if out is x:
+        if len(seen) >= 64:
+            seen.clear()
+        seen[id(x)] = weakref.ref(x)
+    return out
 
 
 reduce_kernel.prepare = _reduce_prepare
