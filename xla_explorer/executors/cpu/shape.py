@@ -468,13 +468,9 @@ def _lanes(itemsize):
     return max(1, 64 // itemsize)
 
 
-@intrinsic
-def _copy_even(typingctx, dst, do, src, so):
-    """``dst[do:do + n] = src[so:so + 2n:2]`` for n = ``_lanes`` of the element: two vector
-    loads and one shuffle that keeps the even lanes.  (LLVM vectorises the scalar loop
-    with a gather instruction, slower than scalar code on this project's machines.)
-    Reads ``src[so + 2n - 1]``, one element past the last it copies.  Element types that
-    are not integers (c128 words) are moved one element at a time."""
+def _even_codegen(store):
+    """The code of ``_copy_even`` / ``_even_nt``, its vector of even lanes stored by
+    ``store(builder, value, ptr, size)``."""
 
     def codegen(context, builder, sig, args):
         dstv, dov, srcv, sov = args
@@ -493,10 +489,20 @@ def _copy_even(typingctx, dst, do, src, so):
         lo = builder.load(builder.bitcast(sptr, vec.as_pointer()), align=size)
         hi = builder.load(builder.bitcast(builder.gep(sptr, [ir.Constant(i64, n)]), vec.as_pointer()), align=size)
         even = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(ir.IntType(32), n), list(range(0, 2 * n, 2))))
-        builder.store(even, builder.bitcast(dptr, vec.as_pointer()), align=size)
+        store(builder, even, builder.bitcast(dptr, vec.as_pointer()), size)
         return context.get_dummy_value()
 
-    return types.void(dst, do, src, so), codegen
+    return codegen
+
+
+@intrinsic
+def _copy_even(typingctx, dst, do, src, so):
+    """``dst[do:do + n] = src[so:so + 2n:2]`` for n = ``_lanes`` of the element: two vector
+    loads and one shuffle that keeps the even lanes.  (LLVM vectorises the scalar loop
+    with a gather instruction, slower than scalar code on this project's machines.)
+    Reads ``src[so + 2n - 1]``, one element past the last it copies.  Element types that
+    are not integers (c128 words) are moved one element at a time."""
+    return types.void(dst, do, src, so), _even_codegen(lambda b, v, ptr, size: b.store(v, ptr, align=size))
 
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
@@ -535,29 +541,9 @@ def _line_nt(typingctx, dst, do, src, so):
 
 @intrinsic
 def _even_nt(typingctx, dst, do, src, so):
-    """``_copy_even`` with its store non-temporal: ``dst + do`` aligned to 64 bytes (one line)."""
-
-    def codegen(context, builder, sig, args):
-        dstv, dov, srcv, sov = args
-        dptr = builder.gep(context.make_array(sig.args[0])(context, builder, dstv).data, [dov])
-        sptr = builder.gep(context.make_array(sig.args[2])(context, builder, srcv).data, [sov])
-        elt = context.get_data_type(sig.args[0].dtype)
-        size = context.get_abi_sizeof(elt)
-        n = _lanes(size)
-        i64 = ir.IntType(64)
-        if not isinstance(elt, ir.IntType):   # (c128 words: plain stores, never taken by a plan)
-            for j in range(n):
-                v = builder.load(builder.gep(sptr, [ir.Constant(i64, 2 * j)]))
-                builder.store(v, builder.gep(dptr, [ir.Constant(i64, j)]))
-            return context.get_dummy_value()
-        vec = ir.VectorType(elt, n)
-        lo = builder.load(builder.bitcast(sptr, vec.as_pointer()), align=size)
-        hi = builder.load(builder.bitcast(builder.gep(sptr, [ir.Constant(i64, n)]), vec.as_pointer()), align=size)
-        even = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(ir.IntType(32), n), list(range(0, 2 * n, 2))))
-        _nt_store(builder, even, builder.bitcast(dptr, vec.as_pointer()), 64)
-        return context.get_dummy_value()
-
-    return types.void(dst, do, src, so), codegen
+    """``_copy_even`` with its store non-temporal: ``dst + do`` aligned to 64 bytes (one line;
+    c128 words: plain stores, never taken by a plan)."""
+    return types.void(dst, do, src, so), _even_codegen(lambda b, v, ptr, size: _nt_store(b, v, ptr, 64))
 
 
 @intrinsic
