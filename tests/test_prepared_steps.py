@@ -93,6 +93,15 @@ def test_prepared_reduce_has_the_reference_bits(t, name, dims, reduced):
             assert any("prepared" in s for s in _steps(comp))
 
 
+def _reduce_window(t, name, other, dims, win, strides, padding):
+    """A computation of one ReduceWindow of a ``t`` parameter of ``dims`` by combiner ``name``
+    (its init value the identity, or another value: ``other``)."""
+    b = xe.XlaBuilder("rw")
+    x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+    return b.build(xe.ReduceWindow(x, _init(t, name, other), lambda a, c: COMBINERS[name](a, c), win, strides,
+                                   padding))
+
+
 @pytest.mark.parametrize("t", ["f32", "f64", "s32"])
 @pytest.mark.parametrize("name", ["add", "max", "min"])
 @pytest.mark.parametrize("dims,win,strides,padding", [
@@ -106,10 +115,7 @@ def test_prepared_reduce_has_the_reference_bits(t, name, dims, reduced):
 def test_prepared_reduce_window_has_the_reference_bits(t, name, dims, win, strides, padding):
     rng = np.random.default_rng(sum(dims))
     for other in (False, True):
-        b = xe.XlaBuilder("rw")
-        x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
-        comp = b.build(xe.ReduceWindow(x, _init(t, name, other), lambda a, c: COMBINERS[name](a, c), win, strides,
-                                       padding))
+        comp = _reduce_window(t, name, other, dims, win, strides, padding)
         v = _values(rng, t, dims)
         for dn in ("ieee", "flush"):
             _check(comp, v, denormals=dn, exact=not (t in ("f32", "f64") and name == "add"))
@@ -136,10 +142,7 @@ def test_prepared_long_windows_have_the_kernels_bits(t, name, dims, win, strides
         pytest.skip("products: f64 covers the pairing")
     rng = np.random.default_rng(sum(dims))
     for other in (False, True):
-        b = xe.XlaBuilder("rw")
-        x = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
-        comp = b.build(xe.ReduceWindow(x, _init(t, name, other), lambda a, c: COMBINERS[name](a, c), win, strides,
-                                       padding))
+        comp = _reduce_window(t, name, other, dims, win, strides, padding)
         v = _values(rng, t, dims)
         if name == "mul":
             v = (np.abs(v) % 2 + 0.5).astype(v.dtype)
