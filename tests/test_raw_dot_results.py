@@ -160,3 +160,24 @@ def test_ieee_unchanged(optimized, monkeypatch):
                 np.testing.assert_array_equal(_bits(u), _bits(v))
     d = np.asarray(old[-1][0])
     assert np.any((d != 0) & (np.abs(d) < TINY))   # ieee keeps the dot's denormals
+
+
+@pytest.mark.parametrize("optimized", [False, True], ids=["lowered", "optimized"])
+def test_a_watched_run_sees_the_dot_flushed(optimized, monkeypatch):
+    """A run whose values are watched (``on_value``) sees every value as flushing makes it:
+    the dot's too (not left raw there), after runs that left it raw; the same bits."""
+    args = _operands()
+    monkeypatch.setattr(numba_executor, "_LEAVE_RAW", True)
+    with xe.float_env(denormals="flush"):
+        comp = xe.from_jax(relu_bias, *args, optimized=optimized)
+        plain = [comp.run(*args, backend="numba") for _ in range(2)]
+        seen = []
+        watched = comp.run(*args, backend="numba", on_value=lambda inst, v: seen.append((inst.name, np.array(v))))
+        after = comp.run(*args, backend="numba")
+    assert any(_raw_decisions(comp).values())
+    assert seen
+    for name, v in seen:
+        if v.dtype == F32:
+            assert not np.any((v != 0) & (np.abs(v) < TINY)), name
+    for r in plain + [after]:
+        np.testing.assert_array_equal(_bits(r), _bits(watched))
