@@ -208,10 +208,10 @@ def _dot_operands(group):
     return [group.inputs.index(o) for o in group.dot.operands]
 
 
-def _dot_runner(group, backend, clean=None):
+def _dot_runner(group, backend, clean=None, raw=False):
     where, extra = _dot_operands(group), {"out_permutation": group.permutation}
     dot = group.dot
-    return lambda values: run_op(dot, [values[i] for i in where], None, backend, clean, extra)
+    return lambda values: run_op(dot, [values[i] for i in where], None, backend, clean, extra, raw)
 
 
 def run_substeps(group, values, backend):
@@ -342,11 +342,12 @@ def _bound(inst, ctx, backend):
     return dict(kwargs)
 
 
-def run_op(inst, values, ctx, backend, clean=None, extra=None):
+def run_op(inst, values, ctx, backend, clean=None, extra=None, raw=False):
     """Run one instruction.  ``clean``: per operand, whether its value is known to hold no
     denormal (``_evaluate`` tracks it), so that flushing it again can be skipped.
     ``extra``: keyword arguments the run plan adds for the kernel (a dot's
-    ``out_permutation``)."""
+    ``out_permutation``).  ``raw``: its result left unflushed (``_leave_raw``: every reader
+    flushes it as it reads it)."""
     op = inst.opcode
     if op == "constant":
         return backend.constant(inst.attrs["literal"])
@@ -362,6 +363,9 @@ def run_op(inst, values, ctx, backend, clean=None, extra=None):
         callee = inst.attrs["computation"] if op == "call" else inst.attrs["calls"]
         # (the operands known clean are the body's clean parameters: an optimised HLO's dot
         # fusion does not scan again what the caller's loop flushed)
+        # (``raw``: the body's root, a dot, left unflushed -- ``_leave_raw``)
+        if raw:
+            return evaluate(callee, values, ctx, backend, clean_params=_clean_mask(clean), raw_root=True)
         return evaluate(callee, values, ctx, backend, clean_params=_clean_mask(clean))
     if op == "while":
         cond, body = inst.attrs["condition"], inst.attrs["body"]
@@ -402,6 +406,8 @@ def run_op(inst, values, ctx, backend, clean=None, extra=None):
     mask, flush_result = _denormal_rule(opdef, inst, kwargs)
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
+    if raw:
+        flush_result = False
     return _call_kernel(kernel, values, shape, kwargs, tuple(mask) if any(mask) else None, flush_result,
                         opdef, inst, backend)
 
@@ -537,13 +543,18 @@ def _clean_mask(clean):
     return tuple(bool(c) for c in clean) if clean is not None and any(clean) else None
 
 
-def evaluate(computation, args, ctx, backend, on_value=None, clean_params=None):
+def evaluate(computation, args, ctx, backend, on_value=None, clean_params=None, raw_root=False):
     """``clean_params``: per parameter, whether its value is known to hold no denormal (a
     call's or fusion's operands, ``"flush"`` mode), or None; the body is tracked (and its
-    program kept) per mask."""
+    program kept) per mask.  ``raw_root``: the root, a dot, left unflushed (its caller's
+    readers flush it as they read it: ``_leave_raw``); a program of its own."""
     plan = fusion_plan(computation, fuse=backend.fuse)
     if clean_params is not None and not fpenv.flushing():
         clean_params = None
+    if raw_root and (on_value is not None or not _raw_root_ok(computation, plan, backend)):
+        raw_root = False
+    if raw_root:
+        clean_params = _RawRoot(clean_params)
     # a computation run before runs its program (``_program``: the steps decided once);
     # a first run, a run over a lowered size limit, a run watched value by value walk it
     program = _program(computation, plan, backend, clean_params) if on_value is None else None
@@ -581,7 +592,8 @@ def _clean_after(inst, step, clean):
         if flushed is None:
             from .emit import flushes_result
             flushed = step.group.__dict__["_flushes_result"] = flushes_result(step.group.root)
-        return flushed or all(o in clean for o in _value_inputs(step.group))
+        # (an input the loop flushes wherever it reads it is as good as clean there)
+        return flushed or all(o in clean or _flushes_on_read(step.group, o) for o in _value_inputs(step.group))
     if inst.opcode == "constant":
         return _clean_literal(inst)
     rule = _RULES.get(inst)
@@ -589,6 +601,112 @@ def _clean_after(inst, step, clean):
         return False
     mask, flush_result = rule
     return flush_result or (not any(mask) and all(o in clean for o in inst.operands))
+
+
+def _flushes_on_read(group, x):
+    """Whether fused loop ``group``'s emitted code (``loopgen.LoopSource``, ``"flush"`` mode,
+    ``x`` not among its clean inputs) flushes input ``x`` wherever it reads it, so that
+    its value is the one it computes from ``x`` flushed: every member reading ``x`` flushes
+    that operand (``emit.flush_functions``), not left out as a denormal-blind op's or a sum
+    before one (``sum_before_blind``'s exemption); or is a broadcast, not the root, whose
+    readers all flush it so.  (A CPU loop of an f32 / f64 root of rank > 0: not a view, a
+    scalar or a gather's runner; remembered on the group.)"""
+    memo = group.__dict__.setdefault("_flushes_on_read", {})
+    got = memo.get(x)
+    if got is None:
+        got = memo[x] = _flushes_on_read_of(group, x)
+    return got
+
+
+def _flushes_on_read_of(group, x):
+    from .emit import denormal_blind, flush_functions, squares_it, sum_before_blind
+    if (group.kind != "loop" or x not in group.inputs or x in group.members or not fpenv.flushing()
+            or not group.root.shape.is_array or group.root.shape.rank == 0
+            or group.root.shape.element_type not in ("f32", "f64")
+            or not x.shape.is_array or x.shape.element_type not in ("f32", "f64")):
+        return False
+    readers = {}
+    for m in group.members:
+        for o in m.operands:
+            readers.setdefault(o, []).append(m)
+
+    def flushes(m, v):   # member m flushes its operand v at every position it reads it
+        if m.opcode in ("constant", "iota", "broadcast") or denormal_blind(m):
+            return False
+        us = readers.get(m)
+        if m is not group.root and us and (all(denormal_blind(u) for u in us) or all(squares_it(u, m) for u in us)) \
+                and sum_before_blind(m):
+            return False   # (LoopSource leaves its operands unflushed)
+        fns = flush_functions(m)
+        return all(fns[k] for k, o in enumerate(m.operands) if o is v)
+
+    for m in readers.get(x, ()):
+        if m.opcode == "broadcast":
+            if m is group.root or not readers.get(m) or not all(flushes(u, m) for u in readers[m]):
+                return False
+        elif not flushes(m, x):
+            return False
+    return bool(readers.get(x))
+
+
+def _leave_raw(step, plan, backend):
+    """Whether the result of the dot of ``step`` (a dot, or a dot written transposed) can
+    be left unflushed (``"flush"`` mode): its only readers are fused loops of the same
+    computation that flush it wherever they read it (``_flushes_on_read``), and it is not
+    the computation's result -- nothing else sees it (not the user, not a kernel reading
+    raw values, a call, a tuple, a loop, nor the scan memo). Its value is then not clean.
+    (Remembered on the plan.)"""
+    if backend.layer != "cpu" or not fpenv.flushing():
+        return False
+    memo = plan.__dict__.setdefault("_leave_raw", {})
+    got = memo.get(step.inst)
+    if got is None:
+        got = memo[step.inst] = _leave_raw_of(step, plan, backend)
+    return got
+
+
+#: (a switch for A/B measurements) a dot's result left unflushed where its readers flush it
+_LEAVE_RAW = True
+
+
+def _leave_raw_of(step, plan, backend):
+    v = step.inst
+    if not _LEAVE_RAW or v is plan.computation.root or not v.shape.is_array:
+        return False
+    if step.group is None and v.opcode in ("call", "fusion"):
+        # an optimised HLO's dot fusion: its body's root left unflushed (``raw_root``)
+        callee = v.attrs["computation"] if v.opcode == "call" else v.attrs["calls"]
+        if not _raw_root_ok(callee, fusion_plan(callee, fuse=backend.fuse), backend):
+            return False
+    else:
+        dot = step.group.dot if step.group is not None and step.group.kind == "dot" else (
+            v if step.group is None and v.opcode == "dot" else None)
+        if dot is None or not _denormal_rule(registry.get(dot.opcode), dot, {})[1]:   # (a dot binds no region)
+            return False
+    readers = [st for st in plan.steps if v in (st.group.inputs if st.group is not None else st.inst.operands)]
+    return bool(readers) and all(_reader_flushes(st, v, backend) for st in readers)
+
+
+def _reader_flushes(st, v, backend):
+    """Whether step ``st`` flushes value ``v`` wherever it reads it, ``v`` not being clean:
+    a fused loop that does (``_flushes_on_read``); a call or fusion whose body's parameters
+    ``v`` is each read only by such loops of the body, none its root."""
+    if st.group is not None:
+        return _flushes_on_read(st.group, v)
+    inst = st.inst
+    if inst.opcode not in ("call", "fusion"):
+        return False
+    callee = inst.attrs["computation"] if inst.opcode == "call" else inst.attrs["calls"]
+    cplan = fusion_plan(callee, fuse=backend.fuse)
+    for p, o in zip(callee.parameters, inst.operands):
+        if o is not v:
+            continue
+        if p is callee.root:
+            return False
+        readers = [q for q in cplan.steps if p in (q.group.inputs if q.group is not None else q.inst.operands)]
+        if not readers or not all(q.group is not None and _flushes_on_read(q.group, p) for q in readers):
+            return False
+    return True
 
 
 def _value_inputs(group):
@@ -642,15 +760,46 @@ def _initial_clean(computation, clean_params):
     mode; None otherwise): the parameters ``clean_params`` marks."""
     if not fpenv.flushing():
         return None
+    if isinstance(clean_params, _RawRoot):
+        clean_params = clean_params.mask
     if clean_params is None:
         return set()
     return {p for p, c in zip(computation.parameters, clean_params) if c}
+
+
+class _RawRoot(tuple):
+    """A ``clean_params`` key (``evaluate``'s): the mask (or None) of a body whose root, a
+    dot, is left unflushed (``raw_root``): its program and its root's cleanliness apart."""
+
+    def __new__(cls, mask):
+        self = tuple.__new__(cls, ("raw-root", mask))
+        return self
+
+    @property
+    def mask(self):
+        return self[1]
+
+
+def _raw_root_ok(computation, plan, backend):
+    """Whether ``computation``'s root is a dot's value (a dot, or one written transposed)
+    whose result the environment flushes, that no step of the body reads."""
+    if backend.layer != "cpu" or not fpenv.flushing():
+        return False
+    root = computation.root
+    st = next((st for st in plan.steps if st.inst is root), None)
+    if st is None or any(root in (q.group.inputs if q.group is not None else q.inst.operands) for q in plan.steps):
+        return False
+    dot = st.group.dot if st.group is not None and st.group.kind == "dot" else (
+        root if st.group is None and root.opcode == "dot" else None)
+    return dot is not None and _denormal_rule(registry.get(dot.opcode), dot, {})[1]
 
 
 def _note_root_clean(computation, clean_params, clean):
     """Remember, per mask of clean parameters, whether the computation's root is clean (its
     caller's ``_clean_after``)."""
     if clean is not None:
+        if isinstance(clean_params, _RawRoot):   # (its root not clean: nothing to tell)
+            return
         computation.__dict__.setdefault("_numba_root_clean", {})[clean_params] = computation.root in clean
 
 
@@ -664,6 +813,10 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task, clean_param
         if task is not None and task is not progress.QUIET:
             task.note(f"step {k + 1} of {len(plan.steps)}: " + (
                 f"a fused loop of {len(step.group.members)} ops" if step.group is not None else inst.name))
+        # (a dot's result its readers flush as they read it: not scanned, not clean; not
+        # where a watcher sees the values)
+        raw = clean is not None and on_value is None and (
+            _leave_raw(step, plan, backend) or inst is root and isinstance(clean_params, _RawRoot))
         if step.group is not None:
             # the loop's output (in its carrier type, f16 -> f32) is allocated: guard it first
             groot = step.group.root
@@ -672,7 +825,7 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task, clean_param
             if step.group.kind == "dot" and backend.layer == "cpu":
                 dot = step.group.dot
                 value = _dot_runner(step.group, backend, None if clean is None else [
-                    o in clean for o in dot.operands])(inputs)
+                    o in clean for o in dot.operands], raw)(inputs)
             else:
                 # (the loop the program will run: its clean inputs not flushed again, one compile)
                 value = (backend.run_group(step.group, inputs, clean) if clean and backend.layer == "cpu"
@@ -681,8 +834,8 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task, clean_param
             value = env[inst]
         else:
             value = run_op(inst, [env[o] for o in inst.operands], ctx, backend,
-                           None if clean is None else [o in clean for o in inst.operands])
-        if clean is not None and _clean_after(inst, step, clean):
+                           None if clean is None else [o in clean for o in inst.operands], raw=raw)
+        if clean is not None and not raw and _clean_after(inst, step, clean):
             clean.add(inst)
         env[inst] = value
         if task is not None:
@@ -797,11 +950,13 @@ class _Program:
                 continue
             reads = step.group.inputs if step.group is not None else inst.operands
             dead = tuple(sorted({slot[o] for o in reads if plan.last_use.get(o) == k and o is not root}))
+            raw = clean is not None and (_leave_raw(step, plan, backend)   # (as _evaluate has it)
+                                         or inst is root and isinstance(clean_params, _RawRoot))
             if step.group is not None and step.group.kind == "dot" and backend.layer == "cpu":
                 dot = step.group.dot
                 where = _dot_operands(step.group)
                 fn, size = _op_step(dot, backend, None if clean is None else [o in clean for o in dot.operands],
-                                    {"out_permutation": step.group.permutation})
+                                    {"out_permutation": step.group.permutation}, raw)
                 if where != list(range(len(where))):
                     fn = _ctx_free((lambda f, w: lambda values, ctx, backend: f([values[i] for i in w], ctx, backend))(
                         fn, where), fn)
@@ -829,7 +984,8 @@ class _Program:
             elif inst.opcode == "parameter":   # its value is in its slot from the start
                 continue
             else:
-                fn, size = _op_step(inst, backend, None if clean is None else [o in clean for o in inst.operands])
+                fn, size = _op_step(inst, backend, None if clean is None else [o in clean for o in inst.operands],
+                                    raw=raw)
                 max_bytes = max(max_bytes, size)
                 label = inst.name
                 fused = _fused_reduce(inst, plan, k, steps, slot, backend, clean, fn)
@@ -841,7 +997,7 @@ class _Program:
                     epilogues.update(more)
                     if more:
                         labels[j] += ", then " + ", ".join(e.name for e in more)
-            if clean is not None and _clean_after(inst, step, clean):
+            if clean is not None and not raw and _clean_after(inst, step, clean):
                 clean.add(inst)
             steps.append((fn, tuple(slot[o] for o in reads), k, dead))
             labels.append(label)
@@ -1148,9 +1304,10 @@ def _group_step(group, backend, mode, clean=None):
     return _ctx_free(lambda values, ctx, backend: backend.run_group(group, values))
 
 
-def _op_step(inst, backend, clean, extra=None):
+def _op_step(inst, backend, clean, extra=None, raw=False):
     """One instruction's step: (function of its operand values, the bytes it allocates).
-    ``extra``: keyword arguments the plan adds for the kernel (``run_op``'s)."""
+    ``extra``: keyword arguments the plan adds for the kernel (``run_op``'s); ``raw``: its
+    result left unflushed (``run_op``'s)."""
     op = inst.opcode
     if op == "tuple":
         return _ctx_free(lambda values, ctx, backend: tuple(values)), 0
@@ -1164,7 +1321,7 @@ def _op_step(inst, backend, clean, extra=None):
     if op in _CONTROL or op == "scan" or kernel is None or _dynamic_operands(inst) \
             or inst not in _SIZES or inst not in _RULES and fpenv.flushing():
         # control flow, simulated devices, run-time shapes: the walk's own code
-        return (lambda values, ctx, backend: run_op(inst, values, ctx, backend, clean, extra)), 0
+        return (lambda values, ctx, backend: run_op(inst, values, ctx, backend, clean, extra, raw)), 0
     opdef = registry.get(op)
     table = registry.LAYERS[backend.layer]
     shape = inst.shape
@@ -1176,6 +1333,8 @@ def _op_step(inst, backend, clean, extra=None):
     if clean is not None:
         mask = [m and not c for m, c in zip(mask, clean)]
     mask = tuple(mask) if any(mask) else None
+    if raw:
+        flush_result = False
     # a kernel's ``prepare`` hook (cpu/shape.py): its Python set-up decided once for the
     # step's static shapes and attributes; a function of the operand values, or None
     # (``prepare_regions``: its computations are bound without a run context, so that the
@@ -1199,7 +1358,7 @@ def _op_step(inst, backend, clean, extra=None):
     if fast is not None and mask is None and not flush_result:
         def prepared_step(values, ctx, backend):
             if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
-                return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra)
+                return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra, raw)
             try:
                 return fast(*values)
             except Exception as e:
@@ -1216,7 +1375,7 @@ def _op_step(inst, backend, clean, extra=None):
 
         def prepared_flushing_step(values, ctx, backend):
             if table.get(op) is not kernel:
-                return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra)
+                return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra, raw)
             if pre is not None:
                 values = [backend.flush(v) if m else v for v, m in zip(values, pre)]
             try:
@@ -1228,7 +1387,7 @@ def _op_step(inst, backend, clean, extra=None):
 
     def step(values, ctx, backend):
         if table.get(op) is not kernel:   # the kernel table changed since: the walk's code
-            return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra)
+            return run_op(inst, values, ctx or ExecutionContext(), backend, clean, extra, raw)
         kw = kwargs
         if kw is None:
             kw = bind(inst.attrs, ctx, backend)
