@@ -595,6 +595,44 @@ def test_interleaving_transposes(dims, perm, lanes, spread, t):
         assert plan.tile == 0 and plan.row_tile == 0 and plan.streams, plan
 
 
+@pytest.mark.parametrize("t", ["pred", "bf16", "f32", "c128"])
+def test_copy_of_a_transpose_is_its_value(t):
+    """A copy of a transpose's value nothing else reads (XLA's transpose fusions) is the
+    transpose's new array (``numba_executor._copy_of_dead_transpose``); a copy of a
+    parameter, or of a transpose another op reads too, still copies.  Bits as the
+    reference's, the argument left as it was."""
+    from xla_explorer.executors import numba_executor as ne
+
+    def labels(comp):
+        return [lab for prog in ne._programs(comp.entry).values() for lab in prog.labels]
+
+    x = values((5, 3, 7), t)
+    keep = x.copy()
+    comp = build(lambda p: xe.Copy(xe.Transpose(p, [2, 0, 1])), x)
+    got = check(lambda p: xe.Copy(xe.Transpose(p, [2, 0, 1])), x)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    assert any("the transpose's result" in lab for lab in labels(comp)), labels(comp)
+    same_bits(x, keep)
+    assert not np.shares_memory(got, x)
+
+    def both(p):
+        tr = xe.Transpose(p, [1, 0, 2])
+        return xe.Concatenate(xe.Copy(tr), tr, dimension=0)
+    check(both, x)
+    comp = build(both, x)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    assert not any("the transpose's result" in lab for lab in labels(comp)), labels(comp)
+    got = check(lambda p: xe.Copy(p), x)
+    assert not np.shares_memory(got, x)
+    if t == "f32":   # flushing denormals: a data-movement copy keeps its bits, elided or not
+        from xla_explorer import fpenv
+        tiny = np.array([[1e-40, -1e-42], [3.0, -0.0]], np.float32)
+        with fpenv.float_env("flush"):
+            check(lambda p: xe.Copy(xe.Transpose(p, [1, 0])), tiny)
+
+
 @pytest.mark.usefixtures("parallel_from_small_sizes")
 @pytest.mark.parametrize("t", ["pred", "f32", "c128"])
 def test_interleaving_transposes_in_threads(t):
