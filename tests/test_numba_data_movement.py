@@ -548,6 +548,99 @@ def test_staged_transposes(dims, perm, t):
         assert plan.run == 0, plan
 
 
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("dims, perm, lanes, spread", [
+    ((2, 3, 9, 11), (0, 2, 3, 1), 3, False),       # NCHW -> NHWC, 3 channels, odd sizes
+    ((16, 3, 64, 64), (0, 2, 3, 1), 3, False),     # the CNN's input (chunks of 4096 along the rows)
+    ((2, 7, 5, 3, 5), (0, 2, 3, 4, 1), 7, False),  # rank 5
+    ((8, 100), (1, 0), 8, False),                  # [c, n] -> [n, c]
+    ((2, 17), (1, 0), 2, False),
+    ((3, 4, 5), (1, 2, 0), 3, False),
+    ((2, 9, 6, 4), (1, 0, 2, 3), 0, False),        # dims [9, 2, 24]: a plain row copy
+    ((3, 5, 4), (2, 1, 0), 0, False),              # rows of 3 read 20 apart, no unit source run
+    ((2, 9, 11, 3), (0, 3, 1, 2), 3, True),        # NHWC -> NCHW
+    ((16, 64, 64, 4), (0, 3, 1, 2), 4, True),
+    ((100, 8), (1, 0), 8, True),
+    ((2, 5, 5, 2, 3), (0, 4, 1, 2, 3), 3, True),   # rank 5
+    ((5, 2), (1, 0), 2, True),
+    ((3, 2), (1, 0), 0, False),                    # too short to spread: elements
+    ((1, 3, 1, 7), (0, 2, 3, 1), 3, False),        # size-1 dimensions dropped
+    ((0, 3, 4, 4), (0, 2, 3, 1), None, False),     # empty
+])
+def test_interleaving_transposes(dims, perm, lanes, spread, t):
+    """Transpositions whose result rows are 2-8 elements of as many long source rows, and
+    the other way round (``CopyPlan.lanes``, ``_interleave_range``), against the reference,
+    of every width; the plan is the one these cases exercise."""
+    x = values(dims, t)
+    check(lambda p: xe.Transpose(p, list(perm)), x)
+    # a non-contiguous operand (a strided view): the words copied first
+    wide = values(dims[:-1] + (2 * dims[-1],), t, seed=1)
+    check(lambda p: xe.Transpose(xe.Slice(p, [0] * len(dims), list(wide.shape), [1] * (len(dims) - 1) + [2]),
+                                 list(perm)), wide)
+    comp = build(lambda p: xe.Transpose(p, list(perm)), x)
+    view = wide[..., ::2]   # an argument that is a strided view
+    assert not view.flags.c_contiguous or view.size <= 1
+    same_bits(comp.run(view, backend="numba"), comp.run(np.ascontiguousarray(view), backend="numpy"))
+    if view.size >= 4096:   # (words() copies it by the strided copy: the spread's inverse)
+        same_bits(cpu_shape.contiguous(np.transpose(x, perm)), np.ascontiguousarray(np.transpose(x, perm)))
+    if lanes is None:
+        return
+    itemsize = xe.Shape(t, ()).dtype.itemsize
+    strides = cpu_shape.row_major_strides(dims)
+    out_dims = tuple(dims[p] for p in perm)
+    plan = cpu_shape.plan_copy(out_dims, cpu_shape.row_major_strides(out_dims), tuple(strides[p] for p in perm),
+                               itemsize, 2)
+    assert (plan.lanes, plan.spread) == (lanes, spread), plan
+    if lanes:
+        assert plan.tile == 0 and plan.row_tile == 0 and plan.streams, plan
+
+
+@pytest.mark.parametrize("t", ["pred", "bf16", "f32", "c128"])
+def test_copy_of_a_transpose_is_its_value(t):
+    """A copy of a transpose's value nothing else reads (XLA's transpose fusions) is the
+    transpose's new array (``numba_executor._copy_of_dead_transpose``); a copy of a
+    parameter, or of a transpose another op reads too, still copies.  Bits as the
+    reference's, the argument left as it was."""
+    from xla_explorer.executors import numba_executor as ne
+
+    def labels(comp):
+        return [lab for prog in ne._programs(comp.entry).values() for lab in prog.labels]
+
+    x = values((5, 3, 7), t)
+    keep = x.copy()
+    comp = build(lambda p: xe.Copy(xe.Transpose(p, [2, 0, 1])), x)
+    got = check(lambda p: xe.Copy(xe.Transpose(p, [2, 0, 1])), x)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    assert any("the transpose's result" in lab for lab in labels(comp)), labels(comp)
+    same_bits(x, keep)
+    assert not np.shares_memory(got, x)
+
+    def both(p):
+        tr = xe.Transpose(p, [1, 0, 2])
+        return xe.Concatenate(xe.Copy(tr), tr, dimension=0)
+    check(both, x)
+    comp = build(both, x)
+    comp.run(x, backend="numba")
+    comp.run(x, backend="numba")
+    assert not any("the transpose's result" in lab for lab in labels(comp)), labels(comp)
+    got = check(lambda p: xe.Copy(p), x)
+    assert not np.shares_memory(got, x)
+    if t == "f32":   # flushing denormals: a data-movement copy keeps its bits, elided or not
+        from xla_explorer import fpenv
+        tiny = np.array([[1e-40, -1e-42], [3.0, -0.0]], np.float32)
+        with fpenv.float_env("flush"):
+            check(lambda p: xe.Copy(xe.Transpose(p, [1, 0])), tiny)
+
+
+@pytest.mark.usefixtures("parallel_from_small_sizes")
+@pytest.mark.parametrize("t", ["pred", "f32", "c128"])
+def test_interleaving_transposes_in_threads(t):
+    check(lambda p: xe.Transpose(p, [0, 2, 3, 1]), values((4, 3, 40, 70), t))
+    check(lambda p: xe.Transpose(p, [0, 3, 1, 2]), values((4, 40, 70, 3), t))
+    check(lambda p: xe.Transpose(p, [1, 0]), values((5, 9000), t))
+
+
 @pytest.mark.usefixtures("parallel_from_small_sizes")
 def test_staged_transposes_in_threads():
     check(lambda p: xe.Transpose(p, [1, 0]), values((512, 256), "f32"))

@@ -304,13 +304,13 @@ class CopyPlan:
     or square tiles of ``tile`` over dimension ``tile_dim`` and the last one."""
 
     __slots__ = ("dims", "dstr", "sstr", "n", "tile_dim", "tile", "chunk", "row_tile", "tiled", "vb", "run",
-                 "streams", "traffic", "nt")
+                 "streams", "traffic", "nt", "lanes", "spread")
 
     def __repr__(self):
         return (f"CopyPlan(dims={self.dims.tolist()}, dst_strides={self.dstr.tolist()}, "
                 f"src_strides={self.sstr.tolist()}, tile_dim={self.tile_dim}, tile={self.tile}, chunk={self.chunk}, "
                 f"row_tile={self.row_tile}, tiled={self.tiled}, vb={self.vb}, run={self.run}, "
-                f"streams={self.streams}, traffic={self.traffic}, nt={self.nt})")
+                f"streams={self.streams}, traffic={self.traffic}, nt={self.nt}, lanes={self.lanes}, spread={self.spread})")
 
 
 def merge_dims(dims, *strides):
@@ -389,6 +389,43 @@ def _staging(plan, itemsize, src_row, dst_row, run):
 ROW_TILE_CACHED_BYTES = 8 << 20
 
 
+#: the most lanes (result row length) an interleaving copy (``_interleave_range``) takes,
+#: and the elements of the source rows per work item
+INTERLEAVE_LANES = 8
+INTERLEAVE_CHUNK = 4096
+
+
+def _interleaved(dims, dstr, sstr):
+    """The dimension ``a`` of a merged loop nest whose result rows (the last dimension, unit
+    steps in the result) are 2-``INTERLEAVE_LANES`` elements read from as many source rows
+    ``sstr[-1]`` apart, ``a`` running along those rows (unit steps in the source) and
+    between the result's rows (a step of the row length there); -1 when there is none."""
+    r = len(dims)
+    c = dims[-1]
+    if r < 2 or not 2 <= c <= INTERLEAVE_LANES or dstr[-1] != 1 or abs(sstr[-1]) <= 1:
+        return -1
+    for a in range(r - 1):
+        if sstr[a] == 1 and dstr[a] == c and dims[a] >= 2 * c:
+            return a
+    return -1
+
+
+def _spread_from(dims, dstr, sstr):
+    """The dimension ``a`` of a merged loop nest whose source rows are 2-``INTERLEAVE_LANES``
+    elements (along ``a``: unit steps in the source) spread over as many long result rows
+    (the last dimension: unit steps in the result, steps of the row length in the source);
+    -1 when there is none."""
+    r = len(dims)
+    if r < 2 or dstr[-1] != 1:
+        return -1
+    for a in range(r - 1):
+        c = dims[a]
+        if sstr[a] == 1 and 2 <= c <= INTERLEAVE_LANES and sstr[-1] == c and abs(dstr[a]) > 1 \
+                and dims[-1] >= 2 * c:
+            return a
+    return -1
+
+
 @functools.lru_cache(maxsize=4096)
 def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
     """The CopyPlan of a loop nest (all arguments tuples/ints, so that it can be cached)."""
@@ -400,9 +437,21 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
     plan.n = product(mdims)
     r = len(mdims)
     plan.tile_dim, plan.tile, plan.vb, plan.run = -1, 0, 0, 0
+    plan.lanes, plan.spread = 0, False
+    # a result whose contiguous rows are a few (2-8) elements from as many long source
+    # rows (NCHW -> NHWC with few channels, [c, n] -> [n, c]), or the other way round
+    # (NHWC -> NCHW: the source's rows of a few elements spread over as many long result
+    # rows): ``_interleave_range``, at about a copy's speed
+    a = _interleaved(mdims, dstr, sstr)
+    if a >= 0:
+        plan.tile_dim, plan.lanes = a, mdims[-1]
+    else:
+        a = _spread_from(mdims, dstr, sstr)
+        if a >= 0:
+            plan.tile_dim, plan.lanes, plan.spread = a, mdims[a], True
     # the last dimension is read with a large stride, another one is (nearly) contiguous in
     # the source: a transposition, walked in tiles
-    if r >= 2 and abs(sstr[-1]) > 1 and abs(dstr[-1]) <= 1 and mdims[-1] >= 4:
+    if not plan.lanes and r >= 2 and abs(sstr[-1]) > 1 and abs(dstr[-1]) <= 1 and mdims[-1] >= 4:
         a = min(range(r - 1), key=lambda d: abs(sstr[d]))
         if abs(sstr[a]) < abs(sstr[-1]) and mdims[a] >= 4:
             plan.tile_dim = a
@@ -434,7 +483,7 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
     # a walk that moves rows at the copy's speed in one thread (runs copied, reversed or
     # every other element kept; tiles of whole rows), and the bytes it reads and writes
     # (a stride-2 row reads its lines twice over: ``streamed``)
-    plan.streams = plan.tile == 0 and (plan.row_tile > 0 or (dstr[-1] == 1 and abs(sstr[-1]) <= 2))
+    plan.streams = plan.tile == 0 and (plan.row_tile > 0 or plan.lanes > 0 or (dstr[-1] == 1 and abs(sstr[-1]) <= 2))
     plan.traffic = plan.n * itemsize * (1 + max(1, abs(sstr[-1])))
     # rows of at least NT_ROW_BYTES copied (or every other element kept), the source and
     # the result together larger than the last-level cache: the result's whole lines
@@ -443,6 +492,9 @@ def plan_copy(dims, dst_strides, src_strides, itemsize, nthreads):
                    and mdims[-1] * itemsize >= NT_ROW_BYTES and plan.traffic > NT_TRAFFIC_BYTES)
     rows = plan.n // mdims[-1]
     plan.chunk = mdims[-1]
+    if plan.lanes:   # work items of ``chunk`` elements along the long rows
+        plan.chunk = min(mdims[-1 if plan.spread else plan.tile_dim], INTERLEAVE_CHUNK)
+        plan.traffic = 2 * plan.n * itemsize
     if rows < 4 * nthreads and mdims[-1] >= 8192:
         # few long rows: cut them so that every thread gets work
         plan.chunk = max(4096, -(-mdims[-1] // (4 * nthreads)))
@@ -965,6 +1017,84 @@ def _rowtiles_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, tile, t
         _sfence()
 
 
+@njit(inline="always", **_opts)
+def _interleave(dst, do, src, so, ss, n, c):
+    """``dst[do + i * c + k] = src[so + k * ss + i]`` for i < n, k < c (a literal after
+    inlining: the k loop unrolled, the c source rows read as streams, the result written
+    in order)."""
+    for i in range(n):
+        o = do + i * c
+        s = so + i
+        for k in range(c):
+            dst[uint64(o + k)] = src[uint64(s + k * ss)]
+
+
+@njit(inline="always", **_opts)
+def _spread(dst, do, ds, src, so, n, c):
+    """``dst[do + k * ds + i] = src[so + i * c + k]`` for i < n, k < c (``_interleave``'s
+    inverse: the source read in order, c result rows written as streams)."""
+    for i in range(n):
+        s = so + i * c
+        o = do + i
+        for k in range(c):
+            dst[uint64(o + k * ds)] = src[uint64(s + k)]
+
+
+@njit(**_opts)
+def _interleave_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, chunk, spread):
+    """Work items [w0, w1) of an interleaving copy (``_interleaved``): ``chunk`` elements
+    along dimension ``a`` of one index of the other dimensions but the last, each element
+    the ``dims[-1]`` source rows' elements written side by side.  ``spread``: the other
+    way round (``_interleaved(dims, sstr, dstr)``: ``chunk`` elements along the last
+    dimension, each the ``dims[a]`` source elements side by side written to as many result
+    rows, ``_spread``)."""
+    r = dims.shape[0]
+    ds, ss = dstr[a], sstr[r - 1]
+    c = dims[a] if spread else dims[r - 1]
+    na = dims[r - 1] if spread else dims[a]
+    nch = (na + chunk - 1) // chunk
+    for w in range(w0, w1):
+        outer = w // nch
+        i0 = (w - outer * nch) * chunk
+        n = min(na, i0 + chunk) - i0
+        # (the other dimensions than ``a`` and the last: the same in both directions)
+        do, so = _outer_bases(outer, r - 2, a, dims, dstr, sstr, dbase, sbase)
+        if spread:   # dims[a] lanes, the long rows along the last dimension
+            do += i0
+            so += i0 * c
+            if c == 2:
+                _spread(dst, do, ds, src, so, n, 2)
+            elif c == 3:
+                _spread(dst, do, ds, src, so, n, 3)
+            elif c == 4:
+                _spread(dst, do, ds, src, so, n, 4)
+            elif c == 5:
+                _spread(dst, do, ds, src, so, n, 5)
+            elif c == 6:
+                _spread(dst, do, ds, src, so, n, 6)
+            elif c == 7:
+                _spread(dst, do, ds, src, so, n, 7)
+            else:
+                _spread(dst, do, ds, src, so, n, 8)
+            continue
+        do += i0 * c
+        so += i0
+        if c == 2:
+            _interleave(dst, do, src, so, ss, n, 2)
+        elif c == 3:
+            _interleave(dst, do, src, so, ss, n, 3)
+        elif c == 4:
+            _interleave(dst, do, src, so, ss, n, 4)
+        elif c == 5:
+            _interleave(dst, do, src, so, ss, n, 5)
+        elif c == 6:
+            _interleave(dst, do, src, so, ss, n, 6)
+        elif c == 7:
+            _interleave(dst, do, src, so, ss, n, 7)
+        else:
+            _interleave(dst, do, src, so, ss, n, 8)
+
+
 #: a streaming copy (``CopyPlan.streams``) that reads and writes at most this many bytes runs
 #: in the calling thread (``streamed``)
 STREAM_THREADED_BYTES = 24 << 20
@@ -996,6 +1126,11 @@ def copy_parallel(plan):
 def copy_launch(plan):
     """How ``run_copy`` runs ``plan``: (the range kernel, its work items, its arguments
     after ``dst, dbase, src, sbase``)."""
+    if plan.lanes:
+        a, chunk = plan.tile_dim, plan.chunk
+        long = int(plan.dims[-1 if plan.spread else a])
+        items = -(-long // chunk) * (plan.n // (long * plan.lanes))
+        return _interleave_range, items, (plan.dims, plan.dstr, plan.sstr, a, chunk, plan.spread)
     if plan.tile:
         a, tile = plan.tile_dim, plan.tile
         items = -(-int(plan.dims[a]) // tile) * (plan.n // (int(plan.dims[a]) * int(plan.dims[-1])))
@@ -1130,12 +1265,15 @@ def prepared_gathered_copy(operand_shape, shape, src_base, src_strides, kernel):
         copy = threaded_copy(tuple(dims), row_major_strides(dims), tuple(src_strides), word.itemsize)
     read = word_reader(operand_shape)
     take = POOL.take
+    # a result the pool does not keep: NumPy's words at once (take's bytes seen as words
+    # made two arrays: 0.66 -> 0.18 us of a small transpose's 3)
+    small, numel, empty = nbytes < BufferPool.MIN_BYTES, shape.numel, np.empty
 
     def run(operand):
         src = read(operand)
         if src is None:
             return kernel(operand)
-        out = take(nbytes).view(word)
+        out = empty(numel, word) if small else take(nbytes).view(word)
         copy(out, 0, src, src_base)
         return ndarray(dims, dtype, out)
     return run
