@@ -87,6 +87,8 @@ def _guard_cache():
 
     from numba.core import caching
 
+    from .jit_cache import interrupted_compile
+
     cls = caching.Cache
     if getattr(cls.load_overload, "_xla_explorer_guard", False):
         return
@@ -104,7 +106,9 @@ def _guard_cache():
     def save_overload(self, sig, data):
         try:
             return save(self, sig, data)
-        except Exception:  # noqa: BLE001  (an index that cannot be read: start it again)
+        except Exception as e:  # noqa: BLE001  (an index that cannot be read: start it again)
+            if interrupted_compile(e):   # a Ctrl-C lost inside LLVM: the executor raises it again
+                raise
             try:
                 os.remove(self._cache_file._index_path)
                 return save(self, sig, data)
