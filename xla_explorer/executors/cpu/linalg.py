@@ -31,14 +31,14 @@ import threading
 import numpy as np
 from numba.extending import intrinsic
 
-from ... import dtypes
+from ... import dtypes, fpenv
 from ...ops import linalg as spec
 from ...shapes import Shape
 from ..numba_setup import PARALLEL_THRESHOLD, numba, split_threads
 from . import kernel
-from .elementwise import has_nonfinite
-from .reduction import _window_geometry
-from .shape import contiguous, empty, in_threads
+from .elementwise import _MASKS, _any_denormal_part, has_nonfinite
+from .reduction import _window_geometry, flush_in_run, known_clean, note_clean
+from .shape import contiguous, empty, in_threads, threads
 
 nb = numba()
 njit, prange = nb.njit, nb.prange
@@ -161,13 +161,25 @@ def _matmul_rows(lo, hi, a, w, out, step):
         np.matmul(a[..., p * step:(p + 1) * step, :], w, out=out[..., p * step:(p + 1) * step, :])
 
 
-def matmul(a, w, out):
+def _product_or_scan(lo, hi, tasks, nprod, found):
+    """``in_threads`` part of ``matmul`` with scans: tasks[:nprod] products (a, w, out), the
+    rest denormal scans (bits, exponent, mantissa) setting found[0]."""
+    for i in range(lo, hi):
+        t = tasks[i]
+        if i < nprod:
+            np.matmul(t[0], t[1], out=t[2])
+        else:
+            _any_denormal_part(0, t[0].size, t[0], t[1], t[2], found)
+
+
+def matmul(a, w, out, scan=None):
     """out[b...] = a[b...] @ w[b...] (arrays [batch..., M, K] and [batch..., K, N], any
     strides BLAS takes: see ``blas_operand``; w's batch dimensions may be 1), BLAS
     single-threaded in each thread.  A product of _SPLIT_WORK multiply-adds or more is
     shared by the threads (``shape.in_threads``: the caller takes the parts a worker has
     not started), by its first batch dimension (from _BATCH_SPLIT_WORK on), else by rows
-    in _ROW_PARTS parts."""
+    in _ROW_PARTS parts.  ``scan`` (a ``_Scans``): its denormal scans run by the threads
+    in the same launch as the product's parts (cut as without it: the same bits)."""
     M, K = a.shape[-2:]
     N = w.shape[-1]
     B = math.prod(a.shape[:-2])
@@ -175,6 +187,19 @@ def matmul(a, w, out):
     by_batch = a.ndim > 2 and a.shape[0] > 1 and w.shape[0] == a.shape[0]
     _blas_enter()
     try:
+        if scan is not None and not scan.done:
+            if work < _SPLIT_WORK or by_batch and work < _BATCH_SPLIT_WORK:
+                prod = [(a, w, out)]
+            elif by_batch:   # (one BLAS call per matrix however the batches are cut)
+                per = -(-a.shape[0] // 4)
+                prod = [(a[i:i + per], w[i:i + per], out[i:i + per]) for i in range(0, a.shape[0], per)]
+            else:
+                step = -(-M // _ROW_PARTS)
+                prod = [(a[..., i:i + step, :], w, out[..., i:i + step, :]) for i in range(0, M, step)]
+            tasks = prod + scan.parts
+            in_threads(_product_or_scan, len(tasks), True, tasks, len(prod), scan.found)
+            scan.done = True
+            return out
         # (the row cut is the bits' and stays _SPLIT_WORK's; a batch split is not)
         if work < _SPLIT_WORK or by_batch and work < _BATCH_SPLIT_WORK:
             np.matmul(a, w, out=out)
@@ -186,6 +211,70 @@ def matmul(a, w, out):
         return out
     finally:
         _blas_leave()
+
+
+#: an operand to flush of at least this many bytes is scanned for denormals by one thread
+#: while the other computes the product on it as it is (the product is computed again,
+#: from the flushed operand, in the rare case the scan finds one): the scan of a 16 MiB
+#: matrix cost more than the matrix-vector product itself
+_CONCURRENT_SCAN_BYTES = 1 << 22
+
+
+class _Scans:
+    """The denormal scans of the operands ``arrays`` (C-contiguous, of a flushed type), cut
+    in parts for ``matmul``'s threads; ``found[0]`` set by a part that finds one."""
+
+    __slots__ = ("arrays", "parts", "found", "done")
+
+    def __init__(self, arrays):
+        self.arrays, self.parts, self.done = arrays, [], False
+        self.found = np.zeros(1, np.uint8)
+        for x in arrays:
+            word, exponent, mantissa, _ = _MASKS[fpenv._type_name(x)]
+            bits = x.reshape(-1).view(word)
+            per = -(-bits.size // (2 if x.nbytes >= 2 * _CONCURRENT_SCAN_BYTES else 1))
+            self.parts.extend((bits[i:i + per], word(exponent), word(mantissa)) for i in range(0, bits.size, per))
+
+    def clean(self):
+        """Whether no operand holds a denormal (the scans a product did not run, run here);
+        clean operands are remembered as ``flush_in_run``'s."""
+        if not self.done:
+            for bits, exponent, mantissa in self.parts:
+                _any_denormal_part(0, bits.size, bits, exponent, mantissa, self.found)
+            self.done = True
+        if self.found[0]:
+            return False
+        for x in self.arrays:
+            note_clean(x)
+        return True
+
+
+def _deferred_flush(values, flush):
+    """The operands ``flush`` marks flushed (``flush_in_run``), except the large ones, left
+    as they are for a ``_Scans`` (returned, or None) run with the product."""
+    out, deferred = [], []
+    for x, m in zip(values, flush):
+        if m:
+            if type(x) is np.ndarray and x.nbytes >= _CONCURRENT_SCAN_BYTES and x.flags.c_contiguous \
+                    and fpenv._type_name(x) in _MASKS and threads() > 1 and not known_clean(x):
+                deferred.append(x)
+            else:
+                x = flush_in_run(x)
+        out.append(x)
+    return out, (_Scans(deferred) if deferred else None)
+
+
+def _flushed_dot(product, values, flush):
+    """``product(*values, scan)`` of the operands ``flush`` marks flushed of denormals: the
+    large ones scanned while it runs, the product computed again from them flushed when a
+    scan finds a denormal (so the result is always the flushed operands' product)."""
+    values, scan = _deferred_flush(values, flush)
+    if scan is None:
+        return product(*values, None)
+    out = product(*values, scan)
+    if scan.clean():
+        return out
+    return product(*(flush_in_run(x) if any(x is d for d in scan.arrays) else x for x in values), None)
 
 
 def blas_operand(x):
@@ -292,13 +381,13 @@ def _int_product(a, w, out_dtype):
     return out
 
 
-def _product(a, w, shape, operand_types):
+def _product(a, w, shape, operand_types, scan=None):
     """The batched product [B..., M, K] @ [B..., K, N] in the type ``shape`` asks for."""
     t = shape.element_type
     if t in dtypes.FLOATING or t in dtypes.COMPLEX:
         ct = _float_compute(t, *operand_types)
         out = empty(a.shape[:-1] + w.shape[-1:], ct)
-        return matmul(blas_operand(a.astype(ct, copy=False)), blas_operand(w.astype(ct, copy=False)), out)
+        return matmul(blas_operand(a.astype(ct, copy=False)), blas_operand(w.astype(ct, copy=False)), out, scan)
     B = math.prod(a.shape[:-2])
     a, w = a.reshape((B,) + a.shape[-2:]), w.reshape((B,) + w.shape[-2:])
     if any(o in dtypes.FLOATING or o in dtypes.COMPLEX for o in operand_types):
@@ -328,7 +417,7 @@ def _blas_matrices(x):
         ((sr == item or r == 1) and sc % item == 0 and sc // item >= max(r, 1))
 
 
-def _transposed_product(a, w, shape, types, batch, M, N, perm):
+def _transposed_product(a, w, shape, types, batch, M, N, perm, scan=None):
     """The float product written straight into the layout of ``transpose(dot, perm)``:
     the dot's result seen as a strided view of that array (``C^T`` of a 2-D product: NumPy
     passes BLAS the operands swapped, ``C^T = B^T A^T``); None where that view's matrices
@@ -346,16 +435,29 @@ def _transposed_product(a, w, shape, types, batch, M, N, perm):
         return None
     if out.ndim != a.ndim:   # one of them keeps its batch dimensions apart: all three so
         a, w, out = (np.reshape(x, tuple(batch) + x.shape[-2:], copy=False) for x in (a, w, out))
-    matmul(blas_operand(a.astype(ct, copy=False)), blas_operand(w.astype(ct, copy=False)), out)
+    matmul(blas_operand(a.astype(ct, copy=False)), blas_operand(w.astype(ct, copy=False)), out, scan)
     return _finish(buf, shape)
 
 
 @kernel("dot", note="BLAS (np.matmul); integers: Numba")
 def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contracting_dimensions=(),
                lhs_batch_dimensions=(), rhs_batch_dimensions=(), precision_config=None,
-               preferred_element_type=None, out_permutation=None):
+               preferred_element_type=None, out_permutation=None, flush=()):
     """``out_permutation`` (the run plan's ``fusion.DotTranspose``): the result is returned
-    as ``transpose(dot, out_permutation)``, computed in that layout where BLAS can write it."""
+    as ``transpose(dot, out_permutation)``, computed in that layout where BLAS can write it.
+    ``flush`` (``flushes_operands``): the operands it marks flushed of denormals
+    (``_flushed_dot``: large ones scanned while the product runs)."""
+    kw = dict(shape=shape, lhs_contracting_dimensions=lhs_contracting_dimensions,
+              rhs_contracting_dimensions=rhs_contracting_dimensions, lhs_batch_dimensions=lhs_batch_dimensions,
+              rhs_batch_dimensions=rhs_batch_dimensions, out_permutation=out_permutation)
+    if flush and any(flush):
+        return _flushed_dot(lambda lhs, rhs, scan: _dot(lhs, rhs, scan=scan, **kw), (lhs, rhs), flush)
+    return _dot(lhs, rhs, **kw)
+
+
+def _dot(lhs, rhs, *, shape, lhs_contracting_dimensions, rhs_contracting_dimensions, lhs_batch_dimensions,
+         rhs_batch_dimensions, out_permutation, scan=None):
+    """``dot_kernel`` of flushed operands (or ones ``scan`` scans during the product)."""
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
     lc, rc = tuple(int(d) for d in lhs_contracting_dimensions), tuple(int(d) for d in rhs_contracting_dimensions)
     lb, rb = tuple(int(d) for d in lhs_batch_dimensions), tuple(int(d) for d in rhs_batch_dimensions)
@@ -380,22 +482,23 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
         out = np.zeros(shape.dims, shape.dtype)
     else:
         if out_permutation is not None:
-            out = _transposed_product(a, w, shape, types, batch, M, N, tuple(out_permutation))
+            out = _transposed_product(a, w, shape, types, batch, M, N, tuple(out_permutation), scan)
             if out is not None:
                 return out
-        out = _finish(_product(a, w, shape, types), shape).reshape(shape.dims)
+        out = _finish(_product(a, w, shape, types, scan), shape).reshape(shape.dims)
     return out if out_permutation is None else contiguous(np.transpose(out, out_permutation))
 
 
 def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_contracting_dimensions=(),
                  lhs_batch_dimensions=(), rhs_batch_dimensions=(), precision_config=None,
-                 preferred_element_type=None, out_permutation=None):
+                 preferred_element_type=None, out_permutation=None, flush=()):
     """The run plan's hook (``numba_executor._op_step``): a float product of operands of
     the result's type (f32, f64, c64, c128), its Python set-up decided once from the static
     shapes -- the dimension plan, the operands' [batch, M, K] / [batch, K, N] views (C
     strides: the same views, or copies, as ``dot_kernel`` makes), whether BLAS takes them
     as they are -- then the same ``matmul`` (or ``_transposed_product``) as the kernel, so
-    the same bits.  Other types and values not C-contiguous of the static dims: the kernel."""
+    the same bits.  Other types and values not C-contiguous of the static dims: the kernel.
+    ``flush``: as the kernel's (``_flushed_dot``)."""
     if len(operand_shapes) != 2 or not shape.is_array or not shape.is_static:
         return None
     ls, rs = operand_shapes
@@ -436,11 +539,11 @@ def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_co
     kw = dict(shape=shape, lhs_contracting_dimensions=lc, rhs_contracting_dimensions=rc, lhs_batch_dimensions=lb,
               rhs_batch_dimensions=rb, out_permutation=perm)
 
-    def run(lhs, rhs):
+    def core(lhs, rhs, scan):
         if type(lhs) is not np.ndarray or type(rhs) is not np.ndarray or lhs.dtype != ct or rhs.dtype != ct \
                 or lhs.shape != ldims or rhs.shape != rdims or not lhs.flags.c_contiguous \
                 or not rhs.flags.c_contiguous:
-            return dot_kernel(lhs, rhs, **kw)
+            return _dot(lhs, rhs, scan=scan, **kw)
         a = np.transpose(lhs, lperm).reshape(a_shape)
         w = np.transpose(rhs, rperm).reshape(w_shape)
         if not a_ok:
@@ -448,18 +551,24 @@ def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_co
         if not w_ok:
             w = np.ascontiguousarray(w)
         if perm is not None:
-            out = _transposed_product(a, w, shape, types, batch, M, N, perm)
+            out = _transposed_product(a, w, shape, types, batch, M, N, perm, scan)
             if out is not None:
                 return out
-        out = matmul(a, w, empty(out_shape, ct)).reshape(dims)
+        out = matmul(a, w, empty(out_shape, ct), scan).reshape(dims)
         return out if perm is None else contiguous(np.transpose(out, perm))
-    return run
+
+    if flush and any(flush):
+        flush = tuple(flush)
+        return lambda lhs, rhs: _flushed_dot(core, (lhs, rhs), flush)
+    return lambda lhs, rhs: core(lhs, rhs, None)
 
 
 dot_kernel.prepare = _dot_prepare
 #: (perf-small's ``_op_step``) the executor flushes the marked operands before the prepared
 #: function and its result after, as around the kernel
 dot_kernel.prepare_flushing = True
+#: ``flush=`` the mask: the kernel flushes its marked operands itself (``_flushed_dot``)
+dot_kernel.flushes_operands = True
 
 
 # ---------------------------------------------------------------------------------------

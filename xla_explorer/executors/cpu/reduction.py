@@ -3195,6 +3195,24 @@ def flush_in_run(x):
     return out
 
 
+def known_clean(x):
+    """Whether ``flush_in_run`` would return ``x`` without a scan (found clean in this run)."""
+    seen = getattr(_memo, "clean", None) if type(x) is np.ndarray and x.size >= _SCAN_MEMO_MIN else None
+    if seen is None:
+        return False
+    got = seen.get(id(x))
+    return got is not None and got() is x
+
+
+def note_clean(x):
+    """Remember ``x`` as found clean by a scan of the caller's own (``flush_in_run``'s memo)."""
+    seen = getattr(_memo, "clean", None) if type(x) is np.ndarray and x.size >= _SCAN_MEMO_MIN else None
+    if seen is not None:
+        if len(seen) >= 64:
+            seen.clear()
+        seen[id(x)] = weakref.ref(x)
+
+
 reduce_kernel.prepare = _reduce_prepare
 reduce_kernel.prepare_regions = True
 reduce_kernel.prepare_flushing = True
