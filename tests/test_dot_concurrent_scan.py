@@ -152,3 +152,19 @@ def test_flushed_dot_directly(monkeypatch):
         assert scans == []
     finally:
         reduction.end_run(prev)
+
+
+def test_the_unfused_walk(monkeypatch):
+    """The walk's ``_call_kernel`` (``fuse=False``) hands the mask to the kernel too."""
+    rng = np.random.default_rng(6)
+    a, v = rng.standard_normal((300, 200)).astype(np.float32), rng.standard_normal(200).astype(np.float32)
+    comp = xe.from_jax(lambda a, v: a @ v, a, v)
+    bad = _with_denormal(np.zeros_like(a), 4321, np.float32(1e-40))
+    big = np.full_like(v, 1e30)
+    for x, y in ((a, v), (bad, big)):
+        monkeypatch.setattr(linalg, "_CONCURRENT_SCAN_BYTES", 1 << 12)
+        new = comp.run(x, y, backend="numba", fuse=False)
+        monkeypatch.setattr(linalg, "_CONCURRENT_SCAN_BYTES", 1 << 62)
+        old = comp.run(x, y, backend="numba", fuse=False)
+        assert _bits(new).tobytes() == _bits(old).tobytes()
+    assert not np.any(new)

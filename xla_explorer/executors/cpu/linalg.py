@@ -23,6 +23,12 @@ Floats: BLAS accumulates f32 products in f32 (the reference in f64, rounding onc
 results differ in the last bits, within the corpus' accumulation tolerance; bf16 and f16
 operands are widened to f32 first (their products are exact there) and the result is
 rounded once, as XLA:CPU does.
+
+Denormals (``fpenv`` "flush"): the dot flushes its marked operands itself
+(``flushes_operands``): a large one is scanned by one thread while the product runs on it
+as it is, in the same launch of the threads (``_flushed_dot``); only when the scan finds a
+denormal is the product computed again, from the flushed operand -- the same bits as
+flushing first.
 """
 import functools
 import math
