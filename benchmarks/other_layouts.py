@@ -6,7 +6,8 @@
 issue is judged on layouts it does not show too.  This runs a fixed list of other shapes
 (middle dimensions of rank-3 arrays, several reduced dimensions, 1-D windows, NHWC
 pooling, matrix-vector products, grouped convolutions, scatters of single elements, bf16,
-a GELU) from the HLO JAX lowers them to, each interleaved with ``jax.jit`` of the same
+f16 and complex element-wise ops, activations, loops and scans, batching-dimension
+gathers) from the HLO JAX lowers them to, each interleaved with ``jax.jit`` of the same
 function as ``run.py`` does (compile excluded, medians), and prints numba/JAX per workload
 with the 1-minute load average, and a Markdown table at the end.  Names on the command
 line select workloads by substring.  Results are checked against JAX's (``run._same``).
@@ -36,6 +37,13 @@ def workloads(rng):
         return rng.integers(0, high, n).astype(np.int32)
 
     conv = lax.conv_general_dilated
+
+    def _rnn(h, xs, w):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h
+        return lax.scan(step, h, xs)[1]
+
     return {
         "reduce sum, middle dimension of [64,256,64]": (lambda x: x.sum(axis=1), [f32(64, 256, 64)]),
         "reduce sum of everything, [1024,1024]": (lambda x: x.sum(), [f32(1024, 1024)]),
@@ -81,6 +89,33 @@ def workloads(rng):
         "s32 row sums [2048,2048]": (lambda x: x.sum(axis=1), [rng.integers(-100, 100, (2048, 2048)).astype(np.int32)]),
         "bf16 add [2048,2048]": (
             lambda x, y: x + y, [f32(2048, 2048).astype(jnp.bfloat16), f32(2048, 2048).astype(jnp.bfloat16)]),
+        # added 2 Dec 2026: transcendental activations, f16 and complex, loops, and index
+        # patterns JAX's own library functions emit (calls, batching-dimension gathers)
+        "softplus [4M]": (jax.nn.softplus, [f32(1 << 22)]),
+        "GELU (erf form) [4M]": (lambda x: jax.nn.gelu(x, approximate=False), [f32(1 << 22)]),
+        "SiLU [4M]": (jax.nn.silu, [f32(1 << 22)]),
+        "log(|x| + 1) [4M]": (lambda x: jnp.log(jnp.abs(x) + 1), [f32(1 << 22)]),
+        "where(x > 0, x, y) [4M]": (lambda x, y: jnp.where(x > 0, x, y), [f32(1 << 22), f32(1 << 22)]),
+        "f16 multiply [4M]": (lambda x, y: x * y, [f32(1 << 22).astype(np.float16), f32(1 << 22).astype(np.float16)]),
+        "f16 row means [2048,2048]": (lambda x: x.mean(axis=1), [f32(2048, 2048).astype(np.float16)]),
+        "c64 multiply [1M]": (lambda x, y: x * y, [(f32(1 << 20) + 1j * f32(1 << 20)).astype(np.complex64),
+                                                  (f32(1 << 20) + 1j * f32(1 << 20)).astype(np.complex64)]),
+        "f32 -> s32 convert [4M]": (lambda x: (x * 100).astype(jnp.int32), [f32(1 << 22)]),
+        "fori_loop of 100 steps on [1024]": (lambda x: lax.fori_loop(0, 100, lambda i, c: c * 0.99 + 1.0, x),
+                                            [f32(1024)]),
+        "RNN scan, 64 steps of tanh(h @ W + x) [32,128]": (_rnn, [f32(32, 128), f32(64, 32, 128), f32(128, 128) * 0.1]),
+        "take_along_axis, 64 of each row of [2048,2048]": (
+            lambda x, i: jnp.take_along_axis(x, i, axis=1),
+            [f32(2048, 2048), rng.integers(0, 2048, (2048, 64)).astype(np.int32)]),
+        "small batched dot [4096,8,8] x [4096,8,8]": (
+            lambda a, b: jnp.einsum("bij,bjk->bik", a, b), [f32(4096, 8, 8), f32(4096, 8, 8)]),
+        "transposed conv (lhs dilation 2) NHWC [8,32,32,32] * [3,3,32,32]": (
+            lambda x, w: conv(x, w, (1, 1), [(1, 2), (1, 2)], lhs_dilation=(2, 2),
+                              dimension_numbers=("NHWC", "HWIO", "NHWC")), [f32(8, 32, 32, 32), f32(3, 3, 32, 32)]),
+        "max-pool 3x3/2 NCHW [32,64,64,64]": (
+            lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 3, 3), (1, 1, 2, 2), "VALID"),
+            [f32(32, 64, 64, 64)]),
+        "segment_sum of 1M into 1000": (lambda d, s: jax.ops.segment_sum(d, s, 1000), [f32(1 << 20), ints(1 << 20, 1000)]),
     }
 
 

@@ -499,7 +499,7 @@ _compare.accepts = _compare_accepts
 
 @emitter("select")
 def _select(inst, p, a, b):
-    return Exact(f"({a} if {p} else {b})")
+    return Exact(f"pick({p}, {a}, {b})")
 
 
 @emitter("clamp")

@@ -238,6 +238,15 @@ def signbit(x):
 
 
 @njit(**_opts)
+def pick(p, a, b):
+    """select: ``a if p else b`` with both operands read first (the emitted select), so that
+    a fused loop's loads are unconditional and LLVM makes a blend, which vectorises: the
+    Python conditional put each load on its own branch, mispredicted half the time on a
+    random predicate (jnp.where(x > 0, x, y) of f32[4M]: 34 ms)."""
+    return a if p else b
+
+
+@njit(**_opts)
 def fmax(a, b):
     """maximum: NaN propagates; +0.0 > -0.0."""
     r = a if a > b else b
