@@ -437,12 +437,40 @@ def test_large_results_reuse_buffers_only_when_nothing_refers_to_them():
     assert not np.shares_memory(first, second)
     same_bits(first, keep)
     same_bits(second, keep)
-    buffer = id(second.base)
+    buffer = second.ctypes.data
     del second
     third = comp.run(x, backend="numba")  # the second one's buffer is free again
-    assert id(third.base) == buffer
+    assert third.ctypes.data == buffer
     same_bits(third, keep)
-    assert sum(b.nbytes for b in POOL._buffers) <= POOL.limit
+    assert sum(b.nbytes for _, b in POOL._buffers) <= POOL.limit
+
+
+@pytest.mark.parametrize("nbytes", [1 << 18, (1 << 18) + 4, (2 << 20) - 64, 2 << 20, (4 << 20) + 12])
+def test_pooled_buffers_are_aligned_and_reused_only_when_free(nbytes):
+    """A pooled buffer starts on a 4 KiB page (a 2 MiB boundary from 2 MiB on), and is
+    handed out again only when nothing refers to it: not the buffer itself, not a view of
+    it, not an array made on it by the buffer protocol."""
+    from xla_explorer.executors.cpu.shape import HUGE_PAGE_BYTES, BufferPool
+    pool = BufferPool()
+    a = pool.take(nbytes)
+    assert a.nbytes == nbytes and a.dtype == np.uint8 and a.flags.c_contiguous and a.flags.writeable
+    assert a.ctypes.data % (HUGE_PAGE_BYTES if nbytes >= HUGE_PAGE_BYTES else 4096) == 0
+    address = a.ctypes.data
+    for keep in (lambda b: b, lambda b: b.view(np.uint16)[1:], lambda b: b.view(np.uint16)[1:][::2],
+                 lambda b: np.ndarray((nbytes // 2,), np.uint16, b), lambda b: np.frombuffer(b, np.uint8)):
+        a[:] = 7
+        held = keep(a)
+        was = held.copy()
+        del a
+        b = pool.take(nbytes)    # the first buffer still referred to: another one
+        assert b.ctypes.data != address and b.nbytes == nbytes
+        b[:] = 9
+        assert np.array_equal(held, was)
+        del b, held
+        a = pool.take(nbytes)    # free again: the first one (the oldest free one first)
+        assert a.ctypes.data == address
+    small = pool.take(1000)    # below MIN_BYTES: NumPy's
+    assert small.nbytes == 1000
 
 
 def test_a_worker_that_has_not_woken_holds_no_array_of_a_finished_call():
@@ -719,6 +747,48 @@ def test_row_tiled_transposes_beyond_the_cache(monkeypatch):
             assert plan.row_tile == (8 if limit == 0 else 4) and plan.tiled == 1, plan
         check(lambda p: xe.Transpose(p, [1, 0, 2]), x)
     cpu_shape.plan_copy.cache_clear()
+
+
+@pytest.mark.parametrize("nt", [False, True])
+@pytest.mark.parametrize("t", ["u8", "bf16", "f32", "s64", "c128"])
+def test_row_tiled_transposes_with_either_store(monkeypatch, nt, t):
+    """Row tiles store the result's whole lines non-temporally or plainly as
+    ``NT_ROW_TILES`` says (the plan's flag; the kernel called with it directly too):
+    both give NumPy's transposition at every offset of the result
+    against a cache line, rows shorter and longer than a line, the last tile short; the
+    elements around the result untouched.  (c128 words: plain stores.)"""
+    monkeypatch.setattr(cpu_shape, "NT_ROW_TILES", nt)
+    cpu_shape.plan_copy.cache_clear()
+    try:
+        dtype = xe.Shape(t, ()).dtype
+        word = cpu_shape.word_dtype(dtype)
+        for dims in ((7, 30, 64), (5, 11, 3), (9, 70, 21), (3, 4, 2, 20), (6, 5, 200)):
+            if dims[-1] * (dims[-2] if len(dims) > 3 else 1) * word.itemsize > 512:
+                continue   # (rows of more than 512 bytes are not walked in row tiles)
+            x = values(dims, t)
+            perm = (1, 0) + tuple(range(2, len(dims)))
+            want = np.ascontiguousarray(x.transpose(perm))
+            rdims = want.shape
+            st = cpu_shape.row_major_strides(dims)
+            sstr = tuple(st[p] for p in perm)
+            plan = cpu_shape.plan_copy(rdims, cpu_shape.row_major_strides(rdims), sstr, word.itemsize, 1)
+            assert plan.row_tile and plan.nt == (nt and word.itemsize <= 8), plan
+            fn, items, extra = cpu_shape.copy_launch(plan)
+            assert fn is cpu_shape._rowtiles_range
+            n = want.size
+            w = x.reshape(-1).view(word)
+            for off in range(0, 64 // word.itemsize + 1, max(1, 8 // word.itemsize)):
+                buf = np.zeros(n + 80 // word.itemsize, word)
+                out = buf[off:off + n]
+                cpu_shape.strided_copy(out, 0, cpu_shape.row_major_strides(rdims), w, 0, sstr, rdims)
+                assert out.view(dtype).reshape(rdims).tobytes() == want.tobytes(), (dims, off)
+                assert not buf[:off].any() and not buf[off + n:].any()
+                out[:] = 0
+                fn(0, items, out, 0, w, 0, *extra)   # the kernel on the whole range at once
+                assert out.view(dtype).reshape(rdims).tobytes() == want.tobytes(), (dims, off)
+            check(lambda p: xe.Transpose(p, list(perm)), x)
+    finally:
+        cpu_shape.plan_copy.cache_clear()
 
 
 @pytest.mark.parametrize("idtype", [np.int32, np.int64, np.uint8])
