@@ -993,6 +993,9 @@ class _Program:
             else:
                 fn, size = _op_step(inst, backend, None if clean is None else [o in clean for o in inst.operands],
                                     raw=raw)
+                if inst.opcode == "dynamic-update-slice":   # (in place in a while: numba_control)
+                    from .numba_control import in_place_update
+                    fn = in_place_update(inst, fn, backend)
                 max_bytes = max(max_bytes, size)
                 label = inst.name
                 fused = _fused_reduce(inst, plan, k, steps, slot, backend, clean, fn)
@@ -1346,6 +1349,12 @@ def _op_step(inst, backend, clean, extra=None, raw=False):
     if op == "constant":
         literal = inst.attrs["literal"]
         return _ctx_free(lambda values, ctx, backend: backend.constant(literal)), 0
+    if op in ("while", "call", "fusion", "conditional"):
+        # (their computations' programs run directly: numba_control)
+        from .numba_control import control_step
+        made = control_step(inst, backend, clean, raw)
+        if made is not None:
+            return made, 0
     kernel = registry.LAYERS.get(backend.layer, {}).get(op)
     if op in _CONTROL or op == "scan" or kernel is None or _dynamic_operands(inst) \
             or inst not in _SIZES or inst not in _RULES and fpenv.flushing():
