@@ -310,3 +310,20 @@ def test_the_in_place_path_is_taken(monkeypatch):
     hits.clear()
     comp.run(*args, backend="numba")
     assert hits == ["d"] * 6   # every iteration but the first
+
+
+def test_stack_updated_through_a_fusion_as_an_optimised_module_has_it():
+    # XLA's optimised scan: the update a loop fusion whose root is the dynamic-update-slice
+    text = SCAN.replace("ys2 = f32[T,N,R] call(ys, y, i), to_apply=upd",
+                        "ys2 = f32[T,N,R] fusion(ys, y, i), kind=kLoop, calls=upd")
+    assert "fusion(ys, y, i)" in text
+    assert numba_control.carried_updates(_body(_scan(9, 4, 16, text))) == (2,)
+    rng = np.random.default_rng(11)
+    args = (rng.standard_normal((4, 16), dtype=np.float32), rng.standard_normal((9, 4, 16), dtype=np.float32))
+    keep = [a.copy() for a in args]
+    old, new, ref = _runs(lambda: _scan(9, 4, 16, text), args)
+    for a, b in zip(old, new):
+        assert _same_bits(a, b)
+    np.testing.assert_allclose(new[-1], ref, rtol=1e-6, atol=1e-6)
+    for a, k in zip(args, keep):
+        assert _same_bits(a, k)

@@ -145,7 +145,7 @@ def control_step(inst, backend, clean, raw):
 #
 # * ``carried_updates(body)``: the tuple elements i whose only reader in the body is one
 #   dynamic-update-slice D, as its operand (directly, or as the one parameter of a called
-#   computation whose root is D and that only D reads, as its operand), whose value (or the
+#   or fused computation whose root is D and that only D reads, as its operand), whose value (or the
 #   call's) the body returns at position i of its root tuple and nowhere else, and that
 #   nothing else reads;
 # * from the second iteration on, element i of the state is the value D made in the
@@ -207,8 +207,8 @@ def carried_updates(body):
             continue
         if v.opcode == "dynamic-update-slice":
             ok = k == 0
-        elif v.opcode == "call":
-            ok = _root_dus_of_param(v.attrs["computation"], k)
+        elif v.opcode in ("call", "fusion"):   # (an optimised module's dynamic-update-slice fusion)
+            ok = _root_dus_of_param(v.attrs["computation"] if v.opcode == "call" else v.attrs["calls"], k)
         else:
             ok = False
         if ok:
