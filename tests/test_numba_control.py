@@ -95,7 +95,8 @@ def test_scan_stack_updated_in_place_is_the_same(T, N, R):
     assert _same_bits(new[-1], new[0])   # the constant's broadcast never written
     np.testing.assert_allclose(new[-1], ref, rtol=1e-6, atol=1e-6)
     assert _same_bits(c0, keep[0]) and _same_bits(xs, keep[1])   # the arguments untouched
-    assert numba_control.carried_updates(_body(_scan(T, N, R))) == (2,)
+    comp = _scan(T, N, R)
+    assert numba_control.carried_updates(_body(comp), next(c for c in comp.computations if c.name == "cond")) == (2,)
 
 
 def test_initial_stack_is_an_argument_and_left_alone():
@@ -132,11 +133,18 @@ def _body(comp):
     # the new stack read again by the body (written into the carry too)
     ("ROOT out = (s32[], f32[N,R], f32[T,N,R], f32[T,N,R]) tuple(i2, c2, ys2, xs)",
      "ROOT out = (s32[], f32[N,R], f32[T,N,R], f32[T,N,R]) tuple(i2, c2, ys2, ys2)"),
+    # the condition reads the stack (a memo of the run could know it by its identity)
+    ("  ROOT lt = pred[] compare(i, t), direction=LT\n",
+     "  ys = f32[T,N,R] get-tuple-element(s), index=2\n"
+     "  y0 = f32[1,1,1] slice(ys), slice={[0:1], [0:1], [0:1]}\n  r = f32[] reshape(y0)\n"
+     "  big = f32[] constant(1e30)\n  small = pred[] compare(r, big), direction=LT\n"
+     "  lt0 = pred[] compare(i, t), direction=LT\n  ROOT lt = pred[] and(lt0, small)\n"),
 ])
 def test_stack_not_in_place_where_the_old_or_new_value_lives_on(change):
     text = SCAN.replace(*change)
     assert change[1] in text
-    assert numba_control.carried_updates(_body(_scan(5, 2, 3, text))) == ()
+    comp = _scan(5, 2, 3, text)
+    assert numba_control.carried_updates(_body(comp), next(c for c in comp.computations if c.name == "cond")) == ()
     rng = np.random.default_rng(5)
     args = (rng.standard_normal((2, 3), dtype=np.float32), rng.standard_normal((5, 2, 3), dtype=np.float32))
     old, new, ref = _runs(lambda: _scan(5, 2, 3, text), args)

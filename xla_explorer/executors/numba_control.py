@@ -92,7 +92,7 @@ def control_step(inst, backend, clean, raw):
         cond = _nested(inst.attrs["condition"], backend, None, False)
         body = _nested(inst.attrs["body"], backend, None, False)
         to_host = backend.to_host
-        slots = carried_updates(inst.attrs["body"]) if backend.layer == "cpu" else ()
+        slots = carried_updates(inst.attrs["body"], inst.attrs["condition"]) if backend.layer == "cpu" else ()
         if slots:   # (its stacked results updated in place from the second iteration on)
             later = donating_body(body, slots)
 
@@ -147,7 +147,9 @@ def control_step(inst, backend, clean, raw):
 #   dynamic-update-slice D, as its operand (directly, or as the one parameter of a called
 #   or fused computation whose root is D and that only D reads, as its operand), whose value (or the
 #   call's) the body returns at position i of its root tuple and nowhere else, and that
-#   nothing else reads;
+#   nothing else reads; nor does the condition read element i (the run's memos of reduces
+#   and of arrays scanned clean, ``cpu.reduction``, know an array by its identity: one the
+#   condition read, then written in place, would be answered from the memo);
 # * from the second iteration on, element i of the state is the value D made in the
 #   iteration before (a new array of the kernel's, or the buffer it updated in place):
 #   nothing but the state tuple refers to it, and the state before the body's run is dead
@@ -183,9 +185,21 @@ def _root_dus_of_param(callee, j):
     return users.get(p, []) == [(root, 0)] and not users.get(root)
 
 
-def carried_updates(body):
+def carried_updates(body, condition=None):
     """The tuple elements of ``body``'s state updated in place from the second iteration
-    on (see above): a tuple of indices, maybe empty."""
+    on (see above): a tuple of indices, maybe empty.  ``condition``: the while's, which
+    must not read them (a reduce of a stack remembered by the run, a scan of it found
+    clean, would be taken for its value after a later update in place)."""
+    read = set()
+    if condition is not None:
+        if len(condition.parameters) != 1:
+            return ()
+        cusers = _users(condition)
+        for g, _ in cusers.get(condition.parameters[0], []):
+            if g.opcode != "get-tuple-element":
+                return ()
+            if cusers.get(g) or g is condition.root:
+                read.add(g.attrs["index"])
     params = body.parameters
     root = body.root
     if len(params) != 1 or root.opcode != "tuple" or not params[0].shape.is_tuple:
@@ -197,7 +211,7 @@ def carried_updates(body):
         return ()   # the whole state read (passed on, returned): not analysed
     found = []
     for i, v in enumerate(root.operands):
-        if root.operands.count(v) != 1 or users.get(v) != [(root, i)]:
+        if i in read or root.operands.count(v) != 1 or users.get(v) != [(root, i)]:
             continue
         readers = [r for g, _ in gtes if g.attrs["index"] == i for r in users.get(g, [])]
         if len(readers) != 1:
