@@ -135,6 +135,21 @@ def control_step(inst, backend, clean, raw):
     return None
 
 
+def step_expression(expr, operands):
+    """The Python expression ``_straight`` writes for a step marked ``expr`` (a tuple's,
+    ``("tuple",)``; a get-tuple-element's, ``("get-tuple-element", index)``) on its operands'
+    variables: the step's own computation (``tuple(values)``, ``values[0][index]``) without
+    its call (about 0.2 us a step; a while's body and condition have several).  None when
+    ``ENABLED`` is off (the step's call, as before)."""
+    if not ENABLED:
+        return None
+    if expr[0] == "tuple":
+        return "(" + "".join(f"{o}, " for o in operands) + ")"
+    if expr[0] == "get-tuple-element":
+        return f"{operands[0]}[{int(expr[1])}]"
+    raise ValueError(f"no expression for a step {expr!r}")
+
+
 # -- a while's stacked results updated in place ----------------------------------------------
 #
 # ``lax.scan`` writes its per-step results into a loop-carried buffer: the body's

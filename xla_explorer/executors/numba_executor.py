@@ -1071,7 +1071,13 @@ def _straight(program):
         names[f"f{k}"] = fn
         operands = ", ".join(f"v{i}" for i in ins)
         inline = getattr(fn, "inline", None)
-        if inline is not None:
+        expr = getattr(fn, "expr", None)
+        if expr is not None:   # a tuple's or get-tuple-element's step as its expression (numba_control)
+            from .numba_control import step_expression
+            expr = step_expression(expr, [f"v{i}" for i in ins])
+        if expr is not None:
+            body.append(f"    v{out} = {expr}")
+        elif inline is not None:
             # a prepared step's body in place (its frame, its list of operands and its
             # star-call cost about 0.2 us): the kernel's function while the table holds it,
             # its errors named as the step names them; else the step itself
@@ -1342,10 +1348,14 @@ def _op_step(inst, backend, clean, extra=None, raw=False):
     result left unflushed (``run_op``'s)."""
     op = inst.opcode
     if op == "tuple":
-        return _ctx_free(lambda values, ctx, backend: tuple(values)), 0
+        fn = _ctx_free(lambda values, ctx, backend: tuple(values))
+        fn.expr = ("tuple",)   # (what _straight writes in its place: numba_control.step_expression)
+        return fn, 0
     if op == "get-tuple-element":
         index = inst.attrs["index"]
-        return _ctx_free(lambda values, ctx, backend: values[0][index]), 0
+        fn = _ctx_free(lambda values, ctx, backend: values[0][index])
+        fn.expr = ("get-tuple-element", index)
+        return fn, 0
     if op == "constant":
         literal = inst.attrs["literal"]
         return _ctx_free(lambda values, ctx, backend: backend.constant(literal)), 0
