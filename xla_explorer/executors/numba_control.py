@@ -29,7 +29,7 @@ def _nested(computation, backend, clean_params, raw_root):
     clean_params=clean_params, raw_root=raw_root)``, running the computation's program
     directly where ``evaluate`` would (see the module's doc)."""
     from . import numba_executor as ne
-    evaluate, programs_of, RawRoot, raw_ok = ne.evaluate, ne._programs, ne._RawRoot, ne._raw_root_ok
+    evaluate, RawRoot, raw_ok = ne.evaluate, ne._RawRoot, ne._raw_root_ok
     d = computation.__dict__
     fuse, layer = backend.fuse, backend.layer
     flag = "_ran_on_" + layer
@@ -64,6 +64,8 @@ def _nested(computation, backend, clean_params, raw_root):
                 plan = planned[1]
                 key = keys.get((plan, mode))
                 if key is None:
+                    if len(keys) >= 8:   # (plans replaced: not kept alive here)
+                        keys.clear()
                     key = keys[(plan, mode)] = key_of(plan, mode)
                 program = programs.get(key)
             if program is not None and program.plan is planned[1] and program.max_bytes <= limits.MAX_BYTES:

@@ -4,7 +4,8 @@ They walk a computation as the reference does, with two differences that are XLA
 element-wise chains run as fused loops (``fusion.fusion_plan``), and every other op runs
 its compiled kernel from the layer's table (``registry.LAYERS["cpu"]`` or ``["cuda"]``).
 Control flow (tuples, calls, while, conditional) is interpreted here, its bodies run by
-the same executor; an intermediate is freed as soon as its last reader ran.
+the same executor (in a run program, by their own programs: ``numba_control``); an
+intermediate is freed as soon as its last reader ran.
 
 Collectives exchange data between simulated devices exactly as in the reference (the
 exchange is a simulation, not a computation): they run the reference's code.
