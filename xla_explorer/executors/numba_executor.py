@@ -4,7 +4,8 @@ They walk a computation as the reference does, with two differences that are XLA
 element-wise chains run as fused loops (``fusion.fusion_plan``), and every other op runs
 its compiled kernel from the layer's table (``registry.LAYERS["cpu"]`` or ``["cuda"]``).
 Control flow (tuples, calls, while, conditional) is interpreted here, its bodies run by
-the same executor; an intermediate is freed as soon as its last reader ran.
+the same executor (in a run program, by their own programs: ``numba_control``); an
+intermediate is freed as soon as its last reader ran.
 
 Collectives exchange data between simulated devices exactly as in the reference (the
 exchange is a simulation, not a computation): they run the reference's code.
@@ -993,6 +994,9 @@ class _Program:
             else:
                 fn, size = _op_step(inst, backend, None if clean is None else [o in clean for o in inst.operands],
                                     raw=raw)
+                if inst.opcode == "dynamic-update-slice":   # (in place in a while: numba_control)
+                    from .numba_control import in_place_update
+                    fn = in_place_update(inst, fn, backend)
                 max_bytes = max(max_bytes, size)
                 label = inst.name
                 fused = _fused_reduce(inst, plan, k, steps, slot, backend, clean, fn)
@@ -1068,7 +1072,13 @@ def _straight(program):
         names[f"f{k}"] = fn
         operands = ", ".join(f"v{i}" for i in ins)
         inline = getattr(fn, "inline", None)
-        if inline is not None:
+        expr = getattr(fn, "expr", None)
+        if expr is not None:   # a tuple's or get-tuple-element's step as its expression (numba_control)
+            from .numba_control import step_expression
+            expr = step_expression(expr, [f"v{i}" for i in ins])
+        if expr is not None:
+            body.append(f"    v{out} = {expr}")
+        elif inline is not None:
             # a prepared step's body in place (its frame, its list of operands and its
             # star-call cost about 0.2 us): the kernel's function while the table holds it,
             # its errors named as the step names them; else the step itself
@@ -1339,13 +1349,23 @@ def _op_step(inst, backend, clean, extra=None, raw=False):
     result left unflushed (``run_op``'s)."""
     op = inst.opcode
     if op == "tuple":
-        return _ctx_free(lambda values, ctx, backend: tuple(values)), 0
+        fn = _ctx_free(lambda values, ctx, backend: tuple(values))
+        fn.expr = ("tuple",)   # (what _straight writes in its place: numba_control.step_expression)
+        return fn, 0
     if op == "get-tuple-element":
         index = inst.attrs["index"]
-        return _ctx_free(lambda values, ctx, backend: values[0][index]), 0
+        fn = _ctx_free(lambda values, ctx, backend: values[0][index])
+        fn.expr = ("get-tuple-element", index)
+        return fn, 0
     if op == "constant":
         literal = inst.attrs["literal"]
         return _ctx_free(lambda values, ctx, backend: backend.constant(literal)), 0
+    if op in ("while", "call", "fusion", "conditional"):
+        # (their computations' programs run directly: numba_control)
+        from .numba_control import control_step
+        made = control_step(inst, backend, clean, raw)
+        if made is not None:
+            return made, 0
     kernel = registry.LAYERS.get(backend.layer, {}).get(op)
     if op in _CONTROL or op == "scan" or kernel is None or _dynamic_operands(inst) \
             or inst not in _SIZES or inst not in _RULES and fpenv.flushing():
