@@ -4,10 +4,19 @@ The loop body computes one result element ``i``: inputs are read at ``i`` (same 
 at ``0`` (scalars) or through a broadcast's index map; every member is one statement
 ``t<k> = carrier(expression)``.  The source depends on the group's structure and types
 only, never on sizes or constant values (those are run-time arguments), so one compiled
-loop serves every size.
+loop serves every size; in ``"flush"`` mode, whether a scalar constant is large enough to
+leave a flush out (``LoopSource._never_denormal``) is part of the structure.
 """
+import numpy as np
+
+from .. import fpenv
 from .emit import (carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result, squares_it,
                    sum_before_blind)
+
+
+#: (a switch for A/B measurements and tests) flushes of values that cannot be denormal left
+#: out (``LoopSource._never_denormal``)
+NEVER_DENORMAL = True
 
 
 class LoopSource:
@@ -82,6 +91,10 @@ class LoopSource:
                            and all(squares_it(u, m) for u in readers[m]))
                 if (blind or squared) and sum_before_blind(m):
                     flushed = list(range(len(m.operands)))   # (its operands' flushes change no exp)
+                # a sum with a large constant: no flush changes it (``_never_denormal``)
+                sum_kept = self._never_denormal(m, flushed) == "sum"
+                if sum_kept:
+                    flushed = list(range(len(m.operands)))
                 # a value read or made outside the flushing ops is flushed once, then reused
                 for k, fn in enumerate(flush_functions(m)):
                     if fn and k not in flushed:
@@ -91,12 +104,49 @@ class LoopSource:
                             self.body.append(f"{self._flushed_values[key]} = {fn}({args[k]})")
                         args[k] = self._flushed_values[key]
                         flushed.append(k)
-                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared))
-                if flushes_result(m) and not blind or squared:
+                kept = "sum" if sum_kept else self._never_denormal(m, flushed)
+                if kept == "product":   # (the constant factor is no denormal to flush)
+                    flushed = sorted(set(flushed) | {k for k, o in enumerate(m.operands)
+                                                     if _scalar_constant(o) is not None})
+                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared or kept))
+                if flushes_result(m) and not blind or squared or kept:
                     self._flushed.add(m)   # (squared: as good as flushed for its readers)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")
+
+    def _never_denormal(self, m, flushed):
+        """Why ``m``'s value can hold no denormal in ``"flush"`` mode, so that its flush is
+        left out (four vector instructions of a GELU's ~120 an element): ``"sum"``, an add /
+        subtract of a scalar constant c with |c| >= 2^-100 (f32, bf16; 2^-900 f64) or not
+        finite: a denormal other operand a is below half c's ulp (>= 2^-124), so a + c
+        rounds to c = 0 + c, its flush changes nothing; and a nonzero |a + c| < 2^-126 would
+        need |a| > |c| / 2, both multiples of c's half ulp, so the exact sum (a subnormal
+        sum is exact) is a multiple of 2^-124: zero; rounding keeps sums >= 2^-126 there;
+        ``"product"``: a multiply by a scalar constant |c| >= 1 (or not finite) of an
+        operand already flushed: |a c| >= |a| >= 2^-126, or a zero (or NaN); ``"tanh"``: an
+        f32 / bf16 tanh of a flushed operand: ``tanh_f32`` of a normal f32 is normal (all
+        of them checked, ``tests/test_numba_elementwise.py``), of +-0 a zero.  None
+        otherwise."""
+        t = m.shape.element_type
+        if not NEVER_DENORMAL or not fpenv.flushing() or t not in ("f32", "bf16", "f64") or not flushes_result(m) and m.opcode != "tanh":
+            return None
+        if not all(o.shape.is_array and o.shape.element_type == t for o in m.operands):
+            return None
+        if m.opcode == "tanh" and t in ("f32", "bf16"):
+            return "tanh" if 0 in flushed else None
+        if len(m.operands) != 2:
+            return None
+        consts = [_scalar_constant(o) for o in m.operands]
+        if m.opcode in ("add", "subtract"):
+            big = 2.0 ** -900 if t == "f64" else 2.0 ** -100
+            if any(c is not None and not abs(c) < big for c in consts):   # (NaN: not below)
+                return "sum"
+        if m.opcode == "multiply":
+            for k in (0, 1):
+                if consts[k] is not None and not abs(consts[k]) < 1.0 and (1 - k) in flushed:
+                    return "product"
+        return None
 
     @property
     def result(self):
@@ -110,6 +160,18 @@ class LoopSource:
 
     def describe(self):
         return f"# fused: {self.group.signature()}"
+
+
+def _scalar_constant(inst):
+    """The value (a Python float) of a real scalar constant, or of a broadcast of one; None
+    for anything else."""
+    while inst.opcode == "broadcast" and inst.operands[0].shape.is_array:
+        inst = inst.operands[0]
+    if inst.opcode != "constant" or not inst.shape.is_array or inst.shape.rank != 0:
+        return None
+    if inst.shape.element_type not in ("f32", "bf16", "f64") or "literal" not in inst.attrs:
+        return None
+    return float(np.asarray(inst.attrs["literal"]).astype(np.float64)[()])
 
 
 def input_dtype(inst):
