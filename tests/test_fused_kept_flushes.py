@@ -32,7 +32,7 @@ def _constants(t):
     tiny = float(np.finfo(dt).tiny)
     e = -900 if t == "f64" else -100
     return [1.0, -1.0, 0.5, 2.0, 0.999, -1.0000001, 2.0 ** e, -(2.0 ** e), 2.0 ** (e - 1), 1.5 * 2.0 ** (e - 1),
-            tiny, 0.0, -0.0, 1e30, np.inf, -np.inf, np.nan]
+            2.0 ** (e // 2), -3 * 2.0 ** (e // 2), tiny, 0.0, -0.0, 1e30, np.inf, -np.inf, np.nan]
 
 
 def _np(t):
@@ -52,6 +52,9 @@ BODIES = {
     "(x * c) * y": lambda x, y, c: xe.Mul(xe.Mul(x, c), y),
     "tanh(x * y) + y": lambda x, y, c: xe.Add(xe.Tanh(xe.Mul(x, y)), y),
     "tanh(x) * c": lambda x, y, c: xe.Mul(xe.Tanh(x), c),
+    # bounds carried through: (x + c) is 0 or >= c's half ulp, times c
+    "((x + c) * c) * c": lambda x, y, c: xe.Mul(xe.Mul(xe.Add(x, c), c), c),
+    "(tanh(x) + c) * 0.5 * y": lambda x, y, c: xe.Mul(xe.Mul(xe.Add(xe.Tanh(x), c), np.array(0.5, x.shape.dtype)), y),
     "(x * x) * y": lambda x, y, c: xe.Mul(xe.Mul(x, x), y),
     "(x * x) + c": lambda x, y, c: xe.Add(xe.Mul(x, x), c),
     "gelu": lambda x, y, c: xe.Mul(x, xe.Mul(np.array(0.5, x.shape.dtype), xe.Add(np.array(1, x.shape.dtype), xe.Tanh(
@@ -97,9 +100,9 @@ def test_left_out_flushes_change_no_bit(t, name, monkeypatch):
             nan = np.isnan(np.asarray(w, np.float64))
             assert np.array_equal(np.isnan(np.asarray(g, np.float64)), nan)
             np.testing.assert_array_equal(_bits(t, g)[~nan], _bits(t, w)[~nan], err_msg=f"c = {c!r}")
-        else:
+        elif "tanh(x) + c" not in name:   # (1 + tanh cancels: the tanhs' ulp grow without bound there)
             np.testing.assert_allclose(np.asarray(got[True], np.float64), np.asarray(want, np.float64),
-                                       rtol=1e-6 if t == "f32" else (1e-2 if t == "bf16" else 1e-14),
+                                       rtol=3e-6 if t == "f32" else (1e-2 if t == "bf16" else 1e-14),
                                        atol=1e-37 if t != "f64" else 0, equal_nan=True)
 
 
@@ -130,7 +133,9 @@ def test_the_loop_leaves_out_exactly_these_flushes():
     from xla_explorer.executors import fusion
     from xla_explorer.executors.loopgen import LoopSource
     cases = [("x + c", 1.0, 0), ("x + c", 2.0 ** -101, 1), ("x + c", np.nan, 0), ("x * c", -2.0, 0),
-             ("x * c", 0.5, 1), ("tanh(x) * c", 0.5, 1), ("tanh(x) * c", 1.0, 0), ("(x * x) * y", 1.0, 1)]
+             ("x * c", 0.5, 1), ("tanh(x) * c", 0.5, 1), ("tanh(x) * c", 1.0, 0), ("(x * x) * y", 1.0, 1),
+             ("((x + c) * c) * c", 1.0, 0), ("((x + c) * c) * c", 2.0 ** -50, 1), ("((x + c) * c) * c", 2.0 ** -100, 2),
+             ("gelu", 1.0, 5)]
     for name, c, result_flushes in cases:
         comp = _build("f32", (4, 4), BODIES[name], c)
         with xe.float_env(denormals="flush"):
