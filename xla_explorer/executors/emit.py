@@ -147,8 +147,11 @@ def emit(inst, *args, flushed=(), flush_result=True):
             for k, (a, m, t) in enumerate(zip(args, mask, types))]
     expr = emitter(inst, *args)
     if result and flush_result and not getattr(emitter, "picks_an_operand", False):
-        # exp_f32's values are +0, positive or NaN: their flush needs no sign (ftz_pos32)
-        ftz = ("ftz_pos32" if _FTZ_POS and inst.opcode == "exponential" and _t(inst) == "f32"
+        # exp_f32's values are +0, positive or NaN: their flush needs no sign (ftz_pos32);
+        # nor a square's (x * x, f32 or bf16 in f32: two instructions an element, not four)
+        square = (inst.opcode == "multiply" and len(inst.operands) == 2 and inst.operands[0] is inst.operands[1]
+                  and _t(inst) in ("f32", "bf16"))
+        ftz = ("ftz_pos32" if _FTZ_POS and (inst.opcode == "exponential" and _t(inst) == "f32" or square)
                else _FTZ[_t(inst)])
         wrapped = f"{ftz}({expr})"
         expr = Exact(wrapped) if isinstance(expr, Exact) else wrapped

@@ -4,10 +4,26 @@ The loop body computes one result element ``i``: inputs are read at ``i`` (same 
 at ``0`` (scalars) or through a broadcast's index map; every member is one statement
 ``t<k> = carrier(expression)``.  The source depends on the group's structure and types
 only, never on sizes or constant values (those are run-time arguments), so one compiled
-loop serves every size.
+loop serves every size; in ``"flush"`` mode, whether a scalar constant is large enough to
+leave a flush out (``LoopSource._never_denormal``) is part of the structure.
 """
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from .. import fpenv
 from .emit import (carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result, squares_it,
                    sum_before_blind)
+
+
+#: (a switch for A/B measurements and tests) flushes of values that cannot be denormal left
+#: out (``LoopSource._never_denormal``)
+NEVER_DENORMAL = True
+
+
+#: the smallest normal of each flushed real type (bf16's is f32's)
+_TINY = {"f32": 2.0 ** -126, "bf16": 2.0 ** -126, "f64": 2.0 ** -1022}
 
 
 class LoopSource:
@@ -23,6 +39,7 @@ class LoopSource:
         self._names = {}
         self._flushed = set()   # members whose value is already flushed to zero (fpenv)
         self._flushed_values = {}   # (flush function, expression) -> its flushed temporary
+        self._least = {}   # member -> a lower bound of its nonzero finite |values| (``_never_denormal``)
         self._build()
 
     def _input_expr(self, operand, reader):
@@ -82,6 +99,10 @@ class LoopSource:
                            and all(squares_it(u, m) for u in readers[m]))
                 if (blind or squared) and sum_before_blind(m):
                     flushed = list(range(len(m.operands)))   # (its operands' flushes change no exp)
+                # a sum with a large constant: no flush changes it (``_never_denormal``)
+                sum_kept = self._never_denormal(m, flushed) == "sum"
+                if sum_kept:
+                    flushed = list(range(len(m.operands)))
                 # a value read or made outside the flushing ops is flushed once, then reused
                 for k, fn in enumerate(flush_functions(m)):
                     if fn and k not in flushed:
@@ -91,12 +112,73 @@ class LoopSource:
                             self.body.append(f"{self._flushed_values[key]} = {fn}({args[k]})")
                         args[k] = self._flushed_values[key]
                         flushed.append(k)
-                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared))
-                if flushes_result(m) and not blind or squared:
+                kept = "sum" if sum_kept else self._never_denormal(m, flushed)
+                if kept == "product":   # (factors at least the smallest normal: nothing to flush)
+                    flushed = sorted(set(flushed) | {k for k, o in enumerate(m.operands)
+                                                     if self._least_of(o, k, flushed) >= _TINY[m.shape.element_type]})
+                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared or kept))
+                if flushes_result(m) and not blind or squared or kept:
                     self._flushed.add(m)   # (squared: as good as flushed for its readers)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")
+
+    def _least_of(self, o, k, flushed):
+        """A lower bound of operand ``o``'s (number ``k``) nonzero finite |values| as the
+        loop reads it (0: none known; inf: it has none, a zero, infinity or NaN constant)."""
+        c = _scalar_constant(o)
+        if c is not None:
+            return math.inf if c == 0 or not math.isfinite(c) else (abs(c) if abs(c) >= _TINY[o.shape.element_type] else 0.0)
+        if o in self._least:
+            return self._least[o]
+        return _TINY[o.shape.element_type] if (k in flushed or o in self._flushed or o in self._clean) else 0.0
+
+    def _never_denormal(self, m, flushed):
+        """Why ``m``'s value can hold no denormal in ``"flush"`` mode, so that its flush is
+        left out (four vector instructions of a GELU's ~120 an element), or None; it notes
+        in ``_least`` a lower bound L of its nonzero finite |values| (flushed values:
+        2^-126 f32 and bf16, 2^-1022 f64).  ``"sum"``: an add / subtract of a scalar
+        constant c with |c| >= 2^-100 (f32, bf16; 2^-900 f64) or not finite: a denormal
+        other operand a is below half c's ulp (>= 2^-124), so a + c rounds to c = 0 + c,
+        its flush changes nothing; when |a| >= |c| / 2 both are multiples of q = c's half
+        ulp, so a small exact sum (a subnormal sum is exact) is a multiple of q, when
+        |a| < |c| / 2 the sum is above |c| / 2: L = q >= 2^-124 (rounding keeps a sum at
+        least a power of two q there).  ``"product"``: a multiply whose factors' bounds
+        multiply to at least the smallest normal (a flushed value times a constant >= 1;
+        GELU's 0.5 (1 + tanh(...)), whose sum is 0 or >= 2^-24): the exact |a b| >= La Lb,
+        and rounding keeps it at least the smallest normal; L = La Lb less the rounding
+        (1 - 2^-20 f32, 2^-6 bf16).
+        ``"tanh"``: an f32 / bf16 tanh of a flushed operand: ``tanh_f32`` of a normal f32
+        is normal (all of them checked, ``tests/test_fused_kept_flushes.py``), of +-0 a
+        zero."""
+        t = m.shape.element_type
+        if not NEVER_DENORMAL or not fpenv.flushing() or t not in _TINY or not flushes_result(m) and m.opcode != "tanh":
+            return None
+        if not all(o.shape.is_array and o.shape.element_type == t for o in m.operands):
+            return None
+        if m.opcode == "tanh" and t in ("f32", "bf16"):
+            return "tanh" if 0 in flushed else None
+        if len(m.operands) != 2:
+            return None
+        consts = [_scalar_constant(o) for o in m.operands]
+        if m.opcode in ("add", "subtract"):
+            big = 2.0 ** -900 if t == "f64" else 2.0 ** -100
+            for c in consts:
+                if c is not None and not abs(c) < big:   # (NaN: not below)
+                    half_ulp = float(np.spacing(np.float64(abs(c)) if t == "f64" else np.float32(abs(c)))) / 2
+                    self._least[m] = half_ulp if math.isfinite(c) else math.inf
+                    return "sum"
+        if m.opcode == "multiply":
+            la, lb = self._least_of(m.operands[0], 0, flushed), self._least_of(m.operands[1], 1, flushed)
+            if math.inf in (la, lb) and 0.0 not in (la, lb):   # (0, inf, NaN times anything: no finite nonzero)
+                self._least[m] = math.inf
+                return "product"
+            if math.isfinite(la) and math.isfinite(lb) and Fraction(la) * Fraction(lb) >= Fraction(_TINY[t]):   # (exact)
+                bound = la * lb
+                # (rounding down loses less than the format's relative spacing)
+                self._least[m] = bound * (1 - {"bf16": 2.0 ** -6, "f32": 2.0 ** -20}.get(t, 2.0 ** -40))
+                return "product"
+        return None
 
     @property
     def result(self):
@@ -110,6 +192,18 @@ class LoopSource:
 
     def describe(self):
         return f"# fused: {self.group.signature()}"
+
+
+def _scalar_constant(inst):
+    """The value (a Python float) of a real scalar constant, or of a broadcast of one; None
+    for anything else."""
+    while inst.opcode == "broadcast" and inst.operands[0].shape.is_array:
+        inst = inst.operands[0]
+    if inst.opcode != "constant" or not inst.shape.is_array or inst.shape.rank != 0:
+        return None
+    if inst.shape.element_type not in ("f32", "bf16", "f64") or "literal" not in inst.attrs:
+        return None
+    return float(np.asarray(inst.attrs["literal"]).astype(np.float64)[()])
 
 
 def input_dtype(inst):
