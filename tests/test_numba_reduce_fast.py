@@ -304,8 +304,11 @@ def test_whole_row_maximum_folds_each_row_as_fold_does(t, name):
     rng = np.random.default_rng(8)
     dt = xe.Shape(t, ()).dtype
     code = kred.MAX if name == "max" else kred.MIN
-    for R, A in ((1, 40), (2, 40), (31, 40), (32, 40), (33, 40), (256, 40), (1000, 40), (33, 1), (100, 39), (64, 3)):
-        # (odd row counts: the rows go in pairs, the last one alone)
+    for R, A in ((1, 40), (2, 40), (31, 40), (32, 40), (33, 40), (256, 40), (1000, 40), (33, 1), (100, 39), (64, 3),
+                 (1024, 5), (1025, 4), (3001, 3)):
+        # (odd row counts: the rows go in pairs, the last one alone; rows from
+        # ``_MAX_PAIR_MIN`` = 1024 on are read two a loop, the first element of a row
+        # without the init not: 1025)
         for kind in (["ints"] if t == "s32" else ["zeros", "specials", "all equal", "zero maximum", "normal",
                                                   "denormals", "negative NaN"]):
             x = _values(rng, t if t == "s32" else "f32", (A, R), kind).astype(dt).reshape(-1)

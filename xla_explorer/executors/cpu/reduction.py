@@ -956,15 +956,63 @@ def _has_denormal(xs, tiny):
     return den
 
 
+#: rows of a maximum / minimum from this length on go two a loop (two streams read at
+#: once); shorter rows one a loop (pairs measured slower on short rows)
+_MAX_PAIR_MIN = 1024
+
+
+@njit(inline="always", **_opts)
+def _max_finish(code, x, t, R, s, acc, best, high, inf, sign, mag, scratch, sbits, lanes, out):
+    """out[t] from row t's key maximum ``best`` and magnitude maximum ``high`` (as
+    ``_max_keys``), or by ``_fold`` where a NaN or a zero result needs its rules."""
+    if high <= inf:
+        sbits[0] = best ^ ((best >> sign) & mag)
+        res = _op(code, acc, scratch[0])
+        if res != 0:
+            out[t] = res
+            return
+    out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)   # a NaN or a zero: its rules
+
+
 @njit(**_opts)
-def _max_rows_float(lo, hi, x, R, s, code, init, use_init, out, lanes):
+def _max_rows_float(lo, hi, x, R, s, code, init, use_init, out, lanes, pair_min):
     """Rows [lo, hi) of x[A, R] folded by maximum / minimum (floats) as ``_fold`` folds each
     (``_max_keys``, else ``_fold``'s own path): the integer view and the decoding scratch
-    made once, not per row (their slices cost ~40 ns a row: half a row of 256's time)."""
+    made once, not per row (their slices cost ~40 ns a row: half a row of 256's time);
+    rows of ``pair_min`` and more two a loop (each row's keys its own: the same bits)."""
     bits, mag, inf, sign = _key_bits(x)
     scratch = np.empty(1, x.dtype)
     sbits = _key_bits(scratch)[0]
-    for t in range(lo, hi):
+    t = lo
+    while R - s >= max(32, pair_min) and t + 1 < hi:
+        a0 = init if use_init else x[t * R]
+        a1 = init if use_init else x[(t + 1) * R]
+        r0 = bits[t * R + s:(t + 1) * R]
+        r1 = bits[(t + 1) * R + s:(t + 2) * R]
+        b0 = _narrow(r0[0] ^ ((r0[0] >> sign) & mag), mag)
+        h0 = _narrow(r0[0] & mag, mag)
+        b1 = _narrow(r1[0] ^ ((r1[0] >> sign) & mag), mag)
+        h1 = _narrow(r1[0] & mag, mag)
+        if code == MAX:
+            for i in range(r0.shape[0]):
+                u = r0[i]
+                v = r1[i]
+                b0 = max(b0, _narrow(u ^ ((u >> sign) & mag), mag))
+                h0 = max(h0, _narrow(u & mag, mag))
+                b1 = max(b1, _narrow(v ^ ((v >> sign) & mag), mag))
+                h1 = max(h1, _narrow(v & mag, mag))
+        else:
+            for i in range(r0.shape[0]):
+                u = r0[i]
+                v = r1[i]
+                b0 = min(b0, _narrow(u ^ ((u >> sign) & mag), mag))
+                h0 = max(h0, _narrow(u & mag, mag))
+                b1 = min(b1, _narrow(v ^ ((v >> sign) & mag), mag))
+                h1 = max(h1, _narrow(v & mag, mag))
+        _max_finish(code, x, t, R, s, a0, b0, h0, inf, sign, mag, scratch, sbits, lanes, out)
+        _max_finish(code, x, t + 1, R, s, a1, b1, h1, inf, sign, mag, scratch, sbits, lanes, out)
+        t += 2
+    for t in range(t, hi):
         acc = init if use_init else x[t * R]
         if R - s < 32:
             out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
@@ -982,19 +1030,13 @@ def _max_rows_float(lo, hi, x, R, s, code, init, use_init, out, lanes):
                 b = row[i]
                 best = min(best, _narrow(b ^ ((b >> sign) & mag), mag))
                 high = max(high, _narrow(b & mag, mag))
-        if high <= inf:
-            sbits[0] = best ^ ((best >> sign) & mag)
-            res = _op(code, acc, scratch[0])
-            if res != 0:
-                out[t] = res
-                continue
-        out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)   # a NaN or a zero: its rules
+        _max_finish(code, x, t, R, s, acc, best, high, inf, sign, mag, scratch, sbits, lanes, out)
 
 
 def _max_rows(lo, hi, x, R, s, code, init, use_init, out, lanes):
     """Floats: ``_max_rows_float``; integers: ``_fold`` row by row."""
     if x.dtype.kind == "f":
-        return _max_rows_float.py_func(lo, hi, x, R, s, code, init, use_init, out, lanes)
+        return _max_rows_float.py_func(lo, hi, x, R, s, code, init, use_init, out, lanes, _MAX_PAIR_MIN)
     for t in range(lo, hi):
         acc = init if use_init else x[t * R]
         out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
@@ -1004,7 +1046,7 @@ def _max_rows(lo, hi, x, R, s, code, init, use_init, out, lanes):
 def _max_rows_by_type(lo, hi, x, R, s, code, init, use_init, out, lanes):
     if isinstance(x.dtype, nb.types.Float):
         return lambda lo, hi, x, R, s, code, init, use_init, out, lanes: _max_rows_float(
-            lo, hi, x, R, s, code, init, use_init, out, lanes)
+            lo, hi, x, R, s, code, init, use_init, out, lanes, _MAX_PAIR_MIN)
 
     def impl(lo, hi, x, R, s, code, init, use_init, out, lanes):
         for t in range(lo, hi):
