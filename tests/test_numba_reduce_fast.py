@@ -304,8 +304,11 @@ def test_whole_row_maximum_folds_each_row_as_fold_does(t, name):
     rng = np.random.default_rng(8)
     dt = xe.Shape(t, ()).dtype
     code = kred.MAX if name == "max" else kred.MIN
-    for R, A in ((1, 40), (2, 40), (31, 40), (32, 40), (33, 40), (256, 40), (1000, 40), (33, 1), (100, 39), (64, 3)):
-        # (odd row counts: the rows go in pairs, the last one alone)
+    for R, A in ((1, 40), (2, 40), (31, 40), (32, 40), (33, 40), (256, 40), (1000, 40), (33, 1), (100, 39), (64, 3),
+                 (1024, 5), (1025, 4), (3001, 3)):
+        # (odd row counts: the rows go in pairs, the last one alone; rows from
+        # ``_MAX_PAIR_MIN`` = 1024 on are read two a loop, the first element of a row
+        # without the init not: 1025)
         for kind in (["ints"] if t == "s32" else ["zeros", "specials", "all equal", "zero maximum", "normal",
                                                   "denormals", "negative NaN"]):
             x = _values(rng, t if t == "s32" else "f32", (A, R), kind).astype(dt).reshape(-1)
@@ -530,3 +533,127 @@ def test_column_folds_two_rows_at_a_time_keep_the_sequential_bits(t):
             assert kred.reduce_arb(x.reshape(-1), 1, R, 40, 1, kred.ADD, dt.type(0), True, out, tiny=tiny), (R, row)
             x[0, row, 17] = 1.0
             assert not kred.reduce_arb(x.reshape(-1), 1, R, 40, 1, kred.ADD, dt.type(0), True, out, tiny=tiny)
+
+
+def _xla_max(a, b, is_max=True):
+    """XLA's maximum (minimum) element-wise: a NaN wins (a's first), +0.0 above -0.0."""
+    if is_max:
+        r = np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
+    else:
+        r = np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+    return np.where(np.isnan(a), a, np.where(np.isnan(b), b, r))
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32"])
+def test_few_long_column_folds_cut_in_column_blocks_keep_the_sequential_bits(t):
+    """A fold of x[A, R, B] over R with A small, R short and B long runs blocks of columns as
+    tasks (``_cols_chunk``, in threads): each column is still folded row after row from the
+    init -- (acc + x[r]) + x[r + 1] -- so the bits (NaN payloads, zeros' signs) are the
+    sequential fold's, blocks of any remainder, with and without the init."""
+    dt = xe.Shape(t, ()).dtype
+    flt = dt.kind == "f"
+    rng = np.random.default_rng(21)
+    ops = {kred.ADD: np.add, kred.MUL: np.multiply}
+    if flt:
+        ops.update({kred.MAX: _xla_max, kred.MIN: lambda a, b: _xla_max(a, b, False)})
+    else:
+        ops.update({kred.MAX: np.maximum, kred.MIN: np.minimum, kred.AND: np.bitwise_and,
+                    kred.OR: np.bitwise_or, kred.XOR: np.bitwise_xor})
+    for A, R, B in ((1, 64, 4100), (3, 5, 17477), (1, 2, 131085), (2, 9, 16400)):
+        assert A * R * B >= kred.MOVE_PARALLEL_THRESHOLD
+        for kind in ("normal", "zeros", "nan") if flt else ("ints",):
+            if flt:
+                x = (rng.standard_normal((A, R, B)) * 10.0 ** rng.uniform(-3, 3, (A, R, B))).astype(dt)
+                if kind == "zeros":
+                    x[rng.random(x.shape) < 0.5] = 0.0
+                    x[rng.random(x.shape) < 0.3] = -0.0
+                if kind == "nan":   # NaNs of distinct payloads: which one a column keeps shows
+                    m = rng.random(x.shape) < 0.05
+                    x[m] = np.nan
+                    x.view(f"u{dt.itemsize}")[m] |= rng.integers(1, 1000, int(m.sum())).astype(f"u{dt.itemsize}")
+            else:
+                x = rng.integers(-50, 50, (A, R, B)).astype(dt)
+            for code, op in ops.items():
+                for use_init in (True, False):
+                    init = dt.type(1 if code == kred.MUL else (-3 if code == kred.AND else 0))
+                    acc = np.broadcast_to(init, (A, B)).copy() if use_init else x[:, 0].copy()
+                    for r in range(0 if use_init else 1, R):
+                        acc = op(acc, x[:, r])
+                    got = kred._arb_pass(x.reshape(-1), A, R, B, code, init, use_init).reshape(A, B)
+                    # the one-task fold of whole rows, bit for bit (NaN payloads too)
+                    one = np.empty(A * B, dt)
+                    kred.reduce_arb(x.reshape(-1), A, R, B, 1, code, init, use_init, one)
+                    msg = f"{A} {R} {B} {kind} {code} {use_init}"
+                    np.testing.assert_array_equal(_bits(got), _bits(one.reshape(A, B)), err_msg=msg)
+                    # NumPy's sequential fold: every bit for maximum / minimum; a sum's or a
+                    # product's NaN payload is the vector unit's (operands swapped)
+                    nan = np.isnan(acc) if flt and code in (kred.ADD, kred.MUL) else np.zeros(acc.shape, bool)
+                    np.testing.assert_array_equal(np.isnan(got) if flt else nan, np.isnan(acc) if flt else nan)
+                    np.testing.assert_array_equal(_bits(got)[~nan], _bits(acc)[~nan], err_msg=msg)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "s32", "u8", "pred"])
+@pytest.mark.parametrize("name", ["max", "min", "and", "add"])
+def test_order_free_reduces_fold_the_earlier_reduced_dimension_first(t, name):
+    """A maximum / minimum (and the bitwise ops, integer sums) over several dimensions whose
+    last reduced dimension is short rows folds an earlier reduced dimension first
+    (``_next_group``): the same bits as the plain order -- the reference's, and NaN
+    payloads (a float result holding a NaN is reduced again in the plain order), zeros of
+    both signs, the init -- over shapes with the rows long and short, kept dimensions
+    between and after; float sums keep the plain order (their rounding)."""
+    if name == "and" and t in ("f32", "f64"):
+        pytest.skip("no bitwise and on floats")
+    dt = xe.Shape(t, ()).dtype
+    rng = np.random.default_rng(22)
+    op = {"max": xe.Max, "min": xe.Min, "and": xe.And, "add": xe.Add}[name]
+    code = {"max": kred.MAX, "min": kred.MIN, "and": kred.AND, "add": kred.ADD}[name]
+    if t == "pred":
+        code = kred._PRED_CODES.get(code, code)
+    cases = [((64, 32, 128), (0, 2)), ((5, 3, 7, 9), (0, 2, 3)), ((3, 4, 70, 40), (1, 3)), ((2, 64, 2000), (0, 2)),
+             ((6, 2, 5, 6), (0, 2)), ((40, 3, 33), (0, 1, 2))]
+    for shape, dims in cases:
+        groups = kred._reduce_groups(shape, frozenset(dims))
+        moved = kred._next_group(list(groups), code, dt) != max(k for k, (_, r) in enumerate(groups) if r)
+        b = xe.XlaBuilder("reduce_order")
+        x = xe.Parameter(b, 0, xe.Shape(t, shape), "x")
+        comp = b.build(xe.Reduce(x, xe.Parameter(b, 1, xe.Shape(t, ()), "init"), lambda a, c: op(a, c), list(dims)))
+        kinds = ("normal", "zeros", "nan", "one nan") if dt.kind == "f" else ("ints",)
+        for kind in kinds:
+            if dt.kind == "f":
+                xv = rng.standard_normal(shape).astype(dt)
+                if kind == "zeros":
+                    xv = rng.choice([0.0, -0.0, -1.0], shape).astype(dt)
+                if kind in ("nan", "one nan"):
+                    m = rng.random(shape) < (0.01 if kind == "nan" else 0.0)
+                    m.reshape(-1)[rng.integers(0, m.size)] = True
+                    xv[m] = np.nan
+                    xv.view(f"u{dt.itemsize}")[m] |= rng.integers(1, 1000, int(m.sum())).astype(f"u{dt.itemsize}")
+            elif t == "pred":
+                xv = rng.random(shape) < 0.9
+            else:
+                xv = rng.integers(0, 200, shape).astype(dt) if t == "u8" else rng.integers(-99, 99, shape).astype(dt)
+            for init in ((-np.inf, np.inf, -0.0) if dt.kind == "f" else (0, 1) if t == "pred" else (0, 3)):
+                iv = dt.type(init)
+                got = comp.run(xv, iv, backend="numba")
+                want = comp.run(xv, iv)
+                flat = np.asarray(xv).reshape(-1)
+                plain = kred._reduce_standard(kred._to_carrier(flat, t), shape, dims, code,
+                                              kred._to_carrier(np.asarray(iv), t)[()], None, False)
+                plain = kred._from_carrier(plain, t).reshape(got.shape)
+                # (a float sum's NaN payload: the vector unit's, not followed)
+                keep = ~np.isnan(plain) if dt.kind == "f" and name == "add" else np.ones(plain.shape, bool)
+                if dt.kind == "f":
+                    np.testing.assert_array_equal(np.isnan(got), np.isnan(plain))
+                np.testing.assert_array_equal(_bits(got)[keep], _bits(plain)[keep], err_msg=f"{shape} {dims} {kind} {init}")
+                if dt.kind == "f" and name == "add":   # (a float sum's rounding is its own order's)
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+                elif dt.kind == "f":
+                    nan = np.isnan(want)
+                    np.testing.assert_array_equal(np.isnan(got), nan)
+                    np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan])
+                else:
+                    np.testing.assert_array_equal(got, want)
+        if dt.kind == "f" and name == "add":
+            assert not moved
+        if shape == (64, 32, 128) and name != "add":
+            assert moved
