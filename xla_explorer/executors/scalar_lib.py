@@ -647,24 +647,24 @@ def log1p_f32(x):
     contraction: the C library rounds every product."""
     x = np.float32(x)
     hx = np.float32(x).view(np.int32)
-    ax = hx & np.int32(0x7FFFFFFF)
+    ax = np.int32(hx & np.int32(0x7FFFFFFF))
     big = hx >= np.int32(0x5A000000)                   # x >= 2^53: 1 + x is x
     u1 = np.float32(1.0) + x
     u = x if big else u1
     hu = np.float32(u).view(np.int32)
-    k = (hu >> 23) - np.int32(127)
+    k = np.int32(np.int32(hu >> np.int32(23)) - np.int32(127))
     c = (np.float32(1.0) - (u1 - x)) if k > 0 else (x - (u1 - np.float32(1.0)))
     c = np.float32(0.0) if big else c / u1
-    hm = hu & np.int32(0x007FFFFF)
+    hm = np.int32(hu & np.int32(0x007FFFFF))
     upper = hm >= np.int32(0x3504F7)                    # 1 + f above sqrt(2): halve it
-    k = k + np.int32(1) if upper else k
+    k = np.int32(k + np.int32(upper))
     m = np.int32(hm | (np.int32(0x3F000000) if upper else np.int32(0x3F800000))).view(np.float32)
-    hu = ((np.int32(0x00800000) - hm) >> 2) if upper else hm
+    hu = np.int32(np.int32(np.int32(0x00800000) - hm) >> np.int32(2)) if upper else hm
     # outside -0.2929 <= x < 0.41422 (inside, f is x itself and k = 0); a mask and a
     # product, not selects on one condition: LLVM made those a branch, and the loop scalar
     far = ((hx <= 0) | (hx >= np.int32(0x3ED413D7))) & ((hx >= 0) | (ax > np.int32(0x3E95F61F)))
     f = m - np.float32(1.0) if far else x
-    k = k * np.int32(far)
+    k = np.int32(k * np.int32(far))
     short = (hu == 0) & far
     c = np.float32(0.0) if k == 0 else c
     kf = np.float32(k)
