@@ -578,10 +578,12 @@ def log_f32(x):
     x = np.float32(x)
     small = x < np.float32(1.1754943508222875e-38)     # denormal: scale up first
     xs = x * np.float32(8388608.0) if small else x
-    u = np.int32(np.float32(xs).view(np.uint32))
-    k = ((u - np.int32(0x3F3504F3)) >> 23)
-    m = np.int32(u - (k << 23)).view(np.float32)
-    kf = np.float32(k - 23 if small else k)
+    u = np.float32(xs).view(np.int32)
+    # int32 throughout (Numba widens int32 arithmetic to int64: half the vector width); for
+    # x >= 0, the only x whose result comes from here, nothing wraps
+    k = np.int32(np.int32(u - np.int32(0x3F3504F3)) >> np.int32(23))
+    m = np.int32(u - np.int32(k << np.int32(23))).view(np.float32)
+    kf = np.float32(np.int32(k - np.int32(23)) if small else k)
     f = m - np.float32(1.0)
     s = f / (np.float32(2.0) + f)
     z = s * s
