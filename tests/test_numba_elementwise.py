@@ -422,6 +422,76 @@ def test_polynomial_transcendentals_ulp(name, max_ulp):
     assert u[~normal].max(initial=0) <= 1
 
 
+def test_log1p_f32_is_the_c_librarys_log1pf_bit_for_bit():
+    """``log1p_f32`` (the fused loops' f32 log1p, branch-free) gives the bits of the C
+    library's ``log1pf`` (what Numba's ``np.log1p`` of an f32 calls, as NumPy's does): over every 1021st bit pattern (all signs and exponents), every f32 within
+    2^12 of its thresholds (-1, -0.2929, 0.41422, 2^-29, 2^-54, 2^53, +-Inf, the NaNs), every
+    4th f32 in [-1, -0.25] and [0.25, 4), and the x whose 1 + x has the mantissas of its
+    short series (0 and the top three); NaNs too (their payloads).  (Checked over all 2^32
+    f32 when written.)"""
+    from numba import njit
+    from xla_explorer.executors import scalar_lib
+    around = [0xBF800000, 0xBE95F61F, 0x3ED413D7, 0x31000000, 0x24800000, 0x5A000000, 0x7F800000,
+              0xFF800000, 0x7FC00000, 0xFFC00000, 0x00000000, 0x80000000, 0x3F800000]
+    parts = [np.arange(0, 2 ** 32, 1021, dtype=np.uint64).astype(np.uint32)]
+    parts += [np.arange(max(b - 4096, 0), min(b + 4096, 2 ** 32), dtype=np.uint64).astype(np.uint32) for b in around]
+    f = np.float32
+    parts += [np.arange(f(0.25).view(np.uint32), f(4.0).view(np.uint32), 4, dtype=np.uint32),
+              np.arange(f(-0.25).view(np.uint32), f(-1.0).view(np.uint32), 4, dtype=np.uint32)]
+    u = (np.arange(126, 158, dtype=np.uint32)[:, None] << np.uint32(23)) | np.uint32([0, 0x7FFFFD, 0x7FFFFE, 0x7FFFFF])
+    with np.errstate(all="ignore"):
+        x_u = u.ravel().view(np.float32) - f(1.0)
+    x = np.concatenate(parts + [x_u.view(np.uint32)]).view(np.float32)
+    got, libm = np.empty_like(x), np.empty_like(x)
+    _sweep_loop(scalar_lib.log1p_f32)(x, got)
+    _sweep_loop(njit(lambda v: np.log1p(v)))(x, libm)
+    assert np.array_equal(got.view(np.uint32), libm.view(np.uint32))
+    with np.errstate(all="ignore"):
+        ref = np.log1p(x)
+    ok = ~np.isnan(ref)
+    assert np.array_equal(got[ok].view(np.uint32), ref[ok].view(np.uint32))
+    assert np.array_equal(np.isnan(got), ~ok)
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16", "f16", "f64"])
+@pytest.mark.parametrize("mode", ["flush", "ieee"])
+def test_log1p_fused_loop_equals_the_reference(t, mode, monkeypatch):
+    """log1p and softplus's max(x, 0) + log1p(exp(-|x|)) in a fused loop (f32 and the narrow
+    floats: ``log1p_f32``): bit for bit the loop calling ``np.log1p`` (``log1pf``) as before,
+    and close to the reference (which computes f32 in f64); sizes 0, 1, odd, a strided
+    operand, denormals, -1, below -1, +-Inf, NaN."""
+    from xla_explorer.executors import emit
+    dt = xe.dtypes.to_numpy(t)
+    rng = np.random.default_rng(3)
+
+    def bits(v):
+        v = np.asarray(v)
+        return v.view(f"u{v.dtype.itemsize}")
+    for n in (0, 1, 7, 1001):
+        x = (rng.standard_normal(2 * n) * 3).astype(dt)[::2]
+        if n >= 7:
+            x[:7] = np.array([1e-40, -1e-40, -1.0, -1.5, np.inf, -np.inf, np.nan]).astype(dt)
+        outs = []
+        for fns in (None, ("np.log1p", "np.log1p", "clog1p")):
+            if fns:
+                monkeypatch.setitem(emit.EMITTERS, "log-plus-one", emit._float_fn(*fns))
+            b = xe.XlaBuilder("log1p")
+            p = xe.Parameter(b, 0, xe.Shape(t, (n,)), "x")
+            e = xe.Exp(xe.Neg(xe.Abs(p)))
+            comp = b.build(xe.Tuple(xe.Log1p(p), xe.Add(xe.Max(p, np.array(0, dt)), xe.Log1p(e))))
+            with xe.float_env(denormals=mode):
+                outs.append(comp.run(x, backend="numba"))
+                if not fns:
+                    want = comp.run(x)
+        got, before = outs
+        for g, o, w in zip(got, before, want):
+            g, o, w = np.asarray(g), np.asarray(o), np.asarray(w)
+            assert g.dtype == w.dtype and g.shape == w.shape == (n,)
+            assert np.array_equal(bits(g), bits(o))
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64),
+                                       rtol=1e-2 if t in ("bf16", "f16") else 1e-6)
+
+
 # -- fused chains ------------------------------------------------------------------------------------
 
 def _chain(t, n):

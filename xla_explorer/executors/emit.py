@@ -584,7 +584,7 @@ for _op, _fns in {
         "exponential": ("exp_f32", "np.exp", "cexp"),
         "exponential-minus-one": ("np.expm1", "np.expm1", "cexpm1"),
         "log": ("log_f32", "np.log", "clog"),
-        "log-plus-one": ("np.log1p", "np.log1p", "clog1p"),
+        "log-plus-one": ("log1p_f32", "np.log1p", "clog1p"),
         "sqrt": ("np.sqrt", "np.sqrt", "csqrt"),
         "sine": ("np.sin", "np.sin", "csin"),
         "cosine": ("np.cos", "np.cos", "ccos"),
