@@ -49,6 +49,15 @@ def _boundary_f32_bits():
     return np.concatenate(out)
 
 
+def _variants(half, name):
+    """The integer version of a conversion, and its F16C version where the CPU has F16C."""
+    out = [getattr(half, name + "_int")]
+    if half.HAS_F16C:
+        out.append(getattr(half, name + "_f16c"))
+    assert getattr(half, name) in out
+    return out
+
+
 _EVERY_F16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 
 
@@ -56,9 +65,10 @@ def test_every_f16_widens_as_numpy():
     from xla_explorer.executors.cpu import half
     want = _EVERY_F16.view(np.float16).astype(np.float32).view(np.uint32)
     np.testing.assert_array_equal(half.f16_to_f32(_EVERY_F16.view(np.float16)).view(np.uint32), want)
-    got = np.empty(_EVERY_F16.size, np.float32)
-    _sweep(half.f16_bits_to_f32)(_EVERY_F16, got)   # the scalar function the fused loops call
-    np.testing.assert_array_equal(got.view(np.uint32), want)
+    for fn in _variants(half, "f16_bits_to_f32"):   # the scalar functions the fused loops call
+        got = np.empty(_EVERY_F16.size, np.float32)
+        _sweep(fn)(_EVERY_F16, got)
+        np.testing.assert_array_equal(got.view(np.uint32), want)
     # strided, 2-D, small and empty operands
     x = _EVERY_F16.view(np.float16).reshape(256, 256)[::3, 1::2]
     np.testing.assert_array_equal(half.f16_to_f32(x).view(np.uint32), x.astype(np.float32).reshape(-1).view(np.uint32))
@@ -72,10 +82,11 @@ def test_f32_narrows_as_numpy():
     f = bits.view(np.float32)
     with np.errstate(all="ignore"):
         want = f.astype(np.float16).view(np.uint16)
-    out = np.empty(f.size, np.uint16)
-    _sweep(half.f32_to_f16_bits)(f, out)
-    bad = np.nonzero(out != want)[0]
-    assert bad.size == 0, [(hex(bits[i]), hex(out[i]), hex(want[i])) for i in bad[:8]]
+    for fn in _variants(half, "f32_to_f16_bits"):
+        out = np.empty(f.size, np.uint16)
+        _sweep(fn)(f, out)
+        bad = np.nonzero(out != want)[0]
+        assert bad.size == 0, [(hex(bits[i]), hex(out[i]), hex(want[i])) for i in bad[:8]]
     np.testing.assert_array_equal(half.f32_to_f16(f).view(np.uint16), want)
     y = f[:f.size // 10 * 10].reshape(-1, 10)[:, ::-3]   # strided, 2-D
     got = half.f32_to_f16(y)

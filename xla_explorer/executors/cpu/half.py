@@ -25,7 +25,9 @@ each element; the array functions are the passes ``numba_executor._as_carrier`` 
 ``_from_carrier`` use for the other kernels' f16 operands and results.
 """
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD
 
@@ -36,8 +38,9 @@ F16_BITS = np.dtype(np.uint16)
 
 
 @njit(inline="always", **_opts)
-def f16_bits_to_f32(h):
-    """An f16 (its bits, uint16) as an f32, as NumPy's ``astype(np.float32)``."""
+def f16_bits_to_f32_int(h):
+    """An f16 (its bits, uint16) as an f32, as NumPy's ``astype(np.float32)``: integer
+    operations (no F16C)."""
     u = np.uint32(h)
     sign = np.uint32((u & np.uint32(0x8000)) << np.uint32(16))
     em = np.uint32(u & np.uint32(0x7FFF))
@@ -50,8 +53,9 @@ def f16_bits_to_f32(h):
 
 
 @njit(inline="always", **_opts)
-def f32_to_f16_bits(x):
-    """An f32 as f16 bits (uint16), as NumPy's ``astype(np.float16)``: to nearest even."""
+def f32_to_f16_bits_int(x):
+    """An f32 as f16 bits (uint16), as NumPy's ``astype(np.float16)``: to nearest even;
+    integer operations (no F16C)."""
     u = np.float32(x).view(np.uint32)
     sign = np.uint32((u >> np.uint32(16)) & np.uint32(0x8000))
     a = np.uint32(u & np.uint32(0x7FFFFFFF))
@@ -68,6 +72,71 @@ def f32_to_f16_bits(x):
     r = np.uint32(0x7C00) if a >= np.uint32(0x477FF000) else r
     r = nan if a > np.uint32(0x7F800000) else r
     return np.uint16(r | sign)
+
+
+# -- the same with x86's F16C conversions (vcvtph2ps / vcvtps2ph, 8 an instruction) ----------------
+# LLVM's fpext / fptrunc between half and float, which it lowers to F16C where the CPU has it
+# (a call to a runtime function otherwise, which Numba's JIT does not link: used only with
+# F16C).  Exact, and rounding to nearest even as NumPy, with one difference: the hardware
+# quiets a signalling NaN, and NumPy keeps its payload as it is, so NaNs take the integer
+# path's value (a compare and a select an element).  (In-cache 32K elements, one thread:
+# f16 -> f32 0.08 ns an element against 0.28 by integers; f32 -> f16 0.09 against 0.54.)
+
+
+@intrinsic
+def _fpext_half(typingctx, h):
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def _fptrunc_half(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(types.float32), codegen
+
+
+@njit(inline="always", **_opts)
+def f16_bits_to_f32_f16c(h):
+    """``f16_bits_to_f32_int`` by F16C (a NaN's payload kept as the integer path keeps it)."""
+    u = np.uint32(h)
+    nan = np.uint32(((u & np.uint32(0x8000)) << np.uint32(16)) | np.uint32(0x7F800000)
+                    | ((u & np.uint32(0x03FF)) << np.uint32(13))).view(np.float32)
+    r = _fpext_half(h)
+    return nan if np.uint32(u & np.uint32(0x7FFF)) > np.uint32(0x7C00) else r
+
+
+@njit(inline="always", **_opts)
+def f32_to_f16_bits_f16c(x):
+    """``f32_to_f16_bits_int`` by F16C (a NaN's payload kept as the integer path keeps it)."""
+    u = np.float32(x).view(np.uint32)
+    a = np.uint32(u & np.uint32(0x7FFFFFFF))
+    nan = np.uint32(np.uint32(0x7C00) | (np.uint32(a >> np.uint32(13)) & np.uint32(0x03FF)))
+    nan = np.uint32(0x7C01) if nan == np.uint32(0x7C00) else nan
+    nan = np.uint32(nan | ((u >> np.uint32(16)) & np.uint32(0x8000)))
+    r = _fptrunc_half(np.float32(x))
+    return np.uint16(nan) if a > np.uint32(0x7F800000) else r
+
+
+def _has_f16c():
+    """Whether the code Numba compiles may use F16C: the host has it and Numba compiles for
+    the host (not for a CPU named by NUMBA_CPU_NAME, a portable cache)."""
+    try:
+        from numba.core import config
+        if getattr(config, "CPU_NAME", None) not in (None, "", "host"):
+            return False
+        from llvmlite import binding
+        return bool(binding.get_host_cpu_features().get("f16c"))
+    except Exception:
+        return False
+
+
+#: (a switch for A/B measurements and the tests) F16C conversions where the CPU has them
+HAS_F16C = _has_f16c()
+#: the conversions the fused loops call on each element (``cpu.fused.NARROW_BITS``)
+f16_bits_to_f32 = f16_bits_to_f32_f16c if HAS_F16C else f16_bits_to_f32_int
+f32_to_f16_bits = f32_to_f16_bits_f16c if HAS_F16C else f32_to_f16_bits_int
 
 
 @njit(**_opts)
