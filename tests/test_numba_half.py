@@ -190,3 +190,30 @@ def test_f16_reduction_operand_widened_on_the_bits():
         assert g.dtype == w.dtype == np.float16
         np.testing.assert_array_equal(g.view(np.uint16), w.view(np.uint16))
     del jnp
+
+
+@pytest.mark.parametrize("dst", ["s32", "s16", "s8", "u16", "u8", "u32", "s64"])
+def test_f32_to_integer_converts_equal_the_reference(dst):
+    """f32 -> integer in a fused loop (``scalar_lib.f32_to_int`` for 32 bits or fewer, in
+    f32 and int32; ``float_to_int`` otherwise): toward zero, saturating, NaN -> 0, at every
+    rounding boundary pattern, the limits and their neighbours (all 2^32 f32 were checked
+    once, offline, against ``float_to_int`` for s32, s16, s8, u16, u8)."""
+    bits = _boundary_f32_bits()
+    lim = np.float32([2.0 ** 31, 2.0 ** 32, 2.0 ** 15, 2.0 ** 16, 2.0 ** 7, 2.0 ** 8, 2.0 ** 63])
+    near = np.concatenate([np.nextafter(lim, np.float32(0)), lim, np.nextafter(lim, np.float32(np.inf))])
+    f = np.concatenate([bits.view(np.float32), near, -near, np.float32([0.5, -0.5, 0.99999994, -0.99999994,
+                                                                      -1.0, 1.5, -1.5, np.nan, np.inf, -np.inf])])
+    f = f[:f.size // 32 * 32].reshape(-1, 32)
+    for mode in ("flush", "ieee"):
+        b = xe.XlaBuilder("to_int")
+        comp = b.build(xe.ConvertElementType(xe.Parameter(b, 0, xe.Shape("f32", f.shape), "x"), dst))
+        with np.errstate(all="ignore"):
+            got, want = comp.run(f, backend="numba", denormals=mode), comp.run(f, denormals=mode)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    x = f.T   # (non-contiguous)
+    b = xe.XlaBuilder("to_int_t")
+    comp = b.build(xe.ConvertElementType(xe.Mul(xe.Parameter(b, 0, xe.Shape("f32", x.shape), "x"),
+                                                xe.ConstantR0(b, 100.0, "f32")), dst))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(comp.run(x, backend="numba"), comp.run(x))
