@@ -541,6 +541,8 @@ def _convert(inst, a):
         lower = -upper if _is_signed(dst) else 0.0
         hi = (1 << (n - 1)) - 1 if _is_signed(dst) else (1 << n) - 1
         lo = -(1 << (n - 1)) if _is_signed(dst) else 0
+        if _ot(inst) == "f32" and (n <= 32 if _is_signed(dst) else n <= 16):   # (in f32 and int32)
+            return f"f32_to_int({a}, {lower!r}, {upper!r}, np.int64({lo}), np.int64({hi}))"
         return f"float_to_int({a}, {lower!r}, {upper!r}, np.int64({lo}), np.int64({hi}))"
     if dst == "f16" and src in ("f64", "c128"):
         return f"round_f16_f64({a})"     # NumPy rounds f64 -> f16 directly (ml_dtypes: via f32)

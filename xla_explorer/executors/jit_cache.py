@@ -7,7 +7,7 @@ a fresh process (a new notebook kernel) loads the compiled code instead of compi
 
 Caveats of Numba's cache, handled here:
 - it does not notice changes in *other* files that a cached function calls (the scalar
-  library): the cache directory name includes a hash of that file's source, so editing
+  library, ``cpu/half.py``): the cache directory name includes a hash of that file's source, so editing
   it starts a new cache (kernels in ``cpu/*.py`` are cached by Numba beside their own
   files; after editing ``scalar_lib.py``, delete their ``__pycache__`` too);
 - a cached function must not read globals that change (generated code reads none), and
@@ -26,11 +26,12 @@ _modules = {}
 
 
 def _dependency_hash():
-    # generated modules call only the scalar library (everything else they hold is in
-    # their own text, which names their file): its source and numba's version key the cache
+    # generated modules call only the scalar library and the f16 conversions (everything
+    # else they hold is in their own text, which names their file): their source and
+    # numba's version key the cache
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for path in (here / "scalar_lib.py",):
+    for path in (here / "scalar_lib.py", here / "cpu" / "half.py"):
         h.update(path.read_bytes())
     import numba
     h.update(numba.__version__.encode())

@@ -128,13 +128,13 @@ class CpuBackend:
         if runner is not None:
             runners[runners_key] = runner
             return runner
-        # (narrow: bf16 values in and out as their bits, converted in the loop)
+        # (narrow: bf16 and f16 values in and out as their bits, converted in the loop)
         src, compiled, static = cpu.fused.compile_loop(group, cleaned, narrow=True)
         shape = group.root.shape
         # what every run needs, computed once: sizes, the carrier types in and out
         n = int(np.prod(shape.dims, dtype=np.int64))
-        out_dtype = _BF16_BITS if shape.element_type == "bf16" else _carrier_dtype(shape.element_type)
-        wants = [_BF16_IN if i.shape.element_type == "bf16" else _carrier_dtype(i.shape.element_type)
+        out_dtype = _BF16_BITS if shape.element_type in _BITS_IN else _carrier_dtype(shape.element_type)
+        wants = [_BITS_IN.get(i.shape.element_type) or _carrier_dtype(i.shape.element_type)
                  for i in src.inputs]
         dims, final_dtype = shape.dims, shape.dtype
         run_loop = cpu.fused.run_loop
@@ -237,25 +237,31 @@ def _carrier_dtype(t):
 def _as_carrier(value, want):
     from .cpu.shape import contiguous
     arr = np.asarray(value)
-    if want is _BF16_IN:   # a bf16 input of a narrow loop: its bits, no conversion
-        if arr.dtype != _BF16:
-            arr = arr.astype(_BF16)
+    if type(want) is _Bf16Bits:   # a bf16 / f16 input of a narrow loop: its bits, no conversion
+        if arr.dtype != want.of:
+            arr = arr.astype(want.of)
         return contiguous(arr).reshape(-1).view(_BF16_BITS)
     if arr.dtype != want:
         if arr.dtype == _BF16 and want == np.float32 and arr.size >= _FAST_CONVERT:
             from .cpu.elementwise import bf16_to_f32
             return bf16_to_f32(arr)
+        if arr.dtype == _F16 and want == np.float32 and arr.size >= _FAST_CONVERT:
+            from .cpu.half import f16_to_f32
+            return f16_to_f32(arr)
         arr = arr.astype(want)
     return contiguous(arr).reshape(-1)
 
 
 def _from_carrier(out, final_dtype):
     """A fused loop's result, computed in its carrier type, as its element type."""
-    if out.dtype == _BF16_BITS and final_dtype == _BF16:   # a narrow loop's bf16 bits
-        return out.view(_BF16)
+    if out.dtype == _BF16_BITS and final_dtype in (_BF16, _F16):   # a narrow loop's bits
+        return out.view(final_dtype)
     if final_dtype == _BF16 and out.dtype == np.float32 and out.size >= _FAST_CONVERT:
         from .cpu.elementwise import f32_to_bf16
         return f32_to_bf16(out, final_dtype)
+    if final_dtype == _F16 and out.dtype == np.float32 and out.size >= _FAST_CONVERT:
+        from .cpu.half import f32_to_f16
+        return f32_to_f16(out)
     return out.astype(final_dtype)
 
 
@@ -268,12 +274,19 @@ _BF16_BITS = np.dtype(np.uint16)
 
 
 class _Bf16Bits:
-    """The ``want`` of a narrow loop's bf16 input (``_as_carrier``): its bits as uint16, not a
-    conversion to uint16 (no dtype equals it, so every bf16 value goes through
-    ``_as_carrier``, which views it)."""
+    """The ``want`` of a narrow loop's bf16 (or f16: ``of``) input (``_as_carrier``): its
+    bits as uint16, not a conversion to uint16 (no dtype equals it, so every such value goes
+    through ``_as_carrier``, which views it).  (Not an attribute ``dtype``: ``np.dtype``
+    would read it, and an f16 array's dtype would equal the marker.)"""
+
+    def __init__(self, of=_BF16):
+        self.of = of
 
 
 _BF16_IN = _Bf16Bits()
+_F16 = np.dtype(np.float16)
+#: XLA type -> the ``want`` of a narrow loop's input of that type (``cpu.fused.NARROW_BITS``)
+_BITS_IN = {"bf16": _BF16_IN, "f16": _Bf16Bits(_F16)}
 
 
 def _static_params(src):
