@@ -571,12 +571,11 @@ def reduce_precision_narrow(x, exponent_bits, mantissa_bits, src_exponent, src_m
 # Range reduction with rounding by a magic constant (1.5 * 2^23), polynomials fitted for
 # these intervals (near-minimax), scaling by 2^k built from bits.
 
-@njit(**_poly_opts)
-def exp_f32(x):
-    """e^x for f32: x = k ln2 + r, |r| <= ln2/2, e^r = 1 + r + r^2 P(r); max error 1 ulp."""
-    x = np.float32(x)
-    xc = x if x < np.float32(89.0) else np.float32(89.0)        # e^89 overflows anyway
-    xc = xc if xc > np.float32(-104.0) else np.float32(-104.0)  # e^-104 underflows to 0
+@njit(inline="always", **_poly_opts)
+def _exp_core_f32(xc):
+    """e^xc for an f32 xc already clamped into [-104, 89] (``exp_f32``) or [0, 20]
+    (``_exp_tanh_f32``): x = k ln2 + r, |r| <= ln2/2, e^r = 1 + r + r^2 P(r); inlined into
+    both (Numba's inlining: the callers' own instructions, so the same bits)."""
     t = xc * np.float32(1.44269504) + np.float32(12582912.0)
     kf = t - np.float32(12582912.0)                    # k = round(x / ln2), as a float
     r = xc - kf * np.float32(0.693145751953125)       # ln2 in two parts: the first exact
@@ -592,7 +591,16 @@ def exp_f32(x):
     k1 = np.floor(kf * np.float32(0.5))
     s1 = np.int32(k1 * np.float32(8388608.0) + np.float32(1065353216.0)).view(np.float32)
     s2 = np.int32((kf - k1) * np.float32(8388608.0) + np.float32(1065353216.0)).view(np.float32)
-    y = (p * s1) * s2
+    return (p * s1) * s2
+
+
+@njit(**_poly_opts)
+def exp_f32(x):
+    """e^x for f32: x = k ln2 + r, |r| <= ln2/2, e^r = 1 + r + r^2 P(r); max error 1 ulp."""
+    x = np.float32(x)
+    xc = x if x < np.float32(89.0) else np.float32(89.0)        # e^89 overflows anyway
+    xc = xc if xc > np.float32(-104.0) else np.float32(-104.0)  # e^-104 underflows to 0
+    y = _exp_core_f32(xc)
     return y if x == x else x
 
 
@@ -629,19 +637,7 @@ def _exp_tanh_f32(x):
     20.  Five vector instructions less an element (tanh_f32 is bit for bit what it was for
     every f32: ``tests/test_numba_elementwise.py``)."""
     xc = x if x < np.float32(20.0) else np.float32(20.0)
-    t = xc * np.float32(1.44269504) + np.float32(12582912.0)
-    kf = t - np.float32(12582912.0)
-    r = xc - kf * np.float32(0.693145751953125)
-    r = r - kf * np.float32(1.428606765330187e-06)
-    p = np.float32(0.0013751407386735082) * r + np.float32(0.008368915878236294)
-    p = p * r + np.float32(0.04166953265666962)
-    p = p * r + np.float32(0.166665181517601)
-    p = p * r + np.float32(0.49999988079071045)
-    p = np.float32(1.0) + r + (r * r) * p
-    k1 = np.floor(kf * np.float32(0.5))
-    s1 = np.int32(k1 * np.float32(8388608.0) + np.float32(1065353216.0)).view(np.float32)
-    s2 = np.int32((kf - k1) * np.float32(8388608.0) + np.float32(1065353216.0)).view(np.float32)
-    return (p * s1) * s2
+    return _exp_core_f32(xc)
 
 
 @njit(**_poly_opts)
