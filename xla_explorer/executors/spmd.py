@@ -37,7 +37,7 @@ import re
 import numpy as np
 
 from ..errors import ExecutionError
-from ..hlo.attrs import split_top, unquote
+from ..hlo.attrs import sharding_error, split_top, unquote
 from ..ops.custom_call import TARGETS, register_target
 from ..shapes import Shape
 
@@ -156,6 +156,9 @@ def parse_hlo_sharding(text):
     m = re.match(r"devices=\[([\d,\s]+)\]\s*(?:<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?|([\d,\s]+))", body)
     if not m:
         raise ExecutionError(f"sharding={text}: not a sharding this simulator reads")
+    why = sharding_error(body)
+    if why:
+        raise ExecutionError(f"sharding={text}: {why}")
     dims = [int(x) for x in m.group(1).split(",")]
     if m.group(2):
         devices = _iota_devices(dims, [int(x) for x in m.group(2).split(",")],

@@ -64,6 +64,54 @@ def format_ints(v):
     return "{" + ",".join(str(int(x)) for x in v) + "}"
 
 
+def iota_error(dims, reshape, perm=None):
+    """Why XLA's iota list ``[dims]<=[reshape]T(perm)`` is malformed, or None: the ids
+    0..n-1 (n the product of ``reshape``), transposed by ``perm``, fill ``dims``."""
+    def show(v):
+        return ",".join(str(x) for x in v)
+    places = count = 1
+    for x in dims:
+        places *= x
+    for x in reshape:
+        count *= x
+    if count != places:
+        return (f"[{show(dims)}]<=[{show(reshape)}] makes {count:,} ids for the {places:,} places of "
+                f"[{show(dims)}]")
+    if perm is not None and sorted(perm) != list(range(len(reshape))):
+        return f"T({show(perm)}) is not a permutation of the {len(reshape)} dimensions of [{show(reshape)}]"
+    return None
+
+
+_DEVICES = re.compile(r"devices=\[([\d,\s]+)\]\s*(?:<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?|([\d,\s]+))")
+
+
+def sharding_error(text):
+    """Why a ``sharding=`` value's tile assignment cannot be filled by its device list, or
+    None: every ``devices=[dims]`` in it (tuple shardings have several) lists exactly one
+    device per tile, each once (``<=[n]``: XLA's iota, ``iota_error``).  Forms it does not
+    know are not its business (the SPMD simulator says which it reads)."""
+    for m in _DEVICES.finditer(text):
+        dims = [int(x) for x in m.group(1).split(",") if x.strip()]
+        tiles = 1
+        for x in dims:
+            tiles *= x
+        if m.group(2):
+            why = iota_error(dims, [int(x) for x in m.group(2).split(",") if x.strip()],
+                             [int(x) for x in m.group(3).split(",") if x.strip()] if m.group(3) else None)
+            if why:
+                return why
+            continue
+        ids = [int(x) for x in m.group(4).replace(" ", "").split(",") if x]
+        if len(ids) != tiles:
+            return f"devices=[{m.group(1)}] has {tiles:,} tiles but lists {len(ids):,} devices"
+        seen = set()
+        for d in ids:
+            if d in seen:
+                return f"devices=[{m.group(1)}] lists device {d} twice"
+            seen.add(d)
+    return None
+
+
 def parse_int_lists(raw):
     """``{{0,1},{2,3}}`` -> ((0, 1), (2, 3)); also XLA's iota form ``[2,2]<=[4]``."""
     raw = raw.strip()
@@ -77,6 +125,9 @@ def parse_int_lists(raw):
             count *= x
         if count > MAX_DEVICES:
             raise HloParseError(f"{raw}: {count:,} device ids; at most {MAX_DEVICES:,} are supported")
+        why = iota_error(shape, reshape, [int(x) for x in m.group(3).split(",")] if m.group(3) else None)
+        if why:
+            raise HloParseError(f"{raw}: {why}")
         ids = np.arange(count).reshape(reshape)
         if m.group(3):
             ids = ids.transpose([int(x) for x in m.group(3).split(",")])

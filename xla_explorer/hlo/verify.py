@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import RunShapeError, ShapeError, SizeLimitError, quote
 from ..ops import registry
 from ..shapes import MAX_NESTING, Shape, check_size
+from .attrs import sharding_error
 
 #: how deep computations may call each other (a while body calling a reduce body: 2)
 MAX_CALL_DEPTH = MAX_NESTING
@@ -142,6 +143,11 @@ def _check_instruction(inst, memo=None):
     if op is None:
         raise NotImplementedError(f"{where(inst)}: HLO opcode {quote(inst.opcode)} is not implemented in xla_explorer "
                                   f"(see xla_explorer.status_table())")
+    sharding = inst.attrs.get("sharding") or inst.extra.get("sharding")
+    if isinstance(sharding, str) and "devices=" in sharding:
+        why = sharding_error(sharding)
+        if why:
+            raise ShapeError(f"{where(inst)}: sharding={sharding}: {why}")
     if inst.opcode == "parameter":
         return
     try:
