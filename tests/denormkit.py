@@ -7,6 +7,18 @@ import numpy as np
 
 
 
+def discrete_values(dtype, n, rng):
+    """n random values of a pred or integer ``dtype`` over its whole range (numpy dtype), or
+    None for other types (the caller makes its own floats)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, n).astype(np.bool_)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
+    return None
+
+
 def values(t):
     """A vector of type ``t`` (f32, f64, bf16, c64, c128): denormals of both signs among zeros,
     the smallest normals, ordinary numbers, Inf and NaN."""

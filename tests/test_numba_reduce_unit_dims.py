@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import xla_explorer as xe
+from denormkit import discrete_values
 
 pytest.importorskip("numba")
 
@@ -25,11 +26,9 @@ def _bits(a):
 
 def _values(t, n, rng):
     dt = xe.Shape(t, ()).dtype
-    if t == "pred":
-        return rng.integers(0, 2, n).astype(np.bool_)
-    if np.dtype(dt).kind in "iu":
-        info = np.iinfo(dt)
-        return rng.integers(info.min, info.max, n, endpoint=True).astype(dt)
+    discrete = discrete_values(dt, n, rng)
+    if discrete is not None:
+        return discrete
     x = rng.standard_normal(n).astype(dt)
     tiny = _tiny(t)
     special = np.array([np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, tiny / 2, -tiny / 4, tiny, 1e30],

@@ -6,17 +6,16 @@ import numpy as np
 import pytest
 
 import xla_explorer as xe
+from denormkit import discrete_values
 
 pytest.importorskip("numba")
 
 
 def _values(t, n, rng):
     dt = xe.Shape(t, ()).dtype
-    if t == "pred":
-        return rng.integers(0, 2, n).astype(np.bool_)
-    if np.dtype(dt).kind in "iu":
-        info = np.iinfo(dt)
-        return rng.integers(info.min, info.max, n, endpoint=True).astype(dt)
+    discrete = discrete_values(dt, n, rng)
+    if discrete is not None:
+        return discrete
     if np.dtype(dt).kind == "c":
         return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
     x = rng.standard_normal(n).astype(np.float32)
