@@ -116,6 +116,56 @@ def workloads(rng):
             lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 3, 3), (1, 1, 2, 2), "VALID"),
             [f32(32, 64, 64, 64)]),
         "segment_sum of 1M into 1000": (lambda d, s: jax.ops.segment_sum(d, s, 1000), [f32(1 << 20), ints(1 << 20, 1000)]),
+        # added 3 Dec 2026: ops real JAX programs emit that the lists above lack: sorts that
+        # return indices, scans along the minor dimension, one-hot, integer and u8 arithmetic,
+        # dynamic slices, rolls, strided slices, pred reductions, RNG, control flow, vmap
+        "argsort rows of [1024,1024]": (lambda x: jnp.argsort(x, axis=-1), [f32(1024, 1024)]),
+        "top_k 8 of each row of [4096,1024]": (lambda x: lax.top_k(x, 8)[0], [f32(4096, 1024)]),
+        "cumsum, minor dimension of [2048,2048]": (lambda x: jnp.cumsum(x, axis=1), [f32(2048, 2048)]),
+        "cummax, minor dimension of [2048,2048]": (lambda x: lax.cummax(x, axis=1), [f32(2048, 2048)]),
+        "one_hot of 16384 labels into 1000": (lambda i: jax.nn.one_hot(i, 1000), [ints(16384, 1000)]),
+        "clip [4M]": (lambda x: jnp.clip(x, -0.5, 0.5), [f32(1 << 22)]),
+        "softmax along axis 0 of [2048,2048]": (lambda x: jax.nn.softmax(x, axis=0), [f32(2048, 2048)]),
+        "log_softmax [4096,512]": (lambda x: jax.nn.log_softmax(x, axis=-1), [f32(4096, 512)]),
+        "f32 -> bf16 -> f32 round trip [4M]": (lambda x: x.astype(jnp.bfloat16).astype(jnp.float32), [f32(1 << 22)]),
+        "s32 multiply-add [4M]": (lambda a, b: a * b + 7, [ints(1 << 22, 1 << 16), ints(1 << 22, 1 << 16)]),
+        "s32 shifts and bitwise [4M]": (lambda a: ((a << 3) ^ (a >> 2)) & 0x7FFF, [ints(1 << 22, 1 << 30)]),
+        "u8 image normalise [32,224,224,3]": (
+            lambda x: (x.astype(jnp.float32) / 255.0 - 0.5) / 0.25,
+            [rng.integers(0, 256, (32, 224, 224, 3)).astype(np.uint8)]),
+        "dynamic_slice [512,2048] of [4096,2048]": (
+            lambda x, i: lax.dynamic_slice(x, (i, 0), (512, 2048)), [f32(4096, 2048), np.int32(1000)]),
+        "dynamic_update_slice [512,2048] into [4096,2048]": (
+            lambda x, u, i: lax.dynamic_update_slice(x, u, (i, 0)), [f32(4096, 2048), f32(512, 2048), np.int32(1000)]),
+        "roll by 3 along the minor dimension of [2048,2048]": (lambda x: jnp.roll(x, 3, axis=1), [f32(2048, 2048)]),
+        "broadcast row + tile, [2048,2048] + [2048]": (
+            lambda x, b: x + jnp.tile(b, (2048, 1)), [f32(2048, 2048), f32(2048)]),
+        "any / all of x > 0 rows of [2048,2048]": (
+            lambda x: jnp.any(x > 3, axis=1) | ~jnp.all(x > -3, axis=1), [f32(2048, 2048)]),
+        "argmin rows of [2048,2048]": (lambda x: jnp.argmin(x, axis=1), [f32(2048, 2048)]),
+        "avg-pool 2x2/2 NCHW [16,64,64,64]": (
+            lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 1, 2, 2), (1, 1, 2, 2), "VALID") / 4,
+            [f32(16, 64, 64, 64)]),
+        "strided slice x[:, ::2] of [2048,2048]": (lambda x: x[:, ::2], [f32(2048, 2048)]),
+        "reverse the minor dimension of [2048,2048]": (lambda x: x[:, ::-1], [f32(2048, 2048)]),
+        "iota mod 7 + x [2048,2048]": (
+            lambda x: x + (jnp.arange(2048 * 2048, dtype=jnp.int32).reshape(2048, 2048) % 7), [f32(2048, 2048)]),
+        "jax.random.uniform [1M], fixed key": (
+            lambda x: x + jax.random.uniform(jax.random.PRNGKey(0), (1 << 20,)), [f32(1 << 20)]),
+        "sort pairs: argsort then take [1M]": (lambda x: x[jnp.argsort(x)], [f32(1 << 20)]),
+        "conv NHWC 3x3 stride 2 [8,64,64,32] * [3,3,32,64]": (
+            lambda x, w: conv(x, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+            [f32(8, 64, 64, 32), f32(3, 3, 32, 64)]),
+        "bf16 dot [512,512] @ [512,512]": (
+            lambda a, b: a @ b, [f32(512, 512).astype(jnp.bfloat16), f32(512, 512).astype(jnp.bfloat16)]),
+        "einsum ij,ik->jk [4096,256] [4096,256]": (
+            lambda a, b: jnp.einsum("ij,ik->jk", a, b), [f32(4096, 256), f32(4096, 256)]),
+        "while_loop halving until max < 1 [1M]": (
+            lambda x: lax.while_loop(lambda c: jnp.max(jnp.abs(c)) >= 1.0, lambda c: c * 0.5, x), [f32(1 << 20) * 100]),
+        "lax.cond on the sum [1M]": (
+            lambda x: lax.cond(x.sum() > 0, lambda y: y * 2.0, lambda y: y - 1.0, x), [f32(1 << 20)]),
+        "vmap'd dot of 4096 vectors of 64": (
+            jax.vmap(lambda a, b: jnp.dot(a, b)), [f32(4096, 64), f32(4096, 64)]),
     }
 
 
