@@ -294,6 +294,10 @@ def _mul(inst, a, b):
 @emitter("divide")
 def _div(inst, a, b):
     t = _t(inst)
+    if _is_int(t) and dtypes.bit_width(t) <= 32:   # through f64, vectorized (scalar_lib)
+        if _is_signed(t):
+            return f"int_div_narrow(np.int64({a}), np.int64({b}))"
+        return f"uint_div_narrow(np.int64({a}), np.int64({b}), np.int64({_mask(t)}))"
     if _is_signed(t):
         return f"int_div(np.int64({a}), np.int64({b}))"
     if _is_int(t):
@@ -307,6 +311,8 @@ def _div(inst, a, b):
 @emitter("remainder")
 def _rem(inst, a, b):
     t = _t(inst)
+    if _is_int(t) and dtypes.bit_width(t) <= 32:   # through f64, vectorized (scalar_lib)
+        return f"int_rem_narrow(np.int64({a}), np.int64({b}))"
     if _is_signed(t):
         return f"int_rem(np.int64({a}), np.int64({b}))"
     if _is_int(t):

@@ -129,6 +129,37 @@ def uint_rem(a, b):
     return a % b
 
 
+# Integers of 32 bits or fewer divide through f64: for |a|, |b| < 2^32 the rounded quotient
+# a/b is within |a/b| 2^-53 < 2^-21/|b| of the exact one, closer than any integer that the
+# exact quotient is not (those are 1/|b| away), so truncating it gives the exact truncated
+# quotient.  Unlike an integer divide instruction (scalar only, tens of cycles in 64 bits)
+# this vectorizes.  The operands arrive as int64; a zero divisor is replaced before dividing
+# so no inf reaches the conversion, and its XLA answer is selected after.
+
+@njit(**_opts)
+def int_div_narrow(a, b):
+    """int_div for operands of at most 32 bits (INT_MIN / -1 = 2^31, wrapping when stored)."""
+    d = b if b != 0 else 1
+    q = np.int64(np.float64(a) / np.float64(d))
+    return q if b != 0 else -1
+
+
+@njit(**_opts)
+def int_rem_narrow(a, b):
+    """int_rem for operands of at most 32 bits (signed or unsigned: both are int64 here)."""
+    d = b if b != 0 else 1
+    q = np.int64(np.float64(a) / np.float64(d))
+    return a - q * d if b != 0 else a
+
+
+@njit(**_opts)
+def uint_div_narrow(a, b, all_ones):
+    """uint_div for operands of at most 32 bits, held as non-negative int64."""
+    d = b if b != 0 else 1
+    q = np.int64(np.float64(a) / np.float64(d))
+    return q if b != 0 else all_ones
+
+
 @njit(**_opts)
 def shift_left(u, amount, n):
     """``u`` << ``amount``, both the n-bit patterns of the operands as uint64 (a negative
