@@ -94,6 +94,20 @@ def control_step(inst, backend, clean, raw):
         cond = _nested(inst.attrs["condition"], backend, None, False)
         body = _nested(inst.attrs["body"], backend, None, False)
         to_host = backend.to_host
+        from .compiled_loop import compiled_loop
+        whole = compiled_loop(inst, backend)
+        if whole is not None:   # (the whole loop one Numba function: none of the Python below an iteration)
+            run_whole = whole.run
+
+            def compiled_step(values, ctx, backend):
+                out = run_whole(values[0])
+                if out is not None:
+                    return out
+                state = values[0]
+                while bool(to_host(cond([state], ctx))):
+                    state = body([state], ctx)
+                return state
+            return compiled_step
         slots = carried_updates(inst.attrs["body"], inst.attrs["condition"]) if backend.layer == "cpu" else ()
         if slots:   # (its stacked results updated in place from the second iteration on)
             later = donating_body(body, slots)
