@@ -2301,6 +2301,10 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
     tiny = x.dtype.type(tiny) if x.dtype.kind == "f" else x.dtype.type(0)
     none = x.dtype.type(0)
     out_tiny = x.dtype.type(out_tiny) if x.dtype.kind == "f" else none
+    if _pool_minor2(passes, code, items, item_in, item_out, x.shape[0]):
+        in_threads(_pool2d, items, parallel, x, out, passes[1, 1], passes[0, 1], passes[1, 3], passes[0, 3],
+                   passes[1, 8], passes[0, 8], passes[1, 4], passes[0, 4], code, init, use_init, tiny, found)
+        return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
     if any(_is_sliding(g) or _is_long_row(g) for g in passes):
         return _run_pass_plan(_pass_plan(items, passes), x, out, code, ident, init, use_init, parallel, tiny,
                               found, out_tiny)
@@ -2319,6 +2323,93 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
                        use_init and last, True, tiny if k == 0 else none, found)
             src = dst
     return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
+
+
+def _pool_minor2(passes, code, items, item_in, item_out, n):
+    """Whether the plan is a maximum or minimum pooling over the two minor dimensions (NCHW)
+    with every window inside the operand: a row pass (B = 1) and a column pass over its
+    rows (A = 1), no padding, no dilation -- ``_pool2d``'s case."""
+    if code not in (MAX, MIN) or passes.shape[0] != 2 or items * item_in != n:
+        return False
+    g, h = passes[0], passes[1]
+    for p in (g, h):
+        if p[5] != 0 or p[6] != 1 or p[7] != 1 or p[3] < 1 or (p[3] - 1) * p[4] + p[8] > p[1]:
+            return False
+    return g[2] == 1 and h[0] == 1 and h[2] == g[3] and g[0] == h[1] and item_in == g[0] * g[1] \
+        and item_out == h[3] * h[2]
+
+
+@njit(**_opts)
+def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, tiny, found):
+    """Items [lo, hi) ([H, W] images) of a maximum / minimum pooling with every window
+    inside the image, both separable passes fused per image: each row's window folds
+    (cells in window order) into a scratch of [H, OW] that stays in the first-level
+    cache, then each result row folds its window's rows in order, then the init value
+    (``use_init``).  The cells and order of ``_separable``'s two passes, less their
+    ``op ident`` ends (which leave the bits as they are), so its bits, without the passes'
+    short runs per row and with one read of the operand.  ``tiny`` > 0: found[0] = 1 when
+    an image holds a denormal (the caller flushes and runs again)."""
+    L = (W + sw - 1) // sw
+    rows = np.empty(H * L, x.dtype)   # row r's results at r * L
+    whole = W % sw == 0   # (the image's phases are its rows' phases, one after the other)
+    ph = np.empty(H * L * sw + 1 if whole else L * sw + 1, x.dtype)
+    for it in range(lo, hi):
+        xb = it * H * W
+        if tiny > 0 and _has_denormal(x[xb:xb + H * W], tiny):
+            found[0] = 1
+        if whole:
+            # every row at once, as one long run per window cell (the positions past a
+            # row's OW results read the next row's cells and are never used)
+            LL = H * L
+            if sw > 1:
+                _deinterleave(x[xb:xb + H * W], sw, ph, LL)
+            else:
+                ph[:LL] = x[xb:xb + LL]
+            n = LL - (kw - 1) // sw
+            rows[:n] = ph[:n]
+            for w in range(1, kw):
+                c = ph[(w % sw) * LL + w // sw:(w % sw) * LL + w // sw + n]
+                if code == MAX:
+                    for j in range(n):
+                        rows[j] = _vmax(rows[j], c[j])
+                else:
+                    for j in range(n):
+                        rows[j] = _vmin(rows[j], c[j])
+        else:
+            for r in range(H):
+                rb = rows[r * L:r * L + OW]
+                xr = x[xb + r * W:xb + (r + 1) * W]
+                _deinterleave(xr, sw, ph, L)
+                for j in range(OW):
+                    rb[j] = ph[j]
+                for w in range(1, kw):
+                    c = ph[(w % sw) * L + w // sw:(w % sw) * L + w // sw + OW]
+                    if code == MAX:
+                        for j in range(OW):
+                            rb[j] = _vmax(rb[j], c[j])
+                    else:
+                        for j in range(OW):
+                            rb[j] = _vmin(rb[j], c[j])
+        for i in range(OH):
+            ob = out[(it * OH + i) * OW:(it * OH + i + 1) * OW]
+            r0 = i * sh * L
+            for j in range(OW):
+                ob[j] = rows[r0 + j]
+            for k in range(1, kh):
+                rk = rows[r0 + k * L:r0 + k * L + OW]
+                if code == MAX:
+                    for j in range(OW):
+                        ob[j] = _vmax(ob[j], rk[j])
+                else:
+                    for j in range(OW):
+                        ob[j] = _vmin(ob[j], rk[j])
+            if use_init:
+                if code == MAX:
+                    for j in range(OW):
+                        ob[j] = _vmax(ob[j], init)
+                else:
+                    for j in range(OW):
+                        ob[j] = _vmin(ob[j], init)
 
 
 def _has_denormal_threads(x, tiny):
