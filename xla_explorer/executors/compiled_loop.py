@@ -35,7 +35,8 @@ import weakref
 
 import numpy as np
 
-from .. import fpenv, progress, shapes
+from .. import dtypes, fpenv, progress, shapes
+from ..shapes import prod
 
 #: (an A/B switch for benchmarks and tests) whether while steps try the compiled loop
 ENABLED = True
@@ -82,13 +83,6 @@ class _Array:
 
     def __init__(self, count, t, expr, state=None):
         self.count, self.type, self.expr, self.state = count, t, expr, state
-
-
-def _count(shape):
-    n = 1
-    for d in shape.dims:
-        n *= int(d)
-    return n
 
 
 class _Generator:
@@ -151,10 +145,10 @@ class _Generator:
                     values[inst] = v
                     continue
                 if isinstance(v, _Scalar):   # (a scalar broadcast, or reshaped to [1]: its value everywhere)
-                    values[inst] = _Array(_count(shape), t, v.name)
+                    values[inst] = _Array(prod(shape.dims), t, v.name)
                     continue
                 dims = inst.attrs.get("broadcast_dimensions") if op == "broadcast" else None
-                if _count(shape) == v.count and (op != "broadcast" or list(dims) == sorted(dims)):
+                if prod(shape.dims) == v.count and (op != "broadcast" or list(dims) == sorted(dims)):
                     values[inst] = _Array(v.count, t, v.expr, v.state)   # (the same flat elements)
                     continue
                 raise NotCompiled(f"{inst.name}: {op} that moves elements")
@@ -166,7 +160,7 @@ class _Generator:
             expr = finish(emit(inst, *[v.name if isinstance(v, _Scalar) else v.expr for v in ops]), t)
             name = self._name()
             if not arrays:
-                if shape.rank != 0 and _count(shape) != 1:
+                if shape.rank != 0 and prod(shape.dims) != 1:
                     raise NotCompiled(f"{inst.name}: an array of scalars")
                 if shape.rank != 0:
                     self.groups.setdefault(1, []).append(f"{name} = {expr}")
@@ -175,7 +169,7 @@ class _Generator:
                     self.scalar_lines.append(f"{name} = {expr}")
                     values[inst] = _Scalar(name, t)
                 continue
-            count = _count(shape)
+            count = prod(shape.dims)
             if shape.rank == 0 or any(v.count != count for v in arrays):
                 raise NotCompiled(f"{inst.name}: operands of other element counts")
             self.groups.setdefault(count, []).append(f"{name} = {expr}")
@@ -205,16 +199,17 @@ class CompiledLoop:
         for t, dims in self.types:
             if not supported_type(t) or t in ("c64", "c128", "s4", "s2", "u4", "u2"):
                 raise NotCompiled(f"a state element of type {t}")
-            if len(dims) and _count_dims(dims) > MAX_ELEMENTS:
+            if len(dims) and prod(dims) > MAX_ELEMENTS:
                 raise NotCompiled("a state array too large for one thread")
         self.carriers = [carrier_dtype(t) for t, _ in self.types]
-        self.dtypes = [np.dtype(_numpy_dtype(t)) for t, _ in self.types]
+        self.dtypes = [np.dtype(dtypes.to_numpy(t)) for t, _ in self.types]
         self._functions = {}   # mode -> (function, written slots) or an exception
-        self._source(fpenv._mode)   # (raises NotCompiled for a loop that does not qualify)
+        self._source()   # (raises NotCompiled for a loop that does not qualify)
 
-    def _source(self, mode):
+    def _source(self):
         """(source text, slots: per state element "s" a scalar, "w" a written array, "r" an
-        array read in place) for the environment ``mode`` (the flushes are its)."""
+        array read in place) for the environment in force (``emit`` writes its flushes;
+        ``_function`` keys the result by that mode)."""
         inst = self.inst
         cond, body = inst.attrs["condition"], inst.attrs["body"]
         state = []
@@ -222,15 +217,14 @@ class CompiledLoop:
             if len(dims) == 0:
                 state.append(_Scalar(f"s{j}", t))
             else:
-                state.append(_Array(_count_dims(dims), t, f"cur{j}[i]", j))
-        with _Mode(mode):
-            gc = _Generator()
-            c = gc.inline(cond, [tuple(state)])
-            if not isinstance(c, _Scalar) or c.type != "pred" or gc.groups:
-                raise NotCompiled("the condition is not a scalar pred of scalars")
-            gb = _Generator()
-            gb.n = gc.n
-            root = gb.inline(body, [tuple(state)])
+                state.append(_Array(prod(dims), t, f"cur{j}[i]", j))
+        gc = _Generator()
+        c = gc.inline(cond, [tuple(state)])
+        if not isinstance(c, _Scalar) or c.type != "pred" or gc.groups:
+            raise NotCompiled("the condition is not a scalar pred of scalars")
+        gb = _Generator()
+        gb.n = gc.n
+        root = gb.inline(body, [tuple(state)])
         if not isinstance(root, tuple) or len(root) != len(state):
             raise NotCompiled("the body's root is not the state's tuple")
         slots = []
@@ -246,8 +240,8 @@ class CompiledLoop:
                 new_scalars.append((f"s{j}", v.name))
                 continue
             if isinstance(v, _Scalar):
-                v = _Array(_count_dims(dims), t, v.name)
-            if v.count != _count_dims(dims):
+                v = _Array(prod(dims), t, v.name)
+            if v.count != prod(dims):
                 raise NotCompiled("an array of another size")
             if v.state == j and v.expr == f"cur{j}[i]":
                 slots.append("r")
@@ -299,7 +293,7 @@ class CompiledLoop:
             from .cpu.fused import _HEADER
             from .jit_cache import load_source
             try:
-                text, slots = self._source(mode)
+                text, slots = self._source()
                 module = load_source("whileloop", _HEADER + f"# while {self.inst.name}\n" + text)
                 got = (module.loop, slots)
             except NotCompiled as e:
@@ -370,34 +364,6 @@ class CompiledLoop:
             arr = arr if arr.dtype == dt else _from_carrier(arr, dt)
             out.append(arr.reshape(dims))
         return tuple(out)
-
-
-def _count_dims(dims):
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
-
-
-def _numpy_dtype(t):
-    from .. import dtypes
-    return dtypes.to_numpy(t)
-
-
-class _Mode:
-    """``fpenv``'s mode set to ``mode`` while the source is generated (``emit`` writes that
-    mode's flushes); the caller generates for the mode in force, so nothing changes in
-    another thread's view."""
-
-    def __init__(self, mode):
-        self.mode = mode
-
-    def __enter__(self):
-        self.saved = fpenv._mode
-        fpenv._mode = self.mode
-
-    def __exit__(self, *exc):
-        fpenv._mode = self.saved
 
 
 _loops = weakref.WeakKeyDictionary()   # while instruction -> its CompiledLoop or why not
