@@ -2339,6 +2339,29 @@ def _pool_minor2(passes, code, items, item_in, item_out, n):
         and item_out == h[3] * h[2]
 
 
+@njit(inline="always", **_opts)
+def _minmax_into(code, dst, src, n):
+    """dst[:n] = max (``code`` MAX) or min of dst[:n] and src[:n], element by element (the
+    test outside the loop: each loop vectorises)."""
+    if code == MAX:
+        for j in range(n):
+            dst[j] = _vmax(dst[j], src[j])
+    else:
+        for j in range(n):
+            dst[j] = _vmin(dst[j], src[j])
+
+
+@njit(inline="always", **_opts)
+def _minmax_const(code, dst, v, n):
+    """dst[:n] = max (``code`` MAX) or min of dst[:n] and the scalar v."""
+    if code == MAX:
+        for j in range(n):
+            dst[j] = _vmax(dst[j], v)
+    else:
+        for j in range(n):
+            dst[j] = _vmin(dst[j], v)
+
+
 @njit(**_opts)
 def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, tiny, found):
     """Items [lo, hi) ([H, W] images) of a maximum / minimum pooling with every window
@@ -2369,12 +2392,7 @@ def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, 
             rows[:n] = ph[:n]
             for w in range(1, kw):
                 c = ph[(w % sw) * LL + w // sw:(w % sw) * LL + w // sw + n]
-                if code == MAX:
-                    for j in range(n):
-                        rows[j] = _vmax(rows[j], c[j])
-                else:
-                    for j in range(n):
-                        rows[j] = _vmin(rows[j], c[j])
+                _minmax_into(code, rows, c, n)
         else:
             for r in range(H):
                 rb = rows[r * L:r * L + OW]
@@ -2384,12 +2402,7 @@ def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, 
                     rb[j] = ph[j]
                 for w in range(1, kw):
                     c = ph[(w % sw) * L + w // sw:(w % sw) * L + w // sw + OW]
-                    if code == MAX:
-                        for j in range(OW):
-                            rb[j] = _vmax(rb[j], c[j])
-                    else:
-                        for j in range(OW):
-                            rb[j] = _vmin(rb[j], c[j])
+                    _minmax_into(code, rb, c, OW)
         for i in range(OH):
             ob = out[(it * OH + i) * OW:(it * OH + i + 1) * OW]
             r0 = i * sh * L
@@ -2397,19 +2410,9 @@ def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, 
                 ob[j] = rows[r0 + j]
             for k in range(1, kh):
                 rk = rows[r0 + k * L:r0 + k * L + OW]
-                if code == MAX:
-                    for j in range(OW):
-                        ob[j] = _vmax(ob[j], rk[j])
-                else:
-                    for j in range(OW):
-                        ob[j] = _vmin(ob[j], rk[j])
+                _minmax_into(code, ob, rk, OW)
             if use_init:
-                if code == MAX:
-                    for j in range(OW):
-                        ob[j] = _vmax(ob[j], init)
-                else:
-                    for j in range(OW):
-                        ob[j] = _vmin(ob[j], init)
+                _minmax_const(code, ob, init, OW)
 
 
 def _has_denormal_threads(x, tiny):
