@@ -295,9 +295,8 @@ def _mul(inst, a, b):
 def _div(inst, a, b):
     t = _t(inst)
     if _is_int(t) and dtypes.bit_width(t) <= 32:   # through f64, vectorized (scalar_lib)
-        if _is_signed(t):
-            return f"int_div_narrow(np.int64({a}), np.int64({b}))"
-        return f"uint_div_narrow(np.int64({a}), np.int64({b}), np.int64({_mask(t)}))"
+        on_zero = -1 if _is_signed(t) else _mask(t)
+        return f"int_div_narrow(np.int64({a}), np.int64({b}), np.int64({on_zero}))"
     if _is_signed(t):
         return f"int_div(np.int64({a}), np.int64({b}))"
     if _is_int(t):

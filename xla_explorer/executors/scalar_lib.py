@@ -136,28 +136,23 @@ def uint_rem(a, b):
 # this vectorizes.  The operands arrive as int64; a zero divisor is replaced before dividing
 # so no inf reaches the conversion, and its XLA answer is selected after.
 
+@njit(inline="always", **_opts)
+def _quotient_narrow(a, d):
+    return np.int64(np.float64(a) / np.float64(d))
+
+
 @njit(**_opts)
-def int_div_narrow(a, b):
-    """int_div for operands of at most 32 bits (INT_MIN / -1 = 2^31, wrapping when stored)."""
-    d = b if b != 0 else 1
-    q = np.int64(np.float64(a) / np.float64(d))
-    return q if b != 0 else -1
+def int_div_narrow(a, b, on_zero):
+    """int_div / uint_div for operands of at most 32 bits, as int64 (signed: INT_MIN / -1 =
+    2^31, wrapping when stored); a / 0 = ``on_zero`` (-1 signed, all ones unsigned)."""
+    return _quotient_narrow(a, b if b != 0 else 1) if b != 0 else on_zero
 
 
 @njit(**_opts)
 def int_rem_narrow(a, b):
     """int_rem for operands of at most 32 bits (signed or unsigned: both are int64 here)."""
     d = b if b != 0 else 1
-    q = np.int64(np.float64(a) / np.float64(d))
-    return a - q * d if b != 0 else a
-
-
-@njit(**_opts)
-def uint_div_narrow(a, b, all_ones):
-    """uint_div for operands of at most 32 bits, held as non-negative int64."""
-    d = b if b != 0 else 1
-    q = np.int64(np.float64(a) / np.float64(d))
-    return q if b != 0 else all_ones
+    return a - _quotient_narrow(a, d) * d if b != 0 else a
 
 
 @njit(**_opts)
