@@ -136,23 +136,23 @@ def uint_rem(a, b):
 # this vectorizes.  The operands arrive as int64; a zero divisor is replaced before dividing
 # so no inf reaches the conversion, and its XLA answer is selected after.
 
-@njit(inline="always", **_opts)
-def _quotient_narrow(a, d):
-    return np.int64(np.float64(a) / np.float64(d))
-
+# Each computes its quotient itself rather than through a shared njit helper: the CUDA
+# simulator runs these as Python, where a call to another dispatcher runs compiled code and
+# hands back a Python int, which np.int32() refuses where compiled code wraps (INT_MIN / -1).
 
 @njit(**_opts)
 def int_div_narrow(a, b, on_zero):
     """int_div / uint_div for operands of at most 32 bits, as int64 (signed: INT_MIN / -1 =
     2^31, wrapping when stored); a / 0 = ``on_zero`` (-1 signed, all ones unsigned)."""
-    return _quotient_narrow(a, b if b != 0 else 1) if b != 0 else on_zero
+    q = np.int64(np.float64(a) / np.float64(b if b != 0 else 1))
+    return q if b != 0 else on_zero
 
 
 @njit(**_opts)
 def int_rem_narrow(a, b):
     """int_rem for operands of at most 32 bits (signed or unsigned: both are int64 here)."""
     d = b if b != 0 else 1
-    return a - _quotient_narrow(a, d) * d if b != 0 else a
+    return a - np.int64(np.float64(a) / np.float64(d)) * d if b != 0 else a
 
 
 @njit(**_opts)
