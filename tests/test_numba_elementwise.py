@@ -424,7 +424,8 @@ def test_polynomial_transcendentals_ulp(name, max_ulp):
 
 def test_log1p_f32_is_the_c_librarys_log1pf_bit_for_bit():
     """``log1p_f32`` (the fused loops' f32 log1p, branch-free) gives the bits of the C
-    library's ``log1pf`` (what Numba's ``np.log1p`` of an f32 calls, as NumPy's does): over every 1021st bit pattern (all signs and exponents), every f32 within
+    library's ``log1pf`` (what Numba's ``np.log1p`` of an f32 calls, and NumPy's
+    too but on AVX-512 processors, where NumPy's own is within 2 ulp of it): over every 1021st bit pattern (all signs and exponents), every f32 within
     2^12 of its thresholds (-1, -0.2929, 0.41422, 2^-29, 2^-54, 2^53, +-Inf, the NaNs), every
     4th f32 in [-1, -0.25] and [0.25, 4), and the x whose 1 + x has the mantissas of its
     short series (0 and the top three); NaNs too (their payloads).  (Checked over all 2^32
@@ -449,8 +450,19 @@ def test_log1p_f32_is_the_c_librarys_log1pf_bit_for_bit():
     with np.errstate(all="ignore"):
         ref = np.log1p(x)
     ok = ~np.isnan(ref)
-    assert np.array_equal(got[ok].view(np.uint32), ref[ok].view(np.uint32))
     assert np.array_equal(np.isnan(got), ~ok)
+    if _numpy_has_own_f32_log1p():   # its AVX-512 log1pf: within 2 ulp of the C library's
+        assert _ulp_distance(got[ok], ref[ok]).max() <= 2
+    else:
+        assert np.array_equal(got[ok].view(np.uint32), ref[ok].view(np.uint32))
+
+
+def _numpy_has_own_f32_log1p():
+    """Whether NumPy's f32 ``log1p`` is its own AVX-512 one (on processors with AVX512_SKX,
+    which NumPy dispatches to for the f32 transcendental ufuncs) rather than the C library's
+    ``log1pf``; the two differ by up to 2 ulp in about 1 in 60 inputs."""
+    from numpy._core._multiarray_umath import __cpu_features__
+    return bool(__cpu_features__.get("AVX512_SKX"))
 
 
 @pytest.mark.parametrize("t", ["f32", "bf16", "f16", "f64"])
