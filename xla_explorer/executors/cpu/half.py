@@ -119,6 +119,32 @@ def f32_to_f16_bits_f16c(x):
     return np.uint16(nan) if a > np.uint32(0x7F800000) else r
 
 
+# -- the fused loops' fast pass (``cpu.fused.RowLoopSource``): the bare hardware conversions ------
+# Where no NaN is converted these are the F16C functions above exactly (those differ from
+# them only by their NaN selects); a fast pass converts with them, notes whether any value
+# it converted is a NaN (``f16_nan`` on the bits read, ``x != x`` on a result stored), and
+# the block is computed again by the exact functions if one was.
+
+
+@njit(inline="always", **_opts)
+def f16_bits_to_f32_hw(h):
+    """An f16 (its bits) as an f32 by F16C alone: ``f16_bits_to_f32_f16c`` but for a NaN
+    (the hardware quiets a signalling one)."""
+    return _fpext_half(h)
+
+
+@njit(inline="always", **_opts)
+def f32_to_f16_bits_hw(x):
+    """An f32 as f16 bits by F16C alone: ``f32_to_f16_bits_f16c`` but for a NaN."""
+    return _fptrunc_half(np.float32(x))
+
+
+@njit(inline="always", **_opts)
+def f16_nan(h):
+    """Whether f16 bits are a NaN's (exponent all ones, mantissa not zero)."""
+    return np.uint16(np.uint16(h) & np.uint16(0x7FFF)) > np.uint16(0x7C00)
+
+
 def _has_f16c():
     """Whether the code Numba compiles may use F16C: the host has it and Numba compiles for
     the host (not for a CPU named by NUMBA_CPU_NAME, a portable cache)."""
