@@ -31,9 +31,12 @@ MODES = ("flush", "ieee")
 
 
 @pytest.fixture(autouse=True)
-def _restore_switch():
+def _fast_on_every_row():
+    """The fast pass on rows of every length (``F16_FAST_ROW``), the switch restored after."""
+    row = fused.F16_FAST_ROW
+    fused.F16_FAST_ROW = 1
     yield
-    fused.BARE_F16 = True
+    fused.BARE_F16, fused.F16_FAST_ROW = True, row
 
 
 def _f16(rng, n, nan_at=()):
@@ -104,7 +107,7 @@ def test_rows_fast_equals_exact(L, body):
     y.view(np.uint16)[:min(n, 4)] = 0x7C00                   # inf * 0: a NaN the op makes
     x.view(np.uint16)[:min(n, 4)] = [0x0000, 0x8000, 0x7C00, 0x0001][:min(n, 4)]
     x.view(np.uint16)[[k for k in (n - 1, n // 2 + 1) if 4 <= k < n]] = 0x7C01   # (a signalling NaN)
-    _check(_binary((3, L), BODIES[body]), (x.reshape(3, L), y.reshape(3, L)))
+    _check(_binary((3, L), BODIES[body]), (x.reshape(3, L), y.reshape(3, L)), want_fast=L > 0)
 
 
 @pytest.mark.parametrize("where", ["none", "first", "late", "one operand"])
@@ -175,6 +178,18 @@ def test_blocks_of_the_parallel_loop():
             outs.append(out)
     for out in outs[1:]:
         np.testing.assert_array_equal(out.view(np.uint32), outs[0].view(np.uint32))
+
+
+def test_short_rows_leave_it_off():
+    """By default a row shorter than ``F16_FAST_ROW`` runs the exact pass alone."""
+    fused.F16_FAST_ROW = 64
+    for L, on in ((63, False), (64, True)):
+        b = xe.XlaBuilder("f16_short_rows")
+        p, r = xe.Parameter(b, 0, xe.Shape("f16", (4, L)), "x"), xe.Parameter(b, 1, xe.Shape("f16", (L,)), "r")
+        group = fusion.fusion_plan(b.build(xe.Mul(p, xe.BroadcastInDim(r, (4, L), [1]))).entry).groups[0]
+        src = fused.RowLoopSource(group, narrow=True)
+        params = fused._params(src)[2]
+        assert src.mdims[-1] == L and (not half.HAS_F16C or params[-1] is on)
 
 
 def test_no_fast_pass_without_f16():

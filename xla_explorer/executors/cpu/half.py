@@ -21,7 +21,8 @@ every f32 exponent with mantissas around each rounding boundary).  Denormals are
 flushed here: XLA:CPU does not flush f16 (``fpenv``), and the fused loops flush their own.
 
 The scalar functions are what the narrow fused loops (``cpu.fused.RowLoopSource``) call on
-each element; the array functions are the passes ``numba_executor._as_carrier`` /
+each element (after the fast pass's bare conversions, ``f16_bits_to_f32_hw`` /
+``f32_to_f16_bits_hw``, where that saw a NaN); the array functions are the passes ``numba_executor._as_carrier`` /
 ``_from_carrier`` use for the other kernels' f16 operands and results.
 """
 import numpy as np
