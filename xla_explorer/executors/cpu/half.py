@@ -21,7 +21,8 @@ every f32 exponent with mantissas around each rounding boundary).  Denormals are
 flushed here: XLA:CPU does not flush f16 (``fpenv``), and the fused loops flush their own.
 
 The scalar functions are what the narrow fused loops (``cpu.fused.RowLoopSource``) call on
-each element; the array functions are the passes ``numba_executor._as_carrier`` /
+each element (after the fast pass's bare conversions, ``f16_bits_to_f32_hw`` /
+``f32_to_f16_bits_hw``, where that saw a NaN); the array functions are the passes ``numba_executor._as_carrier`` /
 ``_from_carrier`` use for the other kernels' f16 operands and results.
 """
 import numpy as np
@@ -117,6 +118,32 @@ def f32_to_f16_bits_f16c(x):
     nan = np.uint32(nan | ((u >> np.uint32(16)) & np.uint32(0x8000)))
     r = _fptrunc_half(np.float32(x))
     return np.uint16(nan) if a > np.uint32(0x7F800000) else r
+
+
+# -- the fused loops' fast pass (``cpu.fused.RowLoopSource``): the bare hardware conversions ------
+# Where no NaN is converted these are the F16C functions above exactly (those differ from
+# them only by their NaN selects); a fast pass converts with them, notes whether any value
+# it converted is a NaN (``f16_nan`` on the bits read, ``x != x`` on a result stored), and
+# the block is computed again by the exact functions if one was.
+
+
+@njit(inline="always", **_opts)
+def f16_bits_to_f32_hw(h):
+    """An f16 (its bits) as an f32 by F16C alone: ``f16_bits_to_f32_f16c`` but for a NaN
+    (the hardware quiets a signalling one)."""
+    return _fpext_half(h)
+
+
+@njit(inline="always", **_opts)
+def f32_to_f16_bits_hw(x):
+    """An f32 as f16 bits by F16C alone: ``f32_to_f16_bits_f16c`` but for a NaN."""
+    return _fptrunc_half(np.float32(x))
+
+
+@njit(inline="always", **_opts)
+def f16_nan(h):
+    """Whether f16 bits are a NaN's (exponent all ones, mantissa not zero)."""
+    return np.uint16(np.uint16(h) & np.uint16(0x7FFF)) > np.uint16(0x7C00)
 
 
 def _has_f16c():
