@@ -612,10 +612,12 @@ def im2col(x, rows_per_group, Bg, batch_groups, I, odims, geo, maxwin, ncell, bs
             dilated = (size - 1) * ldil + 1 if size > 0 else 0
             q = oc[d] * stride - low
             for k in range(win):
-                if q < 0 or q >= dilated or q % ldil != 0:
+                if q < 0 or q >= dilated:
                     ct[d, k] = -1
+                elif ldil == 1:   # (no division: polyphase's classes, most convolutions)
+                    ct[d, k] = q
                 else:
-                    ct[d, k] = q // ldil
+                    ct[d, k] = q // ldil if q % ldil == 0 else -1
                 q += rdil
             wc[d] = 0
         # offs[cell]: the cell's element offset in one image at feature 0, -1 for padding
