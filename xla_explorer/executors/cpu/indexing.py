@@ -92,7 +92,8 @@ def _batching_table(pairs, ostr, batch_sizes, index_vector_dim):
 # =========================================================================================
 
 class GatherPlan:
-    __slots__ = ("nb", "K", "inner", "imap", "bmap", "S", "dmap", "sl", "nrows", "take", "positions_minor", "call")
+    __slots__ = ("nb", "K", "inner", "imap", "bmap", "S", "dmap", "sl", "nrows", "take", "positions_minor", "batch1",
+                 "call")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -130,8 +131,26 @@ def _gather_plan(odims, idims, rdims, offset_dims, collapsed_slice_dims, start_i
                                 and min(batch_strides) < min(slice_strides))
     # with one start index (K = 1) the index of position p is idx[p], whatever inner is
     plan.take = plan.K == 1 and not operand_batching_dims and plan.S >= 0 and plan.nrows == 1
+    plan.batch1 = _batch1_args(plan)
     plan.call = {}
     return plan
+
+
+#: the shortest run of positions sharing their batch coordinate that ``batch1_range`` takes
+_BATCH1_MIN_RUN = 16
+
+
+def _batch1_args(plan):
+    """(top, stride, run, size, batch stride) of a gather of single elements with one start
+    index and one batching dimension whose coordinate changes every ``run`` positions, at
+    least ``_BATCH1_MIN_RUN`` of them (``take_along_axis``: x[b, i[b, j]]); else None."""
+    if not (plan.K == 1 and plan.bmap.shape[1] == 1 and plan.nrows == 1 and plan.sl[0, 0] == 1
+            and not plan.take and not plan.positions_minor):
+        return None
+    bstride, run, size = (int(v) for v in plan.bmap[:, 0])
+    if run < _BATCH1_MIN_RUN:
+        return None
+    return int(plan.imap[1, 0]), int(plan.imap[0, 0]), run, size, bstride
 
 
 #: a gather of whole rows (``take``) of at least this many bytes each streams like a copy
@@ -168,6 +187,14 @@ def _gather_call(plan, n, itemsize):
             so = np.empty(nb, np.int64)
             _start_offsets(so, idx, K, inner, imap, bmap)
             in_threads(by_element, ne, par, out, src, so, do, sl, runs, _ROW_BUFFER_FROM)
+    elif plan.batch1 is not None:
+        args = plan.batch1
+        if parallel:
+            def call(out, src, idx):
+                _shared(batch1_range, nb, out, src, idx, *args)
+        else:
+            def call(out, src, idx):
+                batch1_range(0, nb, out, src, idx, *args)
     elif nrows == 1 and sl[0, 0] == 1 and not plan.take:
         if parallel:
             def call(out, src, idx):
@@ -285,6 +312,24 @@ def take1_range(lo, hi, out, src, idx, top, stride):
     for p in range(lo, hi):
         v = min(max(np.int64(idx[uint64(p)]), 0), top)
         out[uint64(p)] = src[uint64(v * stride)]
+
+
+@njit(**_opts)
+def batch1_range(lo, hi, out, src, idx, top, stride, run, size, bstride):
+    """Positions [lo, hi) of a gather of single elements with one start index (position p's
+    is idx[p], clamped into [0, top]) and one batching dimension, whose coordinate
+    (p // run) % size moves the operand by ``bstride``: per run of positions that share it,
+    its offset once, then a loop of loads alone that vectorises (gathers)."""
+    p = lo
+    while p < hi:
+        q = p // run
+        end = min(hi, (q + 1) * run)
+        s = src[(q % size) * bstride:]
+        o = out[p:end]
+        i = idx[p:end]
+        for j in range(end - p):
+            o[j] = s[uint64(min(max(np.int64(i[j]), 0), top) * stride)]
+        p = end
 
 
 @njit(**_opts)
