@@ -1147,6 +1147,36 @@ _SINGLE_K_HEAD = [
 ]
 
 
+#: the tight loop of ``_single_k1_loops``: no range test (every update's element is the
+#: call's), a negative index wraps above ``utop`` (one test skips both sides), W = 1
+_SINGLE_K1_TIGHT_HEAD = [
+    "for p in range(nsc):",
+    "    v = np.uint64(np.int64(idx[np.uint64(p)]))",
+    "    if v > utop:  # the window does not fit whole: skipped",
+    "        continue",
+    "    t = v * us0",
+    "    u = np.uint64(p)",
+]
+
+
+def _single_k1_loops(how, region, types, lines):
+    """The loops over single-element updates with one start index: where the call owns
+    every element an update can land on (the serial kernel: ``whole``) a tight loop
+    (``_SINGLE_K1_TIGHT_HEAD``: no range test, one unsigned test of the index), else the
+    loops with a range test per update.  The combining is the same (flushing: the test of
+    the operands and the result per update stays a branch; a select, or a test of the
+    result alone after a check of the input and the updates up front, made the chain of
+    one element's sum longer: 3.3 -> 9.6 ms for a million sorted f32 adds into f32[1000],
+    and no faster on random ones).  A million random f32 adds into f32[1000], one thread,
+    min of 60, load 7.4: 0.85 ms -> 0.56 ms."""
+    out = ["whole = W == 1 and top >= 0 and lo <= 0 and top * s0 < hi",
+           "utop = np.uint64(top)",
+           "us0 = np.uint64(s0)"]
+    tight = _single_loops(how, region, types, lines, _SINGLE_K1_TIGHT_HEAD)
+    old = _single_loops(how, region, types, lines, _SINGLE_K1_HEAD)
+    return out + ["if whole:"] + ["    " + line for line in tight] + ["else:"] + ["    " + line for line in old]
+
+
 def _single_loops(how, region, types, lines, head):
     """The loop ``head`` over single-element updates with the combiner: for the standard
     combiners one loop per ``code`` (chosen once, not per update: a million f32 adds into
@@ -1235,8 +1265,8 @@ def _scatter_kernels(region, types):
                                        combine_row="\n".join(" " * 16 + line
                                                               for line in _row_lines(how, region, types, lines)),
                                        combine_single="\n".join(" " * 12 + line for line in lines),
-                                       single_k1="\n".join(" " * 12 + line for line in _single_loops(
-                                           how, region, types, lines, _SINGLE_K1_HEAD)),
+                                       single_k1="\n".join(" " * 12 + line for line in _single_k1_loops(
+                                           how, region, types, lines)),
                                        single_k="\n".join(" " * 8 + line for line in _single_loops(
                                            how, region, types, lines, _SINGLE_K_HEAD)))
             module = load_source("scatter", source)
