@@ -26,7 +26,8 @@ from test_numba_data_movement import _region, check, values  # noqa: E402
 from xla_explorer.executors.cpu import indexing as cpu_indexing  # noqa: E402
 from xla_explorer.executors.numba_setup import MOVE_PARALLEL_THRESHOLD  # noqa: E402
 
-RUN = cpu_indexing._BATCH1_MIN_RUN
+RUN = cpu_indexing._BATCH1_MIN_RUN   # the shortest run of positions the gather path takes
+M = 19   # positions a run in most cases: the vectorised loop and its remainder
 
 
 # =========================================================================================
@@ -72,14 +73,14 @@ def _check_gather(x, i, dims, fast=True):
 @pytest.mark.parametrize("t", ["pred", "bf16", "f32", "s64", "c128", "u8", "f16", "f64"])
 def test_gather_batch1_every_width(t):
     x = values((5, 7), t)
-    _check_gather(x, _indices((5, RUN + 3), 7, np.int32), _along())
+    _check_gather(x, _indices((5, M), 7, np.int32), _along())
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.int8, np.uint8, np.uint32, np.uint64])
 def test_gather_batch1_clamps_every_index_type(dtype):
     n = 100 if np.iinfo(dtype).max > 100 else 7
     x = values((3, n), "f32")
-    _check_gather(x, _indices((3, RUN * 2 + 1), n, dtype), _along())
+    _check_gather(x, _indices((3, 2 * M + 1), n, dtype), _along())
 
 
 def test_gather_batch1_nan_and_signed_zero_bits():
@@ -89,8 +90,9 @@ def test_gather_batch1_nan_and_signed_zero_bits():
 
 
 def test_gather_batch1_sizes_one_and_the_shortest_run():
-    _check_gather(values((1, 1), "f32"), _indices((1, RUN), 1, np.int32), _along())   # every index clamps to 0
+    _check_gather(values((1, 1), "f32"), _indices((1, M), 1, np.int32), _along())   # every index clamps to 0
     _check_gather(values((1, 9), "s64"), _indices((1, RUN), 9, np.int64), _along())
+    _check_gather(values((6, 9), "f32"), _indices((6, RUN), 9, np.int32), _along())
     _check_gather(values((4, 9), "f32"), _indices((4, RUN - 1), 9, np.int32), _along(), fast=False)
 
 
@@ -98,14 +100,14 @@ def test_gather_batch1_layouts():
     # the operand's batching dimension last; the index vector dimension implicit; the batch
     # coordinate repeating under a leading indices dimension ((p // M) % B)
     x = values((11, 4), "f32")
-    _check_gather(x, _indices((4, RUN + 5), 11, np.int32), _along(batch_operand_dim=1))
+    _check_gather(x, _indices((4, M + 2), 11, np.int32), _along(batch_operand_dim=1))
     x = values((4, 11), "f32")
-    i = _indices((4, RUN + 2), 11, np.int32)
+    i = _indices((4, M), 11, np.int32)
     dims = dict(_along(), index_vector_dim=2)
     assert _gather_plan(x, i[..., None], dims).batch1 is not None
     check(lambda p, q: xe.Gather(p, q, **dims), x, i)
     dims = _along(lead=1)
-    _check_gather(values((3, 13), "f32"), _indices((2, 3, RUN), 13, np.int32), dims)
+    _check_gather(values((3, 13), "f32"), _indices((2, 3, M - 2), 13, np.int32), dims)
 
 
 def test_gather_batch1_in_threads():

@@ -137,13 +137,19 @@ def _gather_plan(odims, idims, rdims, offset_dims, collapsed_slice_dims, start_i
 
 
 #: the shortest run of positions sharing their batch coordinate that ``batch1_range`` takes
-_BATCH1_MIN_RUN = 16
+#: (131072 f32 positions, one thread, min of 20, load 7-8, against the blocked loop of
+#: ``_elems``: runs of 1: 14-18 vs 17-21 ms (three slices a position), 2: 3.1 vs 9-17,
+#: 4: 0.28 vs 13-19, 16 and more: 0.09-0.18 vs 9-17)
+_BATCH1_MIN_RUN = 2
 
 
 def _batch1_args(plan):
     """(top, stride, run, size, batch stride) of a gather of single elements with one start
     index and one batching dimension whose coordinate changes every ``run`` positions, at
-    least ``_BATCH1_MIN_RUN`` of them (``take_along_axis``: x[b, i[b, j]]); else None."""
+    least ``_BATCH1_MIN_RUN`` of them (``take_along_axis``: x[b, i[b, j]]); else None.  It
+    runs in threads from ``MOVE_PARALLEL_THRESHOLD`` positions as the others do (f32[2048,
+    2048], 64 a row, 131072 positions: one thread 0.14 ms, two 0.16 (min, load 2.6); 262144
+    from f32[512, 512]: 0.138 vs 0.107 (min), the medians equal, load 3)."""
     if not (plan.K == 1 and plan.bmap.shape[1] == 1 and plan.nrows == 1 and plan.sl[0, 0] == 1
             and not plan.take and not plan.positions_minor):
         return None
