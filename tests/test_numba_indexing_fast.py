@@ -149,7 +149,7 @@ def _floats(n, seed, infinities=True):
 
 
 @pytest.mark.parametrize("env", ["flush", "ieee"])
-@pytest.mark.parametrize("combiner", ["add", "multiply", "maximum", "minimum", "update_after_half", "second"])
+@pytest.mark.parametrize("combiner", ["add", "maximum", "update_after_half", "second"])
 def test_scatter_single_f32_in_order(env, combiner):
     with fpenv.float_env(env):
         for infinities in (True, False):
@@ -166,10 +166,9 @@ def test_scatter_single_sums_are_sequential():
             _check_scatter(np.array([2e-39, -0.0], np.float32), i + 1, u, "add")
 
 
-@pytest.mark.parametrize("t,combiner", [("s32", "add"), ("s32", "multiply"), ("s32", "maximum"), ("s32", "xor"),
-                                        ("s32", "update_minus"), ("u8", "add"), ("s64", "minimum"), ("pred", "add"),
-                                        ("pred", "xor"), ("bf16", "add"), ("bf16", "maximum"), ("f64", "add"),
-                                        ("f64", "minimum"), ("c64", "add"), ("c128", "second")])
+# (each case compiles its own scatter kernel: a few seconds each in a cold CI run)
+@pytest.mark.parametrize("t,combiner", [("s32", "add"), ("s32", "update_minus"), ("u8", "add"), ("s64", "minimum"),
+                                        ("pred", "xor"), ("bf16", "add"), ("f64", "minimum"), ("c64", "add")])
 def test_scatter_single_element_types(t, combiner):
     x = values((17,), t)
     u = values((300,), t, seed=5)
@@ -195,7 +194,7 @@ def test_scatter_single_sizes_zero_and_one():
 
 def test_scatter_single_index_types_and_implicit_index_vector():
     x, u = _floats(9, 4), _floats(200, 5)
-    for dtype in (np.int64, np.int8, np.uint8, np.uint32, np.uint64):
+    for dtype in (np.int64, np.uint8, np.uint64):
         _check_scatter(x, _indices((200, 1), 9, dtype, seed=7), u, "add")
     dims = dict(ROWS, index_vector_dim=1)
     i = _segments(200, 9)[:, 0]   # [n]: the index vector dimension implicit
