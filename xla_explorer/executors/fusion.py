@@ -29,7 +29,18 @@ indices.  A backend without a kernel for it runs its original steps (``substeps`
 A dot whose value only a transpose reads becomes a ``DotTranspose``: one step whose dot
 writes the transposed layout (XLA folds the transpose into the dot's output the same way);
 the CUDA backend runs its two ``substeps``.
+
+A ``call`` of a small computation with no effects (``inlinable``) is planned inlined, as
+XLA's call inliner does it before fusion: the plan is made on an ``InlinedComputation``,
+the caller's instructions with the callee's in place of each such call (copies, their
+operands the call's operands; a call inside one inlined too), so that element-wise work
+fuses across the call (``x % 7`` is a call of JAX's ``remainder``: its loop and its
+caller's become one).  The user's computations are not changed: the copies exist in the
+plan only (``plan.computation``), and ``plan.reported`` names each step's instruction as
+the original computation has it (the call for its callee's root; the callee's other
+instructions none, as a call's inside was not watched before).
 """
+from ..hlo.ir import HloComputation, Instruction
 from ..ops import registry
 
 #: opcodes that can be part of a fused loop besides the element-wise ones
@@ -40,6 +51,17 @@ MAX_FUSED = 32
 #: (measured: ~0.7-1 s of Numba compile time each, whatever its length up to MAX_FUSED)
 MAX_FUSED_LOOPS = 16
 _NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng", "after-all"}
+#: (a switch for A/B measurements) calls of small computations planned inlined
+INLINE_CALLS = True
+#: the most instructions a called computation may bring into its caller to be inlined
+#: (its parameters not counted; its own inlined calls counted as what they bring)
+MAX_INLINED = 256
+#: how deep calls inside inlined calls are inlined
+_MAX_INLINE_DEPTH = 16
+#: ops whose effects (devices, hosts, random state, ordering) belong to their call: a
+#: computation reaching one (through any computation it calls) is not inlined
+_EFFECTS = ({"custom-call", "infeed", "outfeed", "send", "recv", "send-done", "recv-done", "after-all"}
+            | set(registry.CATEGORIES["rng"]) | set(registry.CATEGORIES["collective"]))
 
 
 def fusible(inst):
@@ -155,10 +177,18 @@ class Step:
 
 class FusionPlan:
     def __init__(self, computation, steps, last_use):
+        #: the computation planned: the one given, or an ``InlinedComputation`` of it
         self.computation = computation
         self.steps = steps
         #: instruction -> index of the last step that reads it (buffers are freed after it)
         self.last_use = last_use
+        self._origin = getattr(computation, "origin", None)
+
+    def reported(self, inst):
+        """The instruction of the original computation whose value ``inst``'s (a step's) is,
+        or None where that is no instruction of it (an inlined call's inside)."""
+        origin = self._origin
+        return inst if origin is None else origin.get(inst, inst)
 
     @property
     def groups(self):
@@ -238,16 +268,116 @@ def _within_budget(groups, group_of, kinds):
     return out
 
 
+class InlinedComputation(HloComputation):
+    """``original`` with its inlinable calls replaced by their callees' instructions (see the
+    module's doc): what the executors plan and run.  ``origin``: each copy made here -> the
+    original's instruction whose value it computes (a caller's instruction copied because an
+    operand changed; a call, for its callee's root), or None (the rest of a callee)."""
+
+    def __init__(self, original, instructions, root, origin):
+        super().__init__(original.name, instructions, root, original.parameters)
+        self.original = original
+        self.origin = origin
+
+
+def inlinable(inst, memo=None):
+    """Whether call ``inst`` is inlined into its caller's plan: its computation reaches no
+    op with effects (``_EFFECTS``), calls itself nowhere, and brings at most MAX_INLINED
+    instructions.  ``memo``: computation -> its size when inlined, or None (reused)."""
+    if inst.opcode != "call":
+        return False
+    size = _inline_size(inst.attrs["computation"], {} if memo is None else memo, ())
+    return size is not None and size <= MAX_INLINED
+
+
+def _inline_size(comp, memo, stack):
+    """The instructions ``comp`` brings into a caller when inlined (its inlinable calls as
+    what they bring), or None when it cannot be (effects, recursion, too deep)."""
+    if comp in memo:
+        return memo[comp]
+    if comp in stack or len(stack) >= _MAX_INLINE_DEPTH:
+        return None
+    n = 0
+    for inst in comp.instructions:
+        if inst.opcode in _EFFECTS:
+            memo[comp] = None
+            return None
+        if inst.opcode == "parameter":
+            continue
+        called = inst.called_computations()
+        sizes = [_inline_size(c, memo, stack + (comp,)) for c in called]
+        if any(m is None for m in sizes):   # (an effect or a recursion inside: not inlined)
+            memo[comp] = None
+            return None
+        n += sizes[0] if inst.opcode == "call" and sizes[0] <= MAX_INLINED else 1
+    memo[comp] = n
+    return n
+
+
+def inline_calls(computation):
+    """``computation`` as an ``InlinedComputation`` (its inlinable calls replaced), or
+    ``computation`` itself when it has none."""
+    memo = {}
+    if not any(inlinable(i, memo) for i in computation.instructions):
+        return computation
+    remap, out, origin = {}, [], {}
+    _inline_into(computation.instructions, remap, out, origin, True, memo)
+    return InlinedComputation(computation, out, remap.get(computation.root, computation.root), origin)
+
+
+def _inline_into(insts, remap, out, origin, top, memo):
+    """Append ``insts`` to ``out``, their operands through ``remap`` (original -> its
+    replacement), each inlinable call as its callee's instructions (copies); ``top``: the
+    caller's own, kept as they are where no operand changed."""
+    for inst in insts:
+        if inst.opcode == "parameter" and not top:
+            continue   # (a callee's parameter: the call's operand, in ``remap``)
+        if inlinable(inst, memo):
+            callee = inst.attrs["computation"]
+            inner = {p: remap.get(o, o) for p, o in zip(callee.parameters, inst.operands)}
+            _inline_into(callee.instructions, inner, out, origin, False, memo)
+            value = remap[inst] = inner.get(callee.root, callee.root)
+            if top and value in origin and origin[value] is None:
+                origin[value] = inst   # the callee's root: the call's value
+            continue
+        operands = [remap.get(o, o) for o in inst.operands]
+        if top and all(a is b for a, b in zip(operands, inst.operands)):
+            out.append(inst)
+            continue
+        copy = Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.extra)
+        copy.line = inst.line
+        remap[inst] = copy
+        origin[copy] = inst if top else None
+        out.append(copy)
+
+
+def _planning_order(module, fuse):
+    """The computations of ``module`` in the order ``plan_module`` plans them: those that
+    run as computations of their own, callees first and the entry last; then those that
+    only inlinable calls call (their work is planned inside their callers: what budget is
+    left goes to them)."""
+    comps = list(module.computations)
+    if not (fuse and INLINE_CALLS):
+        return comps[::-1]
+    memo, used = {}, {id(module.entry)}
+    for comp in comps:
+        for inst in comp.instructions:
+            if not inlinable(inst, memo):
+                used.update(id(c) for c in inst.called_computations())
+    return [c for c in reversed(comps) if id(c) in used] + [c for c in comps if id(c) not in used]
+
+
 def plan_module(module, fuse=True):
     """Plan every computation of ``module`` (an XlaComputation) with one budget of
-    MAX_FUSED_LOOPS distinct fused loops for them all -- the entry first, then callers
-    before their callees -- so that the module's compile time is bounded, however many
-    computations it has.  Remembered on the module until its entry changes."""
-    key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS)
+    MAX_FUSED_LOOPS distinct fused loops for them all (in ``_planning_order``: callees
+    first, the entry last, then the computations only inlined calls call) so that the
+    module's compile time is bounded, however many computations it has.  Remembered on
+    the module until its entry changes."""
+    key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS, INLINE_CALLS, MAX_INLINED)
     if module.__dict__.get("_fusion_planned") == key:
         return
     kinds = set()
-    for comp in reversed(module.computations):   # callees first, the entry last: reversed
+    for comp in _planning_order(module, fuse):
         fusion_plan(comp, fuse, kinds=kinds)
     module.__dict__["_fusion_planned"] = key
 
@@ -261,6 +391,9 @@ def fusion_plan(computation, fuse=True, kinds=None):
     if kinds is None and cached is not None and cached[0] == fuse:
         return cached[1]
     kinds = set() if kinds is None else kinds
+    original = computation
+    if fuse and INLINE_CALLS:   # (planned, not changed: the plan's computation has the copies)
+        computation = inline_calls(computation)
     insts = computation.instructions
     order = {inst: k for k, inst in enumerate(insts)}
     users = {inst: [] for inst in insts}
@@ -317,7 +450,7 @@ def fusion_plan(computation, fuse=True, kinds=None):
         for o in reads:
             last_use[o] = k
     plan = FusionPlan(computation, steps, last_use)
-    computation._fusion_plan = (fuse, plan)
+    original._fusion_plan = (fuse, plan)
     return plan
 
 

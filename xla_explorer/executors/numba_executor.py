@@ -715,7 +715,7 @@ def _reader_flushes(st, v, backend):
     for p, o in zip(callee.parameters, inst.operands):
         if o is not v:
             continue
-        if p is callee.root:
+        if p is cplan.computation.root:
             return False
         readers = [q for q in cplan.steps if p in (q.group.inputs if q.group is not None else q.inst.operands)]
         if not readers or not all(q.group is not None and _flushes_on_read(q.group, p) for q in readers):
@@ -799,7 +799,7 @@ def _raw_root_ok(computation, plan, backend):
     whose result the environment flushes, that no step of the body reads."""
     if backend.layer != "cpu" or not fpenv.flushing():
         return False
-    root = computation.root
+    root = plan.computation.root   # (its inlined calls' copies: the plan's computation)
     st = next((st for st in plan.steps if st.inst is root), None)
     if st is None or any(root in (q.group.inputs if q.group is not None else q.inst.operands) for q in plan.steps):
         return False
@@ -808,18 +808,18 @@ def _raw_root_ok(computation, plan, backend):
     return dot is not None and _denormal_rule(registry.get(dot.opcode), dot, {})[1]
 
 
-def _note_root_clean(computation, clean_params, clean):
-    """Remember, per mask of clean parameters, whether the computation's root is clean (its
-    caller's ``_clean_after``)."""
+def _note_root_clean(computation, plan, clean_params, clean):
+    """Remember, per mask of clean parameters, whether the computation's root (its plan's)
+    is clean (its caller's ``_clean_after``)."""
     if clean is not None:
         if isinstance(clean_params, _RawRoot):   # (its root not clean: nothing to tell)
             return
-        computation.__dict__.setdefault("_numba_root_clean", {})[clean_params] = computation.root in clean
+        computation.__dict__.setdefault("_numba_root_clean", {})[clean_params] = plan.computation.root in clean
 
 
 def _evaluate(computation, plan, args, ctx, backend, on_value, task, clean_params=None):
     env = dict(zip(computation.parameters, args))
-    root = computation.root
+    root = plan.computation.root   # (the root of its inlined form: ``fusion.inline_calls``)
     # instructions whose values are known to hold no denormal: not flushed again
     clean = _initial_clean(computation, clean_params)
     for k, step in enumerate(plan.steps):
@@ -855,15 +855,19 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task, clean_param
         if task is not None:
             task.advance()
         if on_value is not None:
-            if step.group is not None and step.group.kind == "dot" and backend.layer == "cpu":
+            # (the original computation's instructions: a call's for its inlined root's value;
+            # none for the rest of an inlined call, as for a call's inside before)
+            if step.group is not None and step.group.kind == "dot" and backend.layer == "cpu" \
+                    and plan.reported(step.group.dot) is not None:
                 # the dot's own value: the transposed result seen back in the dot's layout
-                on_value(step.group.dot, np.transpose(value, np.argsort(step.group.permutation)))
-            on_value(inst, value)
+                on_value(plan.reported(step.group.dot), np.transpose(value, np.argsort(step.group.permutation)))
+            if plan.reported(inst) is not None:
+                on_value(plan.reported(inst), value)
         reads = step.group.inputs if step.group is not None else inst.operands
         for o in reads:
             if plan.last_use.get(o) == k and o is not root and o in env:
                 del env[o]
-    _note_root_clean(computation, clean_params, clean)
+    _note_root_clean(computation, plan, clean_params, clean)
     # every step ran once in this environment: its kernels compiled, its sizes counted,
     # its denormal rules known -- what later runs need is decided now
     if _program(computation, plan, backend, clean_params) is None:
@@ -946,7 +950,7 @@ class _Program:
             slot.setdefault(p, len(slot))
         self.nslots = len(slot)
         self.params = [slot[p] for p in computation.parameters]
-        root = computation.root
+        root = plan.computation.root
         self.root = slot[root]
         flushing = fpenv.flushing()
         clean = _initial_clean(computation, clean_params)   # as _evaluate tracks it (static)
@@ -1025,7 +1029,7 @@ class _Program:
                 clean.add(inst)
             steps.append((fn, tuple(slot[o] for o in reads), k, dead))
             labels.append(label)
-        _note_root_clean(computation, clean_params, clean)
+        _note_root_clean(computation, plan, clean_params, clean)
         self.steps, self.labels, self.max_bytes, self.template = steps, labels, max_bytes, template
         self.straight = _straight(self)
         self.ctx_free = all(getattr(st[0], "ctx_free", False) for st in steps)
