@@ -136,3 +136,21 @@ def test_free_instructions_are_bounded_too():
     comp = b.build(y)
     groups = comp.fusion_plan().groups
     assert len(groups) >= 2 and max(len(g.members) for g in groups) <= fusion.MAX_MEMBERS
+
+
+def test_a_negate_or_abs_of_a_flushed_value_is_not_flushed_again():
+    from xla_explorer.executors import loopgen
+    b = xe.XlaBuilder("sign")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (5,)), "x")
+    y = xe.Parameter(b, 1, xe.Shape("f32", (5,)), "y")
+    comp = b.build(xe.Add(xe.Neg(xe.Abs(xe.Mul(x, y))), y))
+    (g,) = comp.fusion_plan().groups
+    with xe.float_env(denormals="flush"):
+        src = loopgen.LoopSource(g)
+    names = {m.opcode: src._names[m] for m in g.members}
+    assert not any(f"ftz32({names[op]})" in line for line in src.body for op in ("abs", "negate")), src.body
+    tiny = np.finfo(F32).tiny
+    xv = np.array([tiny, -tiny, 3.0, -0.0, np.nan], F32)
+    yv = np.array([0.25, 0.5, -2.0, 1.0, 1.0], F32)   # products: denormals, a normal, -0, NaN
+    with xe.float_env(denormals="flush"):
+        _same_bits(comp.run(xv, yv, backend="numba"), comp.run(xv, yv))

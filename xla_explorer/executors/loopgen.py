@@ -18,7 +18,7 @@ from .emit import (carrier_dtype, denormal_blind, emit, finish, flush_functions,
 
 
 #: (a switch for A/B measurements and tests) flushes of values that cannot be denormal left
-#: out (``LoopSource._never_denormal``)
+#: out (``LoopSource._never_denormal``, ``LoopSource._sign_of_flushed``)
 NEVER_DENORMAL = True
 
 
@@ -117,11 +117,19 @@ class LoopSource:
                     flushed = sorted(set(flushed) | {k for k, o in enumerate(m.operands)
                                                      if self._least_of(o, k, flushed) >= _TINY[m.shape.element_type]})
                 expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared or kept))
-                if flushes_result(m) and not blind or squared or kept:
+                if flushes_result(m) and not blind or squared or kept or self._sign_of_flushed(m, flushed):
                     self._flushed.add(m)   # (squared: as good as flushed for its readers)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")
+
+    def _sign_of_flushed(self, m, flushed):
+        """Whether ``m`` is a real float negate or abs of a flushed value (``"flush"`` mode):
+        its value is flushed too (a sign change makes no denormal), so its readers do not
+        flush it again (an erf's abs(x) < 1 and 1 / abs(x))."""
+        t = m.shape.element_type
+        return (NEVER_DENORMAL and fpenv.flushing() and m.opcode in ("negate", "abs") and t in _TINY
+                and m.operands[0].shape.element_type == t and 0 in flushed)
 
     def _least_of(self, o, k, flushed):
         """A lower bound of operand ``o``'s (number ``k``) nonzero finite |values| as the
