@@ -56,6 +56,12 @@ BODIES = {
     "((x + c) * c) * c": lambda x, y, c: xe.Mul(xe.Mul(xe.Add(x, c), c), c),
     "(tanh(x) + c) * 0.5 * y": lambda x, y, c: xe.Mul(xe.Mul(xe.Add(xe.Tanh(x), c), np.array(0.5, x.shape.dtype)), y),
     "(x * x) * y": lambda x, y, c: xe.Mul(xe.Mul(x, x), y),
+    # a negate / abs of a flushed value is flushed: its readers do not flush it again
+    "abs(x * y) + y": lambda x, y, c: xe.Add(xe.Abs(xe.Mul(x, y)), y),
+    "-(x * c) * y": lambda x, y, c: xe.Mul(xe.Neg(xe.Mul(x, c)), y),
+    # a product only a sum with a constant reads is left unflushed (Horner: p * z + c)
+    "c - (x * y)": lambda x, y, c: xe.Sub(c, xe.Mul(x, y)),
+    "((x * y) + c) * y + c": lambda x, y, c: xe.Add(xe.Mul(xe.Add(xe.Mul(x, y), c), y), c),
     "(x * x) + c": lambda x, y, c: xe.Add(xe.Mul(x, x), c),
     "gelu": lambda x, y, c: xe.Mul(x, xe.Mul(np.array(0.5, x.shape.dtype), xe.Add(np.array(1, x.shape.dtype), xe.Tanh(
         xe.Mul(np.array(0.797884583, x.shape.dtype), xe.Add(x, xe.Mul(np.array(0.044715, x.shape.dtype),

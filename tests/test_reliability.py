@@ -354,9 +354,12 @@ def test_fused_loops_are_capped_so_compile_work_is_bounded():
     from xla_explorer.executors import fusion
     comp = _random_chain(10000)
     groups = comp.fusion_plan().groups
-    assert max(len(g.members) for g in groups) <= fusion.MAX_FUSED
-    kinds = {tuple((m.opcode, m.shape.element_type) for m in g.members) for g in groups if len(g.members) > 1}
-    assert len(kinds) <= fusion.MAX_FUSED_LOOPS
+    # (the budget counts work: scalar constants and their broadcasts are free, ``loop_cost``)
+    assert max(sum(fusion.loop_cost(m) for m in g.members) for g in groups) <= fusion.MAX_FUSED
+    assert max(len(g.members) for g in groups) <= fusion.MAX_MEMBERS
+    kinds = {tuple((m.opcode, m.shape.element_type) for m in g.members): sum(fusion.loop_cost(m) for m in g.members)
+             for g in groups if len(g.members) > 1}
+    assert len(kinds) <= fusion.MAX_FUSED_LOOPS and sum(kinds.values()) <= fusion.MAX_FUSED_WORK
 
 
 def test_a_long_chain_runs_on_numba_and_agrees_with_the_reference(monkeypatch):

@@ -10,9 +10,11 @@ pure description (no Numba): the CPU and CUDA backends generate code from it, th
 renderer can draw its groups.
 
 Compile time stays bounded: Numba's compile time grows with a loop's body, so a group
-holds at most ``MAX_FUSED`` instructions (a longer chain is cut into several loops), and
-one module -- all its computations together (``plan_module``) -- compiles at most
-``MAX_FUSED_LOOPS`` distinct fused loops (groups of the same structure share one); the
+holds at most ``MAX_FUSED`` instructions that do work (``loop_cost``: scalar constants, their
+broadcasts and converts that make no code are free; a longer chain is cut into several
+loops) and ``MAX_MEMBERS`` of any kind, and one module -- all its computations together
+(``plan_module``) -- compiles at most ``MAX_FUSED_LOOPS`` distinct fused loops (groups of
+the same structure share one) doing at most ``MAX_FUSED_WORK`` work together; the
 instructions of the groups beyond run op by op, each through its layer's kernel (the
 element-wise ones: the reference's vectorised NumPy code; nothing to compile), a
 broadcast or iota as a loop of its own (one per kind, shared).  A 10,000-op element-wise
@@ -45,11 +47,19 @@ from ..ops import registry
 
 #: opcodes that can be part of a fused loop besides the element-wise ones
 _INDEX_OPS = {"broadcast", "iota"}
-#: the most instructions in one fused loop
-MAX_FUSED = 32
+#: the most instructions that do work (``loop_cost``) in one fused loop: an erf GELU's 67
+#: in one (Numba's compile time of a loop grows about linearly with its work, measured
+#: 1.6 s for 32 of a random chain's ops, 3.3 s for 64, 6.9 s for 128, cold, load 3)
+MAX_FUSED = 96
+#: the most instructions of any kind in one fused loop (free ones too: each is a statement,
+#: a scalar input an argument, that Numba compiles)
+MAX_MEMBERS = 3 * MAX_FUSED
 #: the most distinct fused loops one module compiles, all its computations together
-#: (measured: ~0.7-1 s of Numba compile time each, whatever its length up to MAX_FUSED)
+#: (measured: ~0.7-1 s of Numba compile time each for a short one)
 MAX_FUSED_LOOPS = 16
+#: the most work (``loop_cost``) of the distinct fused loops of one module together: what
+#: 16 loops of 32 instructions, the budget before work was counted, could hold
+MAX_FUSED_WORK = 16 * 32
 _NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng", "after-all"}
 #: (a switch for A/B measurements) calls of small computations planned inlined
 INLINE_CALLS = True
@@ -81,6 +91,23 @@ def fusible(inst):
     return all(o.shape.is_array for o in inst.operands) and can_emit(inst)
 
 
+def loop_cost(inst):
+    """What ``inst`` adds to its fused loop's work (``MAX_FUSED`` bounds the sum): 0 for a
+    scalar constant (a run-time argument), a broadcast of a scalar (read once per row,
+    ``cpu.fused.RowLoopSource``) and a convert its carrier makes no code of (same type,
+    bf16 / f16 to f32); 1 for the rest."""
+    if inst.opcode == "constant":
+        return 0
+    if inst.opcode == "broadcast":
+        return 0 if inst.operands[0].shape.rank == 0 else 1
+    if inst.opcode == "convert":
+        from .emit import carrier, finish, EMITTERS
+        src, dst = inst.operands[0].shape.element_type, inst.shape.element_type
+        free = carrier(src) == carrier(dst) and finish(EMITTERS["convert"](inst, "a"), dst) == f"{carrier(dst)}(a)"
+        return 0 if free else 1
+    return 1
+
+
 class FusionGroup:
     """Instructions computed in one loop over ``root``'s elements."""
 
@@ -90,6 +117,7 @@ class FusionGroup:
         self.root = root
         self.members = [root]   # topological order once finalised
         self.inputs = []        # instructions outside the group that members read
+        self.cost = loop_cost(root)   # the members' ``loop_cost``s summed
 
     @property
     def dims(self):
@@ -226,6 +254,7 @@ def _duplicate(inst, users, group_of, computation):
         if id(g) not in seen:
             seen.add(id(g))
             g.members.append(inst)
+            g.cost += loop_cost(inst)
     group_of[inst] = groups[0]
     return True
 
@@ -243,18 +272,26 @@ def _loop_kind(g):
         for m in g.members)
 
 
+def _fits(kinds, key, cost):
+    """Whether a fused loop of kind ``key`` and work ``cost`` stays within the module's
+    budget, ``kinds`` (kind -> work) holding the loops planned so far; noted there if so."""
+    if key not in kinds:
+        if len(kinds) >= MAX_FUSED_LOOPS or sum(kinds.values()) + cost > MAX_FUSED_WORK:
+            return False
+        kinds[key] = cost
+    return True
+
+
 def _within_budget(groups, group_of, kinds):
     """Keep fused loops (in program order) while there are at most MAX_FUSED_LOOPS distinct
-    ones in ``kinds`` (the module's, shared by its computations); the instructions of the
+    ones in ``kinds`` (the module's, shared by its computations) doing at most MAX_FUSED_WORK
+    work together; the instructions of the
     groups beyond leave the plan's loops (they run op by op), except broadcasts and iotas,
     which have no other kernel."""
     out = []
     for g in reversed(groups):   # groups were made from the root backwards
         if len(g.members) > 1:
-            key = _loop_kind(g)
-            if key in kinds or len(kinds) < MAX_FUSED_LOOPS:
-                kinds.add(key)
-            else:
+            if not _fits(kinds, _loop_kind(g), g.cost):
                 for m in g.members:
                     if m.opcode in _INDEX_OPS:
                         single = FusionGroup(m)
@@ -376,7 +413,7 @@ def plan_module(module, fuse=True):
     key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS, INLINE_CALLS, MAX_INLINED)
     if module.__dict__.get("_fusion_planned") == key:
         return
-    kinds = set()
+    kinds = {}
     for comp in _planning_order(module, fuse):
         fusion_plan(comp, fuse, kinds=kinds)
     module.__dict__["_fusion_planned"] = key
@@ -390,7 +427,7 @@ def fusion_plan(computation, fuse=True, kinds=None):
     cached = getattr(computation, "_fusion_plan", None)
     if kinds is None and cached is not None and cached[0] == fuse:
         return cached[1]
-    kinds = set() if kinds is None else kinds
+    kinds = {} if kinds is None else kinds
     original = computation
     if fuse and INLINE_CALLS:   # (planned, not changed: the plan's computation has the copies)
         computation = inline_calls(computation)
@@ -416,13 +453,15 @@ def fusion_plan(computation, fuse=True, kinds=None):
             if (g is not None and len(gs) == 1
                     and not any(u.opcode == "broadcast" for u in us)  # a broadcast's operand is read, not fused
                     and (inst.shape.dims == g.dims or (inst.opcode == "constant"))
-                    and len(g.members) < MAX_FUSED):  # a long chain is cut into several loops
+                    and g.cost + loop_cost(inst) <= MAX_FUSED   # a long chain is cut into several loops
+                    and len(g.members) < MAX_MEMBERS):
                 target = g
         if target is None:
             target = FusionGroup(inst)
             groups.append(target)
         else:
             target.members.append(inst)
+            target.cost += loop_cost(inst)
         group_of[inst] = target
     groups = _within_budget(groups, group_of, kinds)
     for g in list(groups):
@@ -468,9 +507,8 @@ def _fuse_gathers(steps, users, order, computation, kinds):
                    tuple((c[0].opcode, c[0].shape.element_type, c[1], c[2]) for c in fused.components),
                    tuple(sorted(fused.root.attrs.items())),
                    _loop_kind(fused.elementwise) if fused.elementwise is not None else None)
-            if key not in kinds and len(kinds) >= MAX_FUSED_LOOPS:
+            if not _fits(kinds, key, fused.elementwise.cost if fused.elementwise is not None else 0):
                 continue
-            kinds.add(key)
             replaced[s.inst] = Step(s.inst, fused)
             dropped.update(id(x) for x in fused.substeps if x is not s)
     if not replaced:
@@ -575,6 +613,7 @@ def _gather_fusion(gather, step_of, users, order, computation):
         members.sort(key=order.__getitem__)
         elementwise = FusionGroup(members[-1])
         elementwise.members = members
+        elementwise.cost = sum(loop_cost(m) for m in members)
         elementwise.finalise(order)
     substeps = sorted(absorbed + [step_of[gather]], key=lambda st: order[st.inst])
     fused = GatherFusion(gather, components, elementwise, sorted(glue, key=order.__getitem__), substeps)

@@ -18,7 +18,7 @@ from .emit import (carrier_dtype, denormal_blind, emit, finish, flush_functions,
 
 
 #: (a switch for A/B measurements and tests) flushes of values that cannot be denormal left
-#: out (``LoopSource._never_denormal``)
+#: out (``LoopSource._never_denormal``, ``LoopSource._sign_of_flushed``)
 NEVER_DENORMAL = True
 
 
@@ -97,6 +97,10 @@ class LoopSource:
                 # flushes, change no square (``squares_it``)
                 squared = (m is not self.group.root and bool(readers.get(m))
                            and all(squares_it(u, m) for u in readers[m]))
+                # a value only sums with a large constant read (an erf polynomial's p * z,
+                # read by p * z + c): its flush changes no sum (``_big_sum_of``)
+                summed = (m is not self.group.root and bool(readers.get(m))
+                          and all(self._big_sum_of(u, m) for u in readers[m]))
                 if (blind or squared) and sum_before_blind(m):
                     flushed = list(range(len(m.operands)))   # (its operands' flushes change no exp)
                 # a sum with a large constant: no flush changes it (``_never_denormal``)
@@ -116,12 +120,32 @@ class LoopSource:
                 if kept == "product":   # (factors at least the smallest normal: nothing to flush)
                     flushed = sorted(set(flushed) | {k for k, o in enumerate(m.operands)
                                                      if self._least_of(o, k, flushed) >= _TINY[m.shape.element_type]})
-                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared or kept))
-                if flushes_result(m) and not blind or squared or kept:
+                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared or kept or summed))
+                if flushes_result(m) and not (blind or summed) or squared or kept or self._sign_of_flushed(m, flushed):
                     self._flushed.add(m)   # (squared: as good as flushed for its readers)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")
+
+    def _big_sum_of(self, u, m):
+        """Whether ``u`` is m + c or c + m or m - c or c - m with a scalar constant |c| >=
+        2^-100 (f32, bf16; 2^-900 f64) or not finite, in ``"flush"`` mode: ``_never_denormal``'s
+        ``"sum"``, which flushes neither operand, as a denormal m + c rounds to c = 0 + c."""
+        t = u.shape.element_type
+        if (not NEVER_DENORMAL or not fpenv.flushing() or u.opcode not in ("add", "subtract") or t not in _TINY
+                or not flushes_result(u) or len(u.operands) != 2 or list(u.operands).count(m) != 1
+                or not all(o.shape.is_array and o.shape.element_type == t for o in u.operands)):
+            return False
+        c = _scalar_constant(u.operands[1] if u.operands[0] is m else u.operands[0])
+        return c is not None and not abs(c) < (2.0 ** -900 if t == "f64" else 2.0 ** -100)
+
+    def _sign_of_flushed(self, m, flushed):
+        """Whether ``m`` is a real float negate or abs of a flushed value (``"flush"`` mode):
+        its value is flushed too (a sign change makes no denormal), so its readers do not
+        flush it again (an erf's abs(x) < 1 and 1 / abs(x))."""
+        t = m.shape.element_type
+        return (NEVER_DENORMAL and fpenv.flushing() and m.opcode in ("negate", "abs") and t in _TINY
+                and m.operands[0].shape.element_type == t and 0 in flushed)
 
     def _least_of(self, o, k, flushed):
         """A lower bound of operand ``o``'s (number ``k``) nonzero finite |values| as the

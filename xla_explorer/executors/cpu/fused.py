@@ -100,7 +100,14 @@ class RowLoopSource(LoopSource):
         if self.narrow and operand.shape.element_type == "f16" and expr not in self._f16_reads:
             self._f16_reads.append(expr)
         if self.narrow and operand.shape.element_type in NARROW_BITS:
-            return f"{NARROW_BITS[operand.shape.element_type][0]}({expr})"
+            expr = f"{NARROW_BITS[operand.shape.element_type][0]}({expr})"
+        if operand.shape.rank == 0 and reader.shape.rank != 0:
+            # a scalar (a constant of the erf or tanh polynomials): read once per row, not
+            # per element (LLVM does not hoist it: the stores to ``out`` might alias it)
+            name = f"v_in{self.inputs.index(operand)}"
+            if not any(line.startswith(f"{name} = ") for line in self.prelude):
+                self.prelude.append(f"{name} = {expr}")
+            return name
         return expr
 
     @property
