@@ -34,6 +34,6 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 # one pytest worker per core (pytest-xdist; at most 4: each may hold a few GB of compiled
-# kernels), a test file's tests on one worker; XLA_EXPLORER_TEST_WORKERS=0 runs in-process
+# kernels), a test function's cases on one worker (tests/conftest.py); XLA_EXPLORER_TEST_WORKERS=0 runs in-process
 workers=${XLA_EXPLORER_TEST_WORKERS:-$(.venv/bin/python -c "import os; print(min(4, len(os.sched_getaffinity(0))))")}
-exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadgroup "$@"

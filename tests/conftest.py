@@ -44,3 +44,24 @@ def load_case():
     if LOADER is None:
         pytest.skip(f"HLO corpus not found at {CORPUS}")
     return lambda name: LOADER.load_case(str(CORPUS / name))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``scripts/test.sh``: ``--dist loadgroup``) a test function's cases
+    run on one worker, so the kernels they share compile once; a file whose tests share a
+    module- or session-scoped fixture of ours (a JupyterLab server, a graded assignment)
+    runs on one worker, and the session fixtures of a folder (tests/e2e) keep its files on
+    one, so none is built twice.  Different functions of one file spread over the workers:
+    one file's kernels (test_numba_data_movement) are not a long pole."""
+    for item in items:
+        path, _, rest = item.nodeid.partition("::")
+        group = f"{path}::{rest.split('[', 1)[0]}"
+        shared = [(d.scope, pathlib.Path(d.func.__code__.co_filename).resolve())
+                  for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
+                  if d.scope != "function" and hasattr(d.func, "__code__")]
+        shared = [(scope, where) for scope, where in shared if where.is_relative_to(ROOT / "tests")]
+        if any(scope == "session" for scope, _ in shared):   # the folder of its conftest.py
+            group = min(str(where.parent.relative_to(ROOT)) for scope, where in shared if scope == "session")
+        elif shared:
+            group = path
+        item.add_marker(pytest.mark.xdist_group(group))
