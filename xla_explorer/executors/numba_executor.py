@@ -857,12 +857,13 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task, clean_param
         if on_value is not None:
             # (the original computation's instructions: a call's for its inlined root's value;
             # none for the rest of an inlined call, as for a call's inside before)
-            if step.group is not None and step.group.kind == "dot" and backend.layer == "cpu" \
-                    and plan.reported(step.group.dot) is not None:
+            dot = plan.reported(step.group.dot) if step.group is not None and step.group.kind == "dot" else None
+            if dot is not None and backend.layer == "cpu":
                 # the dot's own value: the transposed result seen back in the dot's layout
-                on_value(plan.reported(step.group.dot), np.transpose(value, np.argsort(step.group.permutation)))
-            if plan.reported(inst) is not None:
-                on_value(plan.reported(inst), value)
+                on_value(dot, np.transpose(value, np.argsort(step.group.permutation)))
+            reported = plan.reported(inst)
+            if reported is not None:
+                on_value(reported, value)
         reads = step.group.inputs if step.group is not None else inst.operands
         for o in reads:
             if plan.last_use.get(o) == k and o is not root and o in env:

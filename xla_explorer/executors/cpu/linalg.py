@@ -1051,7 +1051,7 @@ def _im2col_conv(x, w, wmat, groups, batch_groups, Bg, I, C, Og, out_sp, k_sizes
 # NHWC [8,32,32,32] * [3,3,32,32] (4 classes of 1, 2, 2, 4 of the 9 taps): 2.6 ms, from
 # im2col's 5.9 (bests of 40, load 4.4), the same bits.
 
-def _poly_axis(size, out, stride, low, ld, rd, win):
+def _poly_axis(out, stride, low, ld, rd, win):
     """The residue classes of one spatial dimension: P and per class c < min(P, out)
     (c, J, sub) -- J outputs, ``sub`` = (first tap, taps, the sub-convolution's low
     padding) or None where no tap meets a real element (its outputs are zeros)."""
@@ -1073,7 +1073,7 @@ class _PolyClass:
 
 def _poly_plan(p, in_sizes):
     """The classes of plan p's convolution (product of the dimensions' classes)."""
-    axes = [_poly_axis(in_sizes[d], p.out_sp[d], p.strides[d], p.pads[d][0], p.ld[d], p.rd[d], p.k_sizes[d])
+    axes = [_poly_axis(p.out_sp[d], p.strides[d], p.pads[d][0], p.ld[d], p.rd[d], p.k_sizes[d])
             for d in range(p.n)]
     plan = []
     for combo in itertools.product(*(a[2] for a in axes)):
