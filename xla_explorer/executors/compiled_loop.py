@@ -31,6 +31,7 @@ values not of the loop's static types, for buffers over the size limit, and for 
 more than ``MAX_ELEMENTS`` elements (the fused loops run those on several threads; this
 function is serial).
 """
+import re
 import weakref
 
 import numpy as np
@@ -46,6 +47,18 @@ MAX_ELEMENTS = 1 << 16
 
 #: the work of one call of the compiled function, in array elements (a chunk's iterations)
 _CHUNK_ELEMENTS = 1 << 22
+
+#: arrays of at most this many elements are the loop's control (run iteration by iteration)
+SMALL = 64
+
+#: a leaf function's block of elements, run through all of a call's iterations in cache
+BLOCK = 256
+
+#: the most iterations one call records the scalars of (its trajectory arrays' length)
+_MAX_RECORDED = 1 << 16
+
+#: leaf work (elements x iterations) from which a leaf runs on several threads
+_PARALLEL_WORK = 1 << 20
 
 _PASS = ("reshape", "bitcast", "copy")
 
@@ -71,18 +84,21 @@ def _live(computation):
 
 
 class _Scalar:
-    __slots__ = ("name", "type")
+    """A scalar value of the loop; ``flushed``: known free of denormals where the environment
+    flushes (a flushing op's result, a constant that is not one), so its readers do not
+    flush it again."""
+    __slots__ = ("name", "type", "flushed")
 
-    def __init__(self, name, t):
-        self.name, self.type = name, t
+    def __init__(self, name, t, flushed=False):
+        self.name, self.type, self.flushed = name, t, flushed
 
 
 class _Array:
     """An array value of the loop: ``expr`` is its element at the flat index ``i``."""
-    __slots__ = ("count", "type", "expr", "state")
+    __slots__ = ("count", "type", "expr", "state", "flushed")
 
-    def __init__(self, count, t, expr, state=None):
-        self.count, self.type, self.expr, self.state = count, t, expr, state
+    def __init__(self, count, t, expr, state=None, flushed=False):
+        self.count, self.type, self.expr, self.state, self.flushed = count, t, expr, state, flushed
 
 
 class _Generator:
@@ -90,6 +106,9 @@ class _Generator:
         self.scalar_lines = []      # the condition's or the body's scalar statements
         self.groups = {}            # element count -> the statements of its loop
         self.n = 0
+        self.types = {}             # scalar name -> its XLA type
+        self.constants = {}         # scalar name -> its statement, for a constant's scalars
+        self.reads = set()          # the state arrays scalars read an element of (a slice)
 
     def _name(self):
         self.n += 1
@@ -98,7 +117,7 @@ class _Generator:
     def inline(self, computation, args, depth=0):
         """The value of ``computation``'s root (a _Scalar, an _Array or a tuple of them) on
         ``args`` (its parameters' values), its statements appended."""
-        from .emit import can_emit, emit, finish, supported_type
+        from .emit import can_emit, emit, finish, flushes_result, supported_type
         from .cpu.reduction import _literal
         if depth > 8:
             raise NotCompiled("calls nested too deep")
@@ -134,7 +153,27 @@ class _Generator:
                 if shape.rank != 0 or "literal" not in inst.attrs:
                     raise NotCompiled(f"{inst.name}: an array constant")
                 name = self._name()
-                self.scalar_lines.append(f"{name} = {_literal(inst.attrs['literal'], t)}")
+                line = f"{name} = {_literal(inst.attrs['literal'], t)}"
+                self.scalar_lines.append(line)
+                self.constants[name] = line
+                self.types[name] = t
+                values[inst] = _Scalar(name, t, _not_denormal(inst.attrs["literal"], t))
+                continue
+            if op == "slice" and prod(shape.dims) == 1 and len(ops) == 1 and ops[0].type == t:
+                v = ops[0]   # one element of a carried array, at the start of the iteration
+                if isinstance(v, _Scalar):
+                    values[inst] = v
+                    continue
+                if v.state is None or v.expr != f"cur{v.state}[i]":
+                    raise NotCompiled(f"{inst.name}: a slice of a computed array")
+                odims = inst.operands[0].shape.dims
+                flat = 0
+                for d, start in zip(odims, inst.attrs["start_indices"]):
+                    flat = flat * int(d) + int(start)
+                name = self._name()
+                self.scalar_lines.append(f"{name} = cur{v.state}[{flat}]")
+                self.types[name] = t
+                self.reads.add(v.state)
                 values[inst] = _Scalar(name, t)
                 continue
             if op in _PASS + ("broadcast",) and len(ops) == 1 and ops[0].type == t:
@@ -145,11 +184,11 @@ class _Generator:
                     values[inst] = v
                     continue
                 if isinstance(v, _Scalar):   # (a scalar broadcast, or reshaped to [1]: its value everywhere)
-                    values[inst] = _Array(prod(shape.dims), t, v.name)
+                    values[inst] = _Array(prod(shape.dims), t, v.name, flushed=v.flushed)
                     continue
                 dims = inst.attrs.get("broadcast_dimensions") if op == "broadcast" else None
                 if prod(shape.dims) == v.count and (op != "broadcast" or list(dims) == sorted(dims)):
-                    values[inst] = _Array(v.count, t, v.expr, v.state)   # (the same flat elements)
+                    values[inst] = _Array(v.count, t, v.expr, v.state, v.flushed)   # (the same flat elements)
                     continue
                 raise NotCompiled(f"{inst.name}: {op} that moves elements")
             if not can_emit(inst):
@@ -157,24 +196,40 @@ class _Generator:
             if any(o.shape.element_type in ("c64", "c128") for o in inst.operands):
                 raise NotCompiled(f"{inst.name}: a complex operand")
             arrays = [v for v in ops if isinstance(v, _Array)]
-            expr = finish(emit(inst, *[v.name if isinstance(v, _Scalar) else v.expr for v in ops]), t)
+            expr = finish(emit(inst, *[v.name if isinstance(v, _Scalar) else v.expr for v in ops],
+                               flushed=[k for k, v in enumerate(ops) if v.flushed]), t)
+            clean = flushes_result(inst)
             name = self._name()
             if not arrays:
                 if shape.rank != 0 and prod(shape.dims) != 1:
                     raise NotCompiled(f"{inst.name}: an array of scalars")
                 if shape.rank != 0:
                     self.groups.setdefault(1, []).append(f"{name} = {expr}")
-                    values[inst] = _Array(1, t, name)
+                    values[inst] = _Array(1, t, name, flushed=clean)
                 else:
                     self.scalar_lines.append(f"{name} = {expr}")
-                    values[inst] = _Scalar(name, t)
+                    self.types[name] = t
+                    values[inst] = _Scalar(name, t, clean)
                 continue
             count = prod(shape.dims)
             if shape.rank == 0 or any(v.count != count for v in arrays):
                 raise NotCompiled(f"{inst.name}: operands of other element counts")
             self.groups.setdefault(count, []).append(f"{name} = {expr}")
-            values[inst] = _Array(count, t, name)
+            values[inst] = _Array(count, t, name, flushed=clean)
         return values[computation.root]
+
+
+def _not_denormal(literal, t):
+    """Whether a scalar constant's value is not a float denormal (nothing to flush)."""
+    if t not in ("f16", "bf16", "f32", "f64"):
+        return False
+    try:
+        v = abs(float(np.asarray(literal).reshape(-1)[0]))
+    except (TypeError, ValueError, IndexError):
+        return False
+    tiny = {"f16": 6.103515625e-05, "bf16": 1.1754943508222875e-38, "f32": 1.1754943508222875e-38,
+            "f64": 2.2250738585072014e-308}[t]
+    return v == 0.0 or v >= tiny or v != v
 
 
 def _state_types(shape):
@@ -199,17 +254,28 @@ class CompiledLoop:
         for t, dims in self.types:
             if not supported_type(t) or t in ("c64", "c128", "s4", "s2", "u4", "u2"):
                 raise NotCompiled(f"a state element of type {t}")
-            if len(dims) and prod(dims) > MAX_ELEMENTS:
-                raise NotCompiled("a state array too large for one thread")
         self.carriers = [carrier_dtype(t) for t, _ in self.types]
+        self.dims = [dims for _, dims in self.types]
         self.dtypes = [np.dtype(dtypes.to_numpy(t)) for t, _ in self.types]
         self._functions = {}   # mode -> (function, written slots) or an exception
         self._source()   # (raises NotCompiled for a loop that does not qualify)
 
     def _source(self):
-        """(source text, slots: per state element "s" a scalar, "w" a written array, "r" an
-        array read in place) for the environment in force (``emit`` writes its flushes;
-        ``_function`` keys the result by that mode)."""
+        """(source text, layout) for the environment in force (``emit`` writes its flushes;
+        ``_function`` keys the result by that mode).  ``layout.slots``: per state element "s"
+        a scalar, "w" an array the control function writes (two buffers in turn), "y" an
+        array a leaf function updates in place, "r" an array read in place.
+
+        The loop is cut in two.  Its *control* -- the condition, the scalars, and the arrays
+        scalars read an element of or of at most ``SMALL`` elements (threefry's rotation
+        tables) -- runs iteration by iteration in ``control``, which records the scalars
+        the other arrays read (their *trajectory*, one value an iteration).  Every other
+        array's elements depend only on their own earlier values and those scalars (its ops
+        keep the flat index: nothing mixes elements), so ``leaf`` functions run all the
+        iterations for a block of elements at a time, in cache and in place (loops over an
+        array read and written at the same index vectorise; two buffers written in turn
+        did not), on several threads for large arrays: the same operations on the same
+        values, so the same bits."""
         inst = self.inst
         cond, body = inst.attrs["condition"], inst.attrs["body"]
         state = []
@@ -227,9 +293,12 @@ class CompiledLoop:
         root = gb.inline(body, [tuple(state)])
         if not isinstance(root, tuple) or len(root) != len(state):
             raise NotCompiled("the body's root is not the state's tuple")
+        counts = [prod(dims) if len(dims) else 0 for _, dims in self.types]
+        control_counts = {n for n in counts if 0 < n <= SMALL} | {counts[j] for j in gc.reads | gb.reads}
         slots = []
         new_scalars = []
-        writes = {}   # element count -> lines
+        writes = {}       # control: element count -> lines
+        leaf_writes = {}  # leaf: element count -> (state index, expression)
         for j, (v, (t, dims)) in enumerate(zip(root, self.types)):
             if isinstance(v, tuple) or v.type != t:
                 raise NotCompiled("the body's result is not of the state's types")
@@ -246,29 +315,80 @@ class CompiledLoop:
             if v.state == j and v.expr == f"cur{j}[i]":
                 slots.append("r")
                 continue
-            slots.append("w")
-            writes.setdefault(v.count, []).append(f"nxt{j}[i] = {v.expr}")
+            if v.count in control_counts:
+                if v.count > MAX_ELEMENTS:
+                    raise NotCompiled("a state array too large for one thread read by the loop's scalars")
+                slots.append("w")
+                writes.setdefault(v.count, []).append(f"nxt{j}[i] = {v.expr}")
+            else:
+                slots.append("y")
+                leaf_writes.setdefault(v.count, []).append((j, v.expr))
         for count in gb.groups:
-            if count not in writes:
+            if count not in writes and count not in leaf_writes:
                 raise NotCompiled("an array value the loop does not carry")
-        args = ["limit"]
+        scalar_types = dict(gb.types)
+        scalar_types.update({f"s{j}": t for j, (t, dims) in enumerate(self.types) if len(dims) == 0})
+        ind, ind2, ind3, ind4 = "    ", "    " * 2, "    " * 3, "    " * 4
+        # the leaf functions, one per element count: the scalars each reads
+        leaves = []          # (function name, count, parameter names)
+        leaf_text = []
+        recorded = []        # the trajectory's scalars, in order
+        for n_leaf, (count, outs) in enumerate(sorted(leaf_writes.items())):
+            lines = gb.groups.get(count, []) + [f"w{j} = {e}" for j, e in outs]
+            names = sorted({m for m in re.findall(r"\b[st]\d+\b", "\n".join(lines)) if m in scalar_types}
+                           - {ln.split(" = ", 1)[0] for ln in lines}, key=lambda m: (m[0], int(m[1:])))
+            consts = [gb.constants[m] for m in names if m in gb.constants]
+            traced = [m for m in names if m not in gb.constants]
+            recorded += [m for m in traced if m not in recorded]
+            params = ["lo", "hi", "k"]
+            for j, s in enumerate(slots):
+                if counts[j] != count:
+                    continue
+                params += [f"x{j}", f"y{j}"] if s == "y" else [f"r{j}"] if s == "r" else []
+            params += [f"tr_{m}" for m in traced]
+            fname = f"leaf{n_leaf}"
+            text = ["@njit(cache=True, nogil=True, error_model='numpy')", f"def {fname}({', '.join(params)}):"]
+            text += [ind + x for x in consts]
+            text += [f"{ind}for b0 in range(lo, hi, {BLOCK}):", f"{ind2}b1 = min(b0 + {BLOCK}, hi)"]
+            # (the block as views indexed from 0: Numba then knows i >= 0 and leaves out the
+            # negative-index wrap-around, which kept the loops from vectorising: 10x slower)
+            for j, s in enumerate(slots):
+                if counts[j] == count and s in "ry":
+                    text.append(f"{ind2}cur{j} = {'y' if s == 'y' else 'r'}{j}[b0:b1]")
+            for j, _ in outs:
+                text += [f"{ind2}src{j} = x{j}[b0:b1]",
+                         f"{ind2}for i in range(cur{j}.shape[0]):", f"{ind3}cur{j}[i] = src{j}[i]"]
+            text += [f"{ind2}for kk in range(k):"]
+            text += [f"{ind3}{m} = tr_{m}[kk]" for m in traced]
+            text += [f"{ind3}for i in range(cur{outs[0][0]}.shape[0]):"]
+            text += [ind4 + x for x in lines] + [f"{ind4}cur{j}[i] = w{j}" for j, _ in outs]
+            text.append(f"{ind}return 0")
+            leaf_text.append("\n".join(text))
+            leaves.append((fname, count, tuple(params[3:])))
+        # the control function: the loop's iterations, the scalars the leaves read recorded
+        params = ["limit"]
         for j, s in enumerate(slots):
-            args += [f"sc{j}"] if s == "s" else [f"x{j}"] if s == "r" else [f"x{j}", f"a{j}", f"b{j}"]
+            if s == "s":
+                params.append(f"sc{j}")
+            elif s == "r" and counts[j] in control_counts:
+                params.append(f"x{j}")
+            elif s == "w":
+                params += [f"x{j}", f"a{j}", f"b{j}"]
+        params += [f"tr_{m}" for m in recorded]
         lines = ["@njit(cache=True, nogil=True, error_model='numpy')",
-                 f"def loop({', '.join(args)}):"]
-        ind = "    "
+                 f"def control({', '.join(params)}):"]
         for j, s in enumerate(slots):
             if s == "s":
                 lines.append(f"{ind}s{j} = sc{j}[0]")
-            elif s == "r":
+            elif s == "r" and counts[j] in control_counts:
                 lines.append(f"{ind}cur{j} = x{j}")
-            else:
+            elif s == "w":
                 lines += [f"{ind}cur{j} = x{j}", f"{ind}nxt{j} = a{j}"]
         lines += [f"{ind}k = 0", f"{ind}done = False", f"{ind}while k < limit:"]
-        ind2 = ind * 2
         lines += [ind2 + x for x in gc.scalar_lines]
         lines += [f"{ind2}if not {c.name}:", f"{ind2}    done = True", f"{ind2}    break"]
         lines += [ind2 + x for x in gb.scalar_lines]
+        lines += [f"{ind2}tr_{m}[k] = {m}" for m in recorded]
         for count, out in writes.items():
             first = out[0].split("[", 1)[0]
             lines.append(f"{ind2}for i in range({first}.shape[0]):")
@@ -285,7 +405,10 @@ class CompiledLoop:
             if s == "s":
                 lines.append(f"{ind}sc{j}[0] = s{j}")
         lines.append(f"{ind}return k, done")
-        return "\n".join(lines) + "\n", tuple(slots)
+        text = "\n".join(lines) + "\n\n\n" + "\n\n\n".join(leaf_text) + "\n"
+        layout = _Layout(tuple(slots), tuple(params[1:]), tuple(leaves),
+                         tuple((m, carrier_of(scalar_types[m])) for m in recorded))
+        return text, layout
 
     def _function(self, mode):
         got = self._functions.get(mode)
@@ -293,44 +416,64 @@ class CompiledLoop:
             from .cpu.fused import _HEADER
             from .jit_cache import load_source
             try:
-                text, slots = self._source()
+                text, layout = self._source()
                 module = load_source("whileloop", _HEADER + f"# while {self.inst.name}\n" + text)
-                got = (module.loop, slots)
+                got = (module.control, [(getattr(module, f), n, p) for f, n, p in layout.leaves], layout)
             except NotCompiled as e:
                 got = e
             self._functions[mode] = got
         return got
 
     def run(self, state):
-        if progress._listeners or not isinstance(state, tuple) or len(state) != len(self.types):
+        if progress._listeners or type(state) is not tuple or len(state) != len(self.types):
             return None
         got = self._function(fpenv._mode)
-        if isinstance(got, Exception):
+        if type(got) is not tuple:
             return None
-        fn, slots = got
-        from .numba_executor import _as_carrier, _from_carrier
+        control, leaves, layout = got
+        global _as_carrier, _from_carrier, _in_threads
+        if _in_threads is None:
+            from .numba_executor import _as_carrier, _from_carrier
+            from .cpu.shape import in_threads as _in_threads
         limit_bytes = shapes.MAX_BYTES
-        args = []
+        env = {}
         work = 1
-        for v, s, (t, dims), want, dt in zip(state, slots, self.types, self.carriers, self.dtypes):
+        for j, v, s, dims, want, dt in zip(range(len(state)), state, layout.slots, self.dims, self.carriers,
+                                           self.dtypes):
             if type(v) is not np.ndarray or v.dtype != dt or v.shape != dims:
                 return None
             if s == "s":
-                args.append(np.array(v, dtype=want).reshape(1))
+                sc = np.empty(1, want)
+                sc[0] = v
+                env[f"sc{j}"] = sc
                 continue
-            x = _as_carrier(v, want)
+            # (the caller's array as it is where it is its own carrier: never written)
+            x = v.reshape(-1) if want == dt and v.flags.c_contiguous else _as_carrier(v, want)
+            env[f"x{j}"] = x
             if s == "r":
-                args.append(x)
+                env[f"r{j}"] = x
                 continue
-            if 2 * x.nbytes > limit_bytes:
+            if (2 if s == "w" else 1) * x.nbytes > limit_bytes:
                 return None
             work += x.size
-            args += [x, np.empty_like(x), np.empty_like(x)]
+            if s == "w":
+                env[f"a{j}"], env[f"b{j}"] = np.empty_like(x), np.empty_like(x)
+            else:
+                env[f"y{j}"] = np.empty_like(x)
         limit = max(1, _CHUNK_ELEMENTS // work)
+        if layout.recorded:
+            limit = min(limit, _MAX_RECORDED)
+            for m, dt in layout.recorded:
+                env[f"tr_{m}"] = np.empty(limit, dt)
+        control_args = [env[p] for p in layout.control]
         ran = 0
         while True:
             try:
-                k, done = fn(limit, *args)
+                k, done = control(limit, *control_args)
+                if k:
+                    for fn, count, params in leaves:
+                        _in_threads(fn, count, count * k >= _PARALLEL_WORK and count >= 8 * BLOCK, k,
+                                    *[env[p] for p in params], compiled=ran > 0)
             except Exception as e:   # (generated code Numba does not compile: the old way from now on)
                 from .cpu.reduction import _NumbaError
                 if isinstance(e, _NumbaError) and ran == 0:
@@ -338,32 +481,53 @@ class CompiledLoop:
                     return None
                 raise
             ran += k
-            if k:
-                p = 0
-                for s in slots:
-                    if s == "w":
-                        x, a, b = args[p:p + 3]
-                        cur = a if k % 2 else b
-                        args[p:p + 3] = [cur, b if cur is a else a, cur]
-                        p += 3
-                    else:
-                        p += 1
             if done:
                 break
+            if k:
+                for j in layout.written:
+                    if layout.slots[j] == "w":
+                        x, a, b = env[f"x{j}"], env[f"a{j}"], env[f"b{j}"]
+                        cur = a if k % 2 else b
+                        env[f"x{j}"], env[f"a{j}"], env[f"b{j}"] = cur, (b if cur is a else a), cur
+                    else:
+                        env[f"x{j}"] = env[f"y{j}"]
+                control_args = [env[p] for p in layout.control]
         if ran == 0:
             return state
         out = []
-        p = 0
-        for v, s, (t, dims), dt in zip(state, slots, self.types, self.dtypes):
+        for j, v, s, dims, dt in zip(range(len(state)), state, layout.slots, self.dims, self.dtypes):
             if s == "r":
                 out.append(v)
-                p += 1
                 continue
-            arr = args[p]
-            p += 1 if s == "s" else 3
+            if s == "s":
+                arr = env[f"sc{j}"]
+            elif s == "y":
+                arr = env[f"y{j}"]
+            else:
+                x, a, b = env[f"x{j}"], env[f"a{j}"], env[f"b{j}"]
+                arr = (a if k % 2 else b) if k else x   # (the buffer the last call wrote)
             arr = arr if arr.dtype == dt else _from_carrier(arr, dt)
             out.append(arr.reshape(dims))
         return tuple(out)
+
+
+_as_carrier = _from_carrier = _in_threads = None   # (numba_executor's and cpu.shape's, imported on first use)
+
+
+class _Layout:
+    """What ``run`` passes: the slots, the control function's parameters, the leaf functions
+    (name, element count, parameters after lo, hi, k) and the recorded scalars (name,
+    carrier dtype)."""
+    __slots__ = ("slots", "control", "leaves", "recorded", "written")
+
+    def __init__(self, slots, control, leaves, recorded):
+        self.slots, self.control, self.leaves, self.recorded = slots, control, leaves, recorded
+        self.written = tuple(j for j, s in enumerate(slots) if s in "wy")
+
+
+def carrier_of(t):
+    from .emit import carrier_dtype
+    return carrier_dtype(t)
 
 
 _loops = weakref.WeakKeyDictionary()   # while instruction -> its CompiledLoop or why not
