@@ -16,6 +16,7 @@ def _bits(v):
 
 
 def _same(comp, *args, compiled=None):
+    cl._loops.clear()   # (what this module's loops decide, below)
     want = comp.run(*args, backend="numpy")
     got = comp.run(*args, backend="numba")
     got = comp.run(*args, backend="numba")   # (the second run: the run program's steps)
@@ -28,7 +29,8 @@ def _same(comp, *args, compiled=None):
         # which path each while took: compiled_loop remembers a CompiledLoop, or why not
         loops = [i for c in comp.computations for i in c.instructions if i.opcode == "while"]
         assert loops, "no while loop in the module"
-        took = [cl._loops.get(i) for i in loops]
+        # (by name: the executor's plan may run a copy of a called computation's loop)
+        took = [next((t for j, t in list(cl._loops.items()) if j.name == i.name), None) for i in loops]
         assert all(t is not None for t in took), "a while loop never reached compiled_loop"
         assert any(not isinstance(t, Exception) for t in took) == compiled, took
 
@@ -88,3 +90,94 @@ def test_disabled_gives_the_same():
     x = np.linspace(-2, 2, 10, dtype=np.float32)
     f = lambda x: lax.fori_loop(0, 6, lambda i, c: jnp.tanh(c) * 2.5, x)  # noqa: E731
     _same(xe.from_jax(f, x), x, compiled=True)
+
+
+# -- the loop cut in two: control (scalars, small arrays) and leaf blocks run in place --------
+
+def test_large_state_runs_in_leaf_blocks_on_threads():
+    """An array of 2^17 elements (over BLOCK and the parallel threshold): its blocks run all
+    the iterations in place, on several threads, with the reference's bits; an array read
+    in place and never written rides along."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(1 << 17).astype(np.float32)
+    y = rng.standard_normal(1 << 17).astype(np.float32)
+
+    def f(x, y):
+        return lax.fori_loop(0, 9, lambda i, c: (c[0] * 0.75 + c[1] * i.astype(jnp.float32), c[1]), (x, y))
+    _same(xe.from_jax(f, x, y), x, y, compiled=True)
+
+
+def test_swapped_arrays_of_two_sizes_and_a_small_one():
+    """Leaf arrays of two element counts (two leaf functions), two of them swapped every
+    iteration (each reads the other's old value: all reads of an element before its
+    writes), and a small array (control) beside them."""
+    a = np.linspace(-3, 3, 300, dtype=np.float32)
+    b = np.linspace(5, -1, 300, dtype=np.float32)
+    c = np.arange(1000, dtype=np.int32)
+    s = np.arange(8, dtype=np.float32)
+
+    def f(a, b, c, s):
+        def body(i, st):
+            a, b, c, s = st
+            return b, a * 0.5 + b, c * 3 + i, s + 1.0
+        return lax.fori_loop(0, 7, body, (a, b, c, s))
+    _same(xe.from_jax(f, a, b, c, s), a, b, c, s, compiled=True)
+
+
+def test_small_tables_read_by_scalars():
+    """threefry's pattern: u32[4] tables carried and swapped, their elements sliced out as
+    scalars (shift amounts) that a large array's update reads; the tables are control, the
+    large array a leaf reading the recorded scalars."""
+    x = np.arange(5000, dtype=np.uint32) * np.uint32(2654435761)
+    t1 = np.array([13, 15, 26, 6], np.uint32)
+    t2 = np.array([17, 29, 16, 24], np.uint32)
+
+    def f(x, t1, t2):
+        def body(i, st):
+            x, t1, t2 = st
+            r0 = lax.squeeze(lax.slice(t1, (0,), (1,)), (0,))
+            r1 = lax.squeeze(lax.slice(t1, (3,), (4,)), (0,))
+            x = (x << r0 | x >> (np.uint32(32) - r0)) ^ (x + r1 + i.astype(jnp.uint32))
+            return x, t2, t1
+        return lax.fori_loop(0, 5, body, (x, t1, t2))
+    _same(xe.from_jax(f, x, t1, t2), x, t1, t2, compiled=True)
+
+
+def test_random_uniform_takes_the_compiled_loop():
+    """jax.random.uniform's threefry while loop (u32[n] halves, u32[4] rotation tables)."""
+    import jax
+    x = np.zeros(4096, np.float32)
+    f = lambda x: x + jax.random.uniform(jax.random.PRNGKey(7), (4096,))  # noqa: E731
+    _same(xe.from_jax(f, x), x, compiled=True)
+
+
+def test_many_calls_of_recorded_iterations(monkeypatch):
+    """More iterations than one call records (_MAX_RECORDED made 7): the leaves resume where
+    the last call left them, the scalars too; and the control's buffers turn over."""
+    monkeypatch.setattr(cl, "_MAX_RECORDED", 7)
+    x = np.linspace(-1, 1, 700, dtype=np.float32)
+    s = np.linspace(0, 1, 10, dtype=np.float32)
+
+    def f(x, s):
+        return lax.fori_loop(0, 30, lambda i, c: (c[0] * 0.9 + i.astype(jnp.float32) * c[1][0], c[1] * 1.1), (x, s))
+    _same(xe.from_jax(f, x, s), x, s, compiled=True)
+
+
+def test_denormals_made_in_leaf_blocks():
+    """The flushing rules op by op in a leaf (an operand known flushed is not flushed again;
+    the state's values, the caller's included, are), under both environments."""
+    x = np.full(4096, 1e-30, np.float32) * np.linspace(-1, 1, 4096, dtype=np.float32)
+    x[::7] = np.float32(1e-40)   # denormal inputs
+    f = lambda x: lax.fori_loop(0, 5, lambda i, c: c * np.float32(1e-5) / 1.0001 - 1e-45, x)  # noqa: E731
+    _same(xe.from_jax(f, x), x, compiled=True)
+    with xe.float_env(denormals="ieee"):
+        _same(xe.from_jax(f, x), x, compiled=True)
+
+
+def test_pass_through_denormal_state_is_not_flushed():
+    """A leaf array the body passes on unchanged in a swap keeps its denormals (the
+    reference flushes operands as ops read them, not the state)."""
+    a = np.full(500, 1e-40, np.float32)
+    b = np.linspace(1, 2, 500, dtype=np.float32)
+    f = lambda a, b: lax.fori_loop(0, 4, lambda i, c: (c[1], c[0]), (a, b))  # noqa: E731
+    _same(xe.from_jax(f, a, b), a, b)
