@@ -410,7 +410,8 @@ def plan_module(module, fuse=True):
     first, the entry last, then the computations only inlined calls call) so that the
     module's compile time is bounded, however many computations it has.  Remembered on
     the module until its entry changes."""
-    key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS, INLINE_CALLS, MAX_INLINED)
+    key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS, INLINE_CALLS, MAX_INLINED,
+           FOLD_RESHAPES)
     if module.__dict__.get("_fusion_planned") == key:
         return
     kinds = {}
@@ -431,6 +432,8 @@ def fusion_plan(computation, fuse=True, kinds=None):
     original = computation
     if fuse and INLINE_CALLS:   # (planned, not changed: the plan's computation has the copies)
         computation = inline_calls(computation)
+    if fuse and FOLD_RESHAPES:
+        computation = fold_reshapes(computation)
     insts = computation.instructions
     order = {inst: k for k, inst in enumerate(insts)}
     users = {inst: [] for inst in insts}
@@ -618,3 +621,181 @@ def _gather_fusion(gather, step_of, users, order, computation):
     substeps = sorted(absorbed + [step_of[gather]], key=lambda st: order[st.inst])
     fused = GatherFusion(gather, components, elementwise, sorted(glue, key=order.__getitem__), substeps)
     return fused.finalise(order)
+
+
+# -- reshapes of broadcasts and iotas, planned as broadcasts and iotas -------------------------
+
+#: (a switch for A/B measurements) reshapes of expanding broadcasts and integer iotas planned
+#: as the broadcast / iota they are, so that their loop fuses them (``fold_reshapes``)
+FOLD_RESHAPES = True
+#: ops that compute nothing but their value: dropped from the plan when a fold leaves them unread
+_PURE_INDEX = {"broadcast", "reshape", "iota", "bitcast"}
+
+
+def _suffix(dims, k):
+    p = 1
+    for d in dims[k + 1:]:
+        p *= int(d)
+    return p
+
+
+def _through(v, memo):
+    """(x, pairs): ``v``'s value is ``x`` broadcast, ``pairs`` (x's dimension, v's dimension)
+    for each dimension of x of size above 1 (x's other dimensions are 1), seen through
+    broadcasts and reshapes that keep those dimensions whole (a dimension of size n with
+    the same number of elements after it on both sides of a reshape is the same index)."""
+    got = memo.get(v)
+    if got is not None:
+        return got
+    dims = tuple(int(d) for d in v.shape.dims) if v.shape.is_array and v.shape.is_static else None
+    got = (v, [(d, d) for d, n in enumerate(dims) if n > 1]) if dims is not None else (v, None)
+    if dims is not None and v.opcode in ("broadcast", "reshape") and len(v.operands) == 1:
+        u = v.operands[0]
+        if u.shape.is_array and u.shape.is_static and u.shape.element_type == v.shape.element_type:
+            x, pairs = _through(u, memo)
+            if pairs is not None:
+                udims = tuple(int(d) for d in u.shape.dims)
+                if v.opcode == "broadcast":
+                    bd = tuple(v.attrs.get("broadcast_dimensions", ()))
+                    if len(bd) == len(udims):
+                        got = (x, [(xd, bd[ud]) for xd, ud in pairs])
+                else:
+                    out = []
+                    for xd, ud in pairs:
+                        n, s = udims[ud], _suffix(udims, ud)
+                        r = next((r for r in range(len(dims)) if dims[r] == n and _suffix(dims, r) == s), None)
+                        if r is None:
+                            break
+                        out.append((xd, r))
+                    else:
+                        got = (x, out)
+    memo[v] = got
+    return got
+
+
+def _iota_terms(r):
+    """For ``r`` a reshape of an integer iota: [(dimension of r, weight)] with the iota's
+    value sum(index_k * weight_k), or None.  The iota's dimension must be split whole
+    into consecutive dimensions of r (``arange(n).reshape(a, b)``: a*b = n)."""
+    u = r.operands[0]
+    t = u.shape.element_type
+    if u.opcode != "iota" or t[0] not in "su" or t == "pred" or not u.shape.is_static:
+        return None
+    sdims = tuple(int(d) for d in u.shape.dims)
+    rdims = tuple(int(d) for d in r.shape.dims)
+    d = u.attrs.get("iota_dimension", 0)
+    n, s = sdims[d], _suffix(sdims, d)
+    for b in range(len(rdims) - 1, -1, -1):
+        if _suffix(rdims, b) != s:
+            continue
+        p = 1
+        for a in range(b, -1, -1):
+            p *= rdims[a]
+            if p == n:
+                terms = [(k, _suffix(rdims[:b + 1], k)) for k in range(a, b + 1) if rdims[k] > 1]
+                return terms or None
+            if p > n:
+                break
+    return None
+
+
+def fold_reshapes(computation):
+    """``computation`` (or the ``InlinedComputation`` inline_calls made of it) with each
+    reshape of an expanding broadcast chain planned as one broadcast of the chain's source
+    (``jnp.tile``'s reshape(broadcast(reshape(b))), read by the loop as a broadcast instead
+    of materialised), and each reshape of an integer iota that splits the iota's dimension
+    as iotas of the reshape's dimensions, weighted and summed (``arange(n).reshape(a, b)``:
+    a * iota0 + iota1, computed in the loop); the chain's instructions nothing else reads
+    left out.  Planned, not changed: the copies exist in the plan only, as inlined calls'
+    do (``origin``: the new instruction computes the reshape's value)."""
+    from ..shapes import Shape
+    import numpy as np
+    if isinstance(computation, InlinedComputation):
+        base, origin = computation.original, dict(computation.origin)
+    else:
+        base, origin = computation, {}
+    insts = computation.instructions
+    memo, new = {}, {}   # new: reshape -> the instructions computing it, its value last
+    for r in insts:
+        if r.opcode != "reshape" or not r.shape.is_array or not r.shape.is_static or len(r.operands) != 1:
+            continue
+        t, rdims = r.shape.element_type, tuple(int(d) for d in r.shape.dims)
+        terms = _iota_terms(r)
+        if terms is not None:
+            made = []
+            value = None
+            for k, w in terms:
+                rs = Shape(t, rdims)
+                term = Instruction(f"{r.name}.iota{k}", "iota", rs, [], {"iota_dimension": k, "shape": rs})
+                made.append(term)
+                if w != 1:
+                    c = Instruction(f"{r.name}.w{k}", "constant", Shape(t, ()), [],
+                                    {"literal": np.array(w, dtype=Shape(t, ()).dtype), "shape": Shape(t, ())})
+                    cb = Instruction(f"{r.name}.w{k}.b", "broadcast", rs, [c],
+                                     {"broadcast_dimensions": (), "out_dim_size": rdims})
+                    term = Instruction(f"{r.name}.t{k}", "multiply", rs, [term, cb])
+                    made += [c, cb, term]
+                if value is not None:
+                    term = Instruction(f"{r.name}.s{k}", "add", rs, [value, term])
+                    made.append(term)
+                value = term
+            new[r] = made
+            continue
+        x, pairs = _through(r, memo)
+        if x is r or pairs is None or not x.shape.is_array:
+            continue
+        xdims = tuple(int(d) for d in x.shape.dims)
+        size_x = 1
+        for d in xdims:
+            size_x *= d
+        size_r = 1
+        for d in rdims:
+            size_r *= d
+        vds = [vd for _, vd in sorted(pairs)]
+        if size_r <= size_x or vds != sorted(vds) or len(set(vds)) != len(vds):
+            continue   # (nothing expanded: a reshape of a reshape is a view already)
+        made = []
+        src = x
+        kept = tuple(n for n in xdims if n > 1)
+        if kept != xdims:   # x's dimensions of size 1 reshaped away (a view)
+            src = Instruction(f"{r.name}.src", "reshape", Shape(t, kept), [x], {"new_sizes": kept})
+            made.append(src)
+        made.append(Instruction(f"{r.name}.bcast", "broadcast", r.shape, [src],
+                                {"broadcast_dimensions": tuple(vds), "out_dim_size": rdims}))
+        new[r] = made
+    if not new:
+        return computation
+    # the instructions, each folded reshape as its new ones, readers of it copied
+    remap, out = {}, []
+    for inst in insts:
+        if inst in new:
+            made = new[inst]
+            out += made
+            remap[inst] = made[-1]
+            origin[made[-1]] = origin.get(inst, inst)
+            for m in made[:-1]:
+                origin[m] = None
+            continue
+        operands = [remap.get(o, o) for o in inst.operands]
+        if all(a is b for a, b in zip(operands, inst.operands)):
+            out.append(inst)
+            continue
+        copy = Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.extra)
+        copy.line = inst.line
+        remap[inst] = copy
+        origin[copy] = origin.get(inst, inst)
+        out.append(copy)
+    root = remap.get(computation.root, computation.root)
+    # what the folds left unread (the chains' broadcasts and reshapes, the iota) is not run
+    read = {id(root)}
+    for inst in out:
+        for o in inst.operands:
+            read.add(id(o))
+    while True:
+        dead = [i for i in out if id(i) not in read and i.opcode in _PURE_INDEX]
+        if not dead:
+            break
+        gone = {id(i) for i in dead}
+        out = [i for i in out if id(i) not in gone]
+        read = {id(root)} | {id(o) for i in out for o in i.operands}
+    return InlinedComputation(base, out, root, origin)
