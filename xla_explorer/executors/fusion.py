@@ -693,7 +693,9 @@ def _iota_terms(r):
             p *= rdims[a]
             if p == n:
                 terms = [(k, _suffix(rdims[:b + 1], k)) for k in range(a, b + 1) if rdims[k] > 1]
-                return terms or None
+                # (one term: the reshape only adds or drops dimensions of size 1, a view of
+                # the iota; a gather's index glue expects it as it is)
+                return terms if len(terms) > 1 else None
             if p > n:
                 break
     return None
