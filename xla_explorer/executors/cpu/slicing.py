@@ -312,19 +312,28 @@ def pad(operand, padding_value, *, shape, padding_config):
         nch = -(-width // chunk)
         # shared by in_threads (not a prange loop): the caller takes the parts a descheduled
         # worker has not started, and no parallel wrapper to compile
-        in_threads(_pad_range, nch * (n // width), _pad_parallel(n, operand.size, shape.dtype, step), out,
+        in_threads(_pad_range, nch * (n // width), _pad_parallel(n, operand.size, shape.dtype, step, width), out,
                    words(operand), pad_word, low, step, size, rdims, j0, j1, chunk, nch)
     return as_result(out, shape)
 
 
-def _pad_parallel(n, operand_size, dtype, step):
-    """Whether a pad of ``n`` result elements runs in threads: from ``MOVE_PARALLEL_THRESHOLD``
-    elements, except where its rows are copied whole (no interior padding in the last
-    dimension) and what it reads and writes stays in the cache (``shape.streamed``: a 4 MiB
-    pad of rows, f32[1448, 724] from f32[724, 724], one thread at load 2.7: 0.200 ms against
-    0.230 in two; on the idle machine two took 0.248)."""
+#: result rows of at least this many bytes copied whole: a pad streams at a copy's speed
+_PAD_LONG_ROW_BYTES = 1024
+
+
+def _pad_parallel(n, operand_size, dtype, step, width):
+    """Whether a pad of ``n`` result elements (rows of ``width``) runs in threads: from
+    ``MOVE_PARALLEL_THRESHOLD`` elements, except where its rows are long and copied whole (no
+    interior padding in the last dimension) and what it reads and writes stays in the cache
+    (``shape.streamed``: a 4 MiB pad of rows, f32[1448, 724] from f32[724, 724], one thread at
+    load 2.7: 0.200 ms against 0.230 in two; on the idle machine two took 0.248).  Short rows
+    cost a row's set-up each, more than their bytes: f32[64, 516, 64] from [64, 256, 64] with
+    interior padding of the middle dimension (rows of 256 bytes) took 3.19 ms in one thread,
+    2.00 in two (median of 40 interleaved, idle), as a kernel slower than a copy does."""
     itemsize = np.dtype(dtype).itemsize
-    return n >= MOVE_PARALLEL_THRESHOLD and not (int(step[-1]) == 1 and streamed((n + operand_size) * itemsize))
+    long_rows = int(width) * itemsize >= _PAD_LONG_ROW_BYTES
+    return n >= MOVE_PARALLEL_THRESHOLD and not (
+        int(step[-1]) == 1 and long_rows and streamed((n + operand_size) * itemsize))
 
 
 def _pad_prepare(operand_shapes, *, shape, padding_config):
@@ -347,7 +356,7 @@ def _pad_prepare(operand_shapes, *, shape, padding_config):
     lo, st = int(low[-1]), int(step[-1])
     read = word_reader(xs)
     take = POOL.take
-    parallel = _pad_parallel(n, xs.numel, dtype, step)
+    parallel = _pad_parallel(n, xs.numel, dtype, step, dims[-1] if dims else 1)
     cuts = {}   # thread count -> (work items, chunk, chunks a row), as the kernel cuts rows
 
     def cut(k):
