@@ -230,15 +230,16 @@ class _Generator:
 
 
 def _not_denormal(literal, t):
-    """Whether a scalar constant's value is not a float denormal (nothing to flush)."""
-    if t not in ("f16", "bf16", "f32", "f64"):
+    """Whether a scalar constant's value is not a float denormal (nothing to flush), for the
+    types the loops flush (``loopgen._TINY``: their smallest normals)."""
+    from .loopgen import _TINY
+    tiny = _TINY.get(t)
+    if tiny is None:
         return False
     try:
         v = abs(float(np.asarray(literal).reshape(-1)[0]))
     except (TypeError, ValueError, IndexError):
         return False
-    tiny = {"f16": 6.103515625e-05, "bf16": 1.1754943508222875e-38, "f32": 1.1754943508222875e-38,
-            "f64": 2.2250738585072014e-308}[t]
     return v == 0.0 or v >= tiny or v != v
 
 
@@ -286,6 +287,7 @@ class CompiledLoop:
         array read and written at the same index vectorise; two buffers written in turn
         did not), on several threads for large arrays: the same operations on the same
         values, so the same bits."""
+        from .emit import carrier_dtype
         inst = self.inst
         cond, body = inst.attrs["condition"], inst.attrs["body"]
         state = []
@@ -417,7 +419,7 @@ class CompiledLoop:
         lines.append(f"{ind}return k, done")
         text = "\n".join(lines) + "\n\n\n" + "\n\n\n".join(leaf_text) + "\n"
         layout = _Layout(tuple(slots), tuple(params[1:]), tuple(leaves),
-                         tuple((m, carrier_of(scalar_types[m])) for m in recorded))
+                         tuple((m, carrier_dtype(scalar_types[m])) for m in recorded))
         return text, layout
 
     def _function(self, mode):
@@ -533,11 +535,6 @@ class _Layout:
     def __init__(self, slots, control, leaves, recorded):
         self.slots, self.control, self.leaves, self.recorded = slots, control, leaves, recorded
         self.written = tuple(j for j, s in enumerate(slots) if s in "wy")
-
-
-def carrier_of(t):
-    from .emit import carrier_dtype
-    return carrier_dtype(t)
 
 
 _loops = weakref.WeakKeyDictionary()   # while instruction -> its CompiledLoop or why not
