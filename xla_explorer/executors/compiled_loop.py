@@ -498,7 +498,7 @@ class CompiledLoop:
             if k:
                 for j in layout.written:
                     if layout.slots[j] == "w":
-                        x, a, b = env[f"x{j}"], env[f"a{j}"], env[f"b{j}"]
+                        a, b = env[f"a{j}"], env[f"b{j}"]
                         cur = a if k % 2 else b
                         env[f"x{j}"], env[f"a{j}"], env[f"b{j}"] = cur, (b if cur is a else a), cur
                     else:
@@ -516,8 +516,7 @@ class CompiledLoop:
             elif s == "y":
                 arr = env[f"y{j}"]
             else:
-                x, a, b = env[f"x{j}"], env[f"a{j}"], env[f"b{j}"]
-                arr = (a if k % 2 else b) if k else x   # (the buffer the last call wrote)
+                arr = (env[f"a{j}"] if k % 2 else env[f"b{j}"]) if k else env[f"x{j}"]   # (the buffer the last call wrote)
             arr = arr if arr.dtype == dt else _from_carrier(arr, dt)
             out.append(arr.reshape(dims))
         return tuple(out)

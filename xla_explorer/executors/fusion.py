@@ -633,10 +633,9 @@ _PURE_INDEX = {"broadcast", "reshape", "iota", "bitcast"}
 
 
 def _suffix(dims, k):
-    p = 1
-    for d in dims[k + 1:]:
-        p *= int(d)
-    return p
+    """The number of elements after index k of dimension ``k`` (row-major)."""
+    from ..shapes import prod
+    return prod(dims[k + 1:])
 
 
 def _through(v, memo):
@@ -710,7 +709,7 @@ def fold_reshapes(computation):
     a * iota0 + iota1, computed in the loop); the chain's instructions nothing else reads
     left out.  Planned, not changed: the copies exist in the plan only, as inlined calls'
     do (``origin``: the new instruction computes the reshape's value)."""
-    from ..shapes import Shape
+    from ..shapes import Shape, prod
     import numpy as np
     if isinstance(computation, InlinedComputation):
         base, origin = computation.original, dict(computation.origin)
@@ -747,14 +746,8 @@ def fold_reshapes(computation):
         if x is r or pairs is None or not x.shape.is_array:
             continue
         xdims = tuple(int(d) for d in x.shape.dims)
-        size_x = 1
-        for d in xdims:
-            size_x *= d
-        size_r = 1
-        for d in rdims:
-            size_r *= d
         vds = [vd for _, vd in sorted(pairs)]
-        if size_r <= size_x or vds != sorted(vds) or len(set(vds)) != len(vds):
+        if prod(rdims) <= prod(xdims) or vds != sorted(vds) or len(set(vds)) != len(vds):
             continue   # (nothing expanded: a reshape of a reshape is a view already)
         made = []
         src = x
