@@ -63,6 +63,9 @@ MAX_FUSED_WORK = 16 * 32
 _NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng", "after-all"}
 #: (a switch for A/B measurements) calls of small computations planned inlined
 INLINE_CALLS = True
+#: (a switch for A/B measurements) cheap element-wise ops read by several fused loops
+#: recomputed in each (``_duplicate``)
+DUPLICATE_CHEAP = True
 #: the most instructions a called computation may bring into its caller to be inlined
 #: (its parameters not counted; its own inlined calls counted as what they bring)
 MAX_INLINED = 256
@@ -240,22 +243,58 @@ class FusionPlan:
         return "\n".join(lines)
 
 
-def _duplicate(inst, users, group_of, computation):
-    """Put a broadcast or iota read by several fused loops into each of them (XLA duplicates
-    them too): recomputing it in each loop costs an index computation, materialising it a
-    whole array written and read back.  True when done."""
-    groups = [group_of.get(u) for u in users]
-    if (inst is computation.root or len(users) < 2 or any(g is None for g in groups)
-            or any(u.opcode == "broadcast" for u in users)
-            or any(g.dims != inst.shape.dims for g in groups)):
+def _user_groups(users, group_of, copies):
+    """The fused loops that compute ``users`` (a duplicated user: each loop holding a copy;
+    None for a user in none), each once."""
+    out, seen = [], set()
+    for u in users:
+        for g in copies.get(u) or (group_of.get(u),):
+            if id(g) not in seen:
+                seen.add(id(g))
+                out.append(g)
+    return out
+
+
+#: cheap element-wise ops (no transcendental, no division: XLA's ``IsExpensive`` spares the
+#: same) recomputed in each fused loop that reads them instead of materialised by a loop of
+#: their own (``_duplicate``)
+_CHEAP = {"add", "subtract", "multiply", "negate", "abs", "maximum", "minimum", "convert", "compare", "select",
+          "and", "or", "not", "xor", "clamp", "copy", "sign", "shift-left", "shift-right-logical",
+          "shift-right-arithmetic"}
+
+
+def _array_reads(inst):
+    """How many arrays a loop holding ``inst`` reads for it from memory: its operands less
+    scalar constants and broadcasts and iotas (index maps; a broadcast of a smaller array
+    is read once per row or cached)."""
+    return sum(1 for o in inst.operands if o.opcode not in _INDEX_OPS and o.opcode != "constant")
+
+
+def _duplicate(inst, users, group_of, computation, copies):
+    """Put an instruction read by several fused loops into each of them (XLA duplicates them
+    too): a broadcast or iota (recomputing it costs an index computation, materialising it
+    a whole array written and read back), or a cheap element-wise op (``_CHEAP``) whose
+    copies read no more than materialising it would have written and read: at most one
+    array read (the x - max of a softmax, read by the exp-sum and by the output), or two
+    for two loops.  Each loop's budget (``MAX_FUSED``) must hold the copy.  ``copies``
+    (instruction -> the loops holding it) notes it: its own operands then fuse into all of
+    them or none.  True when done."""
+    if inst is computation.root or not users or any(u.opcode == "broadcast" for u in users):
         return False
-    seen = set()
+    groups = _user_groups(users, group_of, copies)
+    if len(users) < 2 and len(groups) < 2 or any(g is None for g in groups) or any(g.dims != inst.shape.dims for g in groups):
+        return False
+    if inst.opcode not in _INDEX_OPS:
+        reads = _array_reads(inst)
+        if len(groups) < 2 or reads > (2 if len(groups) == 2 else 1) \
+                or any(g.cost + loop_cost(inst) > MAX_FUSED or len(g.members) >= MAX_MEMBERS for g in groups):
+            return False
     for g in groups:
-        if id(g) not in seen:
-            seen.add(id(g))
-            g.members.append(inst)
-            g.cost += loop_cost(inst)
+        g.members.append(inst)
+        g.cost += loop_cost(inst)
     group_of[inst] = groups[0]
+    if len(groups) > 1:
+        copies[inst] = groups
     return True
 
 
@@ -287,18 +326,20 @@ def _within_budget(groups, group_of, kinds):
     ones in ``kinds`` (the module's, shared by its computations) doing at most MAX_FUSED_WORK
     work together; the instructions of the
     groups beyond leave the plan's loops (they run op by op), except broadcasts and iotas,
-    which have no other kernel."""
-    out = []
+    which have no other kernel (a loop of their own, one however many loops held it)."""
+    out, singles = [], {}
     for g in reversed(groups):   # groups were made from the root backwards
         if len(g.members) > 1:
             if not _fits(kinds, _loop_kind(g), g.cost):
                 for m in g.members:
+                    # (a copy ``_duplicate`` made: the ops that now run one by one read its
+                    # value, so it is computed on its own too, whatever loops hold a copy)
                     if m.opcode in _INDEX_OPS:
-                        single = FusionGroup(m)
-                        group_of[m] = single
-                        out.append(single)
+                        if m not in singles:
+                            singles[m] = group_of[m] = FusionGroup(m)
+                            out.append(singles[m])
                     else:
-                        del group_of[m]
+                        group_of.pop(m, None)
                 continue
         out.append(g)
     out.reverse()
@@ -442,18 +483,20 @@ def fusion_plan(computation, fuse=True, kinds=None):
             if inst not in users[o]:
                 users[o].append(inst)
     group_of = {}
+    copies = {}   # an instruction in several loops -> those loops (``_duplicate``)
     groups = []
     for inst in reversed(insts):
         if not fusible(inst):
             continue
         target = None
         us = users[inst]
-        if fuse and inst.opcode in _INDEX_OPS and _duplicate(inst, us, group_of, computation):
+        if fuse and (inst.opcode in _INDEX_OPS or inst.opcode in _CHEAP and DUPLICATE_CHEAP) \
+                and _duplicate(inst, us, group_of, computation, copies):
             continue
         if fuse and us and inst is not computation.root:
-            gs = {id(group_of.get(u)) for u in us}
-            g = group_of.get(us[0])
-            if (g is not None and len(gs) == 1
+            ug = _user_groups(us, group_of, copies)
+            g = ug[0]
+            if (g is not None and len(ug) == 1
                     and not any(u.opcode == "broadcast" for u in us)  # a broadcast's operand is read, not fused
                     and (inst.shape.dims == g.dims or (inst.opcode == "constant"))
                     and g.cost + loop_cost(inst) <= MAX_FUSED   # a long chain is cut into several loops
