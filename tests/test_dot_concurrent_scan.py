@@ -131,6 +131,9 @@ def test_flushed_dot_directly(monkeypatch):
     for the run (``reduction.known_clean``) and not scanned again."""
     from xla_explorer.shapes import Shape
     monkeypatch.setattr(linalg, "_CONCURRENT_SCAN_BYTES", 1 << 12)
+    # (BLAS's path: a matrix-vector product this size runs ``_matvec`` otherwise, its own
+    # sums, tests/test_numba_matvec.py)
+    monkeypatch.setattr(linalg, "_MATVEC_MIN", 1 << 62)
     rng = np.random.default_rng(4)
     a, v = rng.standard_normal((512, 128)).astype(np.float32), rng.standard_normal(128).astype(np.float32)
     assert a.size >= reduction._SCAN_MEMO_MIN

@@ -5,7 +5,8 @@ group of its users when all its users are in that one group and it has the group
 dimensions; a ``broadcast`` joins as an index transformation (its operand is read
 through the broadcast's map instead of being materialised); scalar constants and
 ``iota`` are computed in the loop (a broadcast or iota read by several loops in each of
-them).  Everything else is a step of its own.  The plan is a
+them, and a cheap element-wise op too where its copies read no more than its array would
+be written and read: ``_duplicate``).  Everything else is a step of its own.  The plan is a
 pure description (no Numba): the CPU and CUDA backends generate code from it, the graph
 renderer can draw its groups.
 

@@ -30,11 +30,16 @@ Denormals (``fpenv`` "flush"): the dot flushes its marked operands itself
 (``flushes_operands``): a large one is scanned by one thread while the product runs on it
 as it is, in the same launch of the threads (``_flushed_dot``); only when the scan finds a
 denormal is the product computed again, from the flushed operand -- the same bits as
-flushing first.
+flushing first.  A float matrix-vector product (one operand a vector, no batch) is not
+BLAS's: ``_matvec`` reads the matrix once in a loop of our own, four rows a pass over the
+vector, with the hardware's flush-to-zero and denormals-are-zero set for its duration on
+x86 (XLA:CPU's own mode: denormal operands, products and sums are zeros), where BLAS and a
+scan read the memory-bound matrix twice.
 """
 import functools
 import itertools
 import math
+import platform
 import threading
 
 import numpy as np
@@ -286,6 +291,155 @@ def _flushed_dot(product, values, flush):
     return product(*(flush_in_run(x) if any(x is d for d in scan.arrays) else x for x in values), None)
 
 
+# ---------------------------------------------------------------------------------------
+# Matrix-vector products: one pass over the matrix, its denormals flushed as it is read
+
+#: a float matrix-vector product of at least this many multiply-adds runs ``_matvec_rows``
+#: instead of BLAS: memory-bound, it reads the matrix once, where BLAS beside a denormal
+#: scan read it twice (a 16 MiB [2048, 2048] @ [2048] took 2.5 ms, JAX 1.5)
+_MATVEC_MIN = 1 << 15
+#: ... and is shared by the threads from this many on (each row one thread's: the bits do
+#: not depend on the cut)
+_MATVEC_PARALLEL = 1 << 18
+
+
+#: MXCSR's flush-to-zero and denormals-are-zero bits (x86): XLA:CPU's own float mode
+_FTZ_DAZ = 0x8040
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "x86", "i386", "i686")
+
+
+def _mxcsr_intrinsic(store_old):
+    """An intrinsic that ors its argument into MXCSR and returns the old value
+    (``store_old``), or that loads its argument into MXCSR; on machines without MXCSR it
+    does nothing (returns 0): the kernels then flush by a select (``_matvec_rows``)."""
+    from llvmlite import ir
+
+    def typer(typingctx, bits):
+        if not isinstance(bits, nb.types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32, i8p = ir.IntType(32), ir.IntType(8).as_pointer()
+            value = builder.trunc(args[0], i32) if args[0].type.width > 32 else builder.zext(args[0], i32)
+            if not _X86:
+                return ir.Constant(ir.IntType(64), 0) if store_old else context.get_dummy_value()
+            fnty = ir.FunctionType(ir.VoidType(), [i8p])
+            load = builder.module.declare_intrinsic("llvm.x86.sse.ldmxcsr", fnty=fnty)
+            slot = builder.alloca(i32)
+            if store_old:
+                save = builder.module.declare_intrinsic("llvm.x86.sse.stmxcsr", fnty=fnty)
+                builder.call(save, [builder.bitcast(slot, i8p)])
+                old = builder.load(slot)
+                value = builder.or_(old, value)
+            builder.store(value, slot)
+            builder.call(load, [builder.bitcast(slot, i8p)])
+            return builder.zext(old, ir.IntType(64)) if store_old else context.get_dummy_value()
+        return (nb.types.int64 if store_old else nb.types.none)(bits), codegen
+    typer.__name__ = "_mxcsr_or" if store_old else "_mxcsr_load"
+    return intrinsic(typer)
+
+
+_mxcsr_or = _mxcsr_intrinsic(True)
+_mxcsr_load = _mxcsr_intrinsic(False)
+
+
+@njit(fastmath={"reassoc", "contract"}, **_opts)
+def _matvec_rows(lo, hi, a, v, out, tiny, select, mxcsr):
+    """out[m] = sum_k a[m, k] * v[k] for the rows of groups [lo, hi) of the C-contiguous
+    a[M, K] (group g: rows 4g .. 4g + 3, four sums a pass over v; the last group's rows one
+    by one), summed in a's type in LLVM's vector lanes (``reassoc``: each row's order fixed
+    by K and its group alone, not by the threads' cut).  Denormals: with ``mxcsr`` (x86:
+    _FTZ_DAZ) the hardware reads them as zeros and flushes denormal results, as XLA:CPU
+    runs; ``select`` (elsewhere) reads a's as zeros of their sign (``x * 0``: a NaN stays)."""
+    old = _mxcsr_or(mxcsr)
+    M, K = a.shape
+    for g in range(lo, hi):
+        m = 4 * g
+        if m + 4 <= M and not select:
+            r0, r1, r2, r3 = a[m], a[m + 1], a[m + 2], a[m + 3]
+            s0 = s1 = s2 = s3 = tiny - tiny   # (zeros of a's type)
+            for k in range(K):
+                x = v[k]
+                s0 += r0[k] * x
+                s1 += r1[k] * x
+                s2 += r2[k] * x
+                s3 += r3[k] * x
+            out[m], out[m + 1], out[m + 2], out[m + 3] = s0, s1, s2, s3
+            continue
+        for r in range(m, min(M, m + 4)):
+            row = a[r]
+            s = tiny - tiny
+            if select:
+                for k in range(K):
+                    x = row[k]
+                    x = x if abs(x) >= tiny else x * 0
+                    s += x * v[k]
+            else:
+                for k in range(K):
+                    s += row[k] * v[k]
+            out[r] = s
+    _mxcsr_load(old)
+
+
+@njit(**_opts)
+def _vecmat_cols(lo, hi, w, v, out, tiny, select, mxcsr):
+    """out[n] = sum_k v[k] * w[k, n] for columns [lo, hi) of the C-contiguous w[K, N]: the
+    rows of w added in k's order into the columns (vectorised along them; each column's
+    order fixed by k alone).  ``select``, ``mxcsr``: as ``_matvec_rows``."""
+    old = _mxcsr_or(mxcsr)
+    K = w.shape[0]
+    o = out[lo:hi]
+    for n in range(hi - lo):
+        o[n] = tiny - tiny
+    for k in range(K):
+        s = v[k]
+        row = w[k, lo:hi]
+        if select:
+            for n in range(hi - lo):
+                x = row[n]
+                x = x if abs(x) >= tiny else x * 0
+                o[n] += s * x
+        else:
+            for n in range(hi - lo):
+                o[n] += s * row[n]
+    _mxcsr_load(old)
+
+
+def _matvec_side(ldims, rdims, lc, rc, lb, rb, t, lt, rt, out_permutation):
+    """(which operand, 0: lhs or 1: rhs, is the matrix; whether it is contracted along its
+    first dimension) of a matrix-vector product ``_matvec`` computes -- a rank-2 operand
+    contracted along one dimension, the other a vector, no batch dimensions, all of one
+    real float type (f32, f64), at least _MATVEC_MIN multiply-adds -- or None."""
+    if t not in ("f32", "f64") or lt != t or rt != t or lb or rb or out_permutation not in (None, (0,)):
+        return None
+    for side, (md, vd, mc, vc) in enumerate(((ldims, rdims, lc, rc), (rdims, ldims, rc, lc))):
+        if len(md) == 2 and len(vd) == 1 and tuple(vc) == (0,) and tuple(mc) in ((0,), (1,)) \
+                and md[0] * md[1] >= _MATVEC_MIN and md[1 - mc[0]] > 1:
+            return side, mc[0] == 0
+    return None
+
+
+def _matvec(matrix, vector, flush_matrix, flush_vector, by_columns=False):
+    """[M, K] @ [K] -> [M] (``by_columns``: [K] @ [K, N] -> [N]) of C-contiguous operands
+    (``_matvec_side``'s product); the marked operands flushed of denormals: the vector
+    first, the matrix as it is read (by the hardware's DAZ on x86, which flushes the
+    products' and the sums' denormals too, as XLA:CPU does)."""
+    if flush_vector and not _X86:
+        vector = flush_in_run(vector)
+    n = matrix.shape[1] if by_columns else matrix.shape[0]
+    out = empty(n, matrix.dtype)
+    tiny = matrix.dtype.type(np.finfo(matrix.dtype).tiny)
+    flush = bool(flush_matrix or flush_vector)
+    select = bool(flush_matrix) and not _X86 and not known_clean(matrix)
+    mxcsr = _FTZ_DAZ if flush and _X86 else 0
+    parallel = matrix.size >= _MATVEC_PARALLEL and n >= 64
+    if by_columns:
+        in_threads(_vecmat_cols, n, parallel, matrix, vector, out, tiny, select, mxcsr)
+    else:
+        in_threads(_matvec_rows, -(-n // 4), parallel, matrix, vector, out, tiny, select, mxcsr)
+    return out
+
+
 def blas_operand(x):
     """x ([batch..., rows, cols]) itself when NumPy's matmul hands its matrices to BLAS as
     they are -- one of the two last dimensions of unit stride, the other a valid leading
@@ -459,6 +613,18 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
     kw = dict(shape=shape, lhs_contracting_dimensions=lhs_contracting_dimensions,
               rhs_contracting_dimensions=rhs_contracting_dimensions, lhs_batch_dimensions=lhs_batch_dimensions,
               rhs_batch_dimensions=rhs_batch_dimensions, out_permutation=out_permutation)
+    if type(lhs) is np.ndarray and type(rhs) is np.ndarray and shape.is_array:
+        side = _matvec_side(lhs.shape, rhs.shape, tuple(int(d) for d in lhs_contracting_dimensions),
+                            tuple(int(d) for d in rhs_contracting_dimensions), tuple(lhs_batch_dimensions),
+                            tuple(rhs_batch_dimensions), shape.element_type, dtypes.from_numpy(lhs.dtype),
+                            dtypes.from_numpy(rhs.dtype),
+                            None if out_permutation is None else tuple(int(p) for p in out_permutation))
+        if side is not None and np.dtype(shape.dtype) == lhs.dtype:
+            side, by_columns = side
+            mask = tuple(flush) if flush else (False, False)
+            m, v = (lhs, rhs) if side == 0 else (rhs, lhs)
+            return _matvec(np.ascontiguousarray(m), np.ascontiguousarray(v), mask[side], mask[1 - side],
+                           by_columns).reshape(shape.dims)
     if flush and any(flush):
         return _flushed_dot(lambda lhs, rhs, scan: _dot(lhs, rhs, scan=scan, **kw), (lhs, rhs), flush)
     return _dot(lhs, rhs, **kw)
@@ -520,6 +686,22 @@ def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_co
     lc, rc = tuple(int(d) for d in lhs_contracting_dimensions), tuple(int(d) for d in rhs_contracting_dimensions)
     lb, rb = tuple(int(d) for d in lhs_batch_dimensions), tuple(int(d) for d in rhs_batch_dimensions)
     ldims, rdims = tuple(ls.dims), tuple(rs.dims)
+    perm0 = tuple(int(p) for p in out_permutation) if out_permutation is not None else None
+    side = _matvec_side(ldims, rdims, lc, rc, lb, rb, t, t, t, perm0)
+    if side is not None:
+        side, by_columns = side
+        mask = tuple(flush) if flush else (False, False)
+        fm, fv, out_dims = mask[side], mask[1 - side], tuple(shape.dims)
+
+        def matvec(lhs, rhs):
+            m, v = (lhs, rhs) if side == 0 else (rhs, lhs)
+            if type(m) is not np.ndarray or type(v) is not np.ndarray or m.dtype != ct or v.dtype != ct \
+                    or m.shape != (ldims if side == 0 else rdims):
+                return dot_kernel(lhs, rhs, shape=shape, lhs_contracting_dimensions=lc, rhs_contracting_dimensions=rc,
+                                  lhs_batch_dimensions=lb, rhs_batch_dimensions=rb, out_permutation=perm0,
+                                  flush=mask if any(mask) else ())
+            return _matvec(np.ascontiguousarray(m), np.ascontiguousarray(v), fm, fv, by_columns).reshape(out_dims)
+        return matvec
     lperm, rperm, lhs_free, rhs_free = _dot_plan(len(ldims), len(rdims), lc, rc, lb, rb)
     B, M, K = (math.prod(ldims[d] for d in g) for g in (lb, lhs_free, lc))
     N = math.prod(rdims[d] for d in rhs_free)
