@@ -1,4 +1,4 @@
-"""Float matrix-vector products (``a @ v``, ``v @ a.T``) run ``linalg._matvec_rows``: one
+"""Float matrix-vector products (``a @ v``, ``v @ a.T``, ``[1, K] @ [K, N]``) run ``linalg._matvec_rows``: one
 pass over the matrix, its denormals read as zeros as XLA:CPU's DAZ reads them, instead of
 BLAS beside a denormal scan (two passes over a memory-bound operand).  The values are the
 reference's within a float sum's rounding, the same bits whatever the thread count, NaN
@@ -20,6 +20,8 @@ FORMS = {
     "a @ v": lambda a, v: a @ v,
     "v @ a.T": lambda a, v: v @ a.T,
     "dot(a, v) * 2": lambda a, v: jnp.dot(a, v) * 2,
+    "a @ v[:, None]": lambda a, v: a @ v[:, None],
+    "v[None] @ a.T": lambda a, v: v[None] @ a.T,
 }
 
 
@@ -48,16 +50,16 @@ def test_values_and_threads(form, dt, M, K, spy, monkeypatch):
     f = FORMS[form]
     with jax.enable_x64(dt == np.float64):
         comp = xe.from_jax(f, a, v)
-    got = [np.asarray(comp.run(a, v, backend="numba")) for _ in range(2)]
+    got = [np.asarray(comp.run(a, v, backend="numba")).reshape(-1) for _ in range(2)]
     assert spy, "the matrix-vector kernel was not used"
-    ref = np.asarray(comp.run(a, v, backend="numpy"))
+    ref = np.asarray(comp.run(a, v, backend="numpy")).reshape(-1)
     exact = (a.astype(np.float64) @ v.astype(np.float64)) * (2 if "2" in form else 1)
     tol = 1e-5 if dt == np.float32 else 1e-13
     np.testing.assert_allclose(got[1], exact, rtol=tol, atol=tol * np.sqrt(K))
     np.testing.assert_allclose(got[1], ref, rtol=tol, atol=tol * np.sqrt(K))
     assert got[0].tobytes() == got[1].tobytes()
     monkeypatch.setattr(shape, "threads", lambda: 1)
-    one = np.asarray(comp.run(a, v, backend="numba"))
+    one = np.asarray(comp.run(a, v, backend="numba")).reshape(-1)
     assert one.tobytes() == got[1].tobytes()
 
 

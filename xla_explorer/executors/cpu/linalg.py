@@ -413,7 +413,9 @@ def _matvec_side(ldims, rdims, lc, rc, lb, rb, t, lt, rt, out_permutation):
     if t not in ("f32", "f64") or lt != t or rt != t or lb or rb or out_permutation not in (None, (0,)):
         return None
     for side, (md, vd, mc, vc) in enumerate(((ldims, rdims, lc, rc), (rdims, ldims, rc, lc))):
-        if len(md) == 2 and len(vd) == 1 and tuple(vc) == (0,) and tuple(mc) in ((0,), (1,)) \
+        # (a vector: rank 1, or rank 2 with a free dimension of 1: [1, K] @ [K, N])
+        if len(md) == 2 and len(vd) in (1, 2) and len(vc) == 1 and math.prod(vd) == vd[vc[0]] \
+                and tuple(mc) in ((0,), (1,)) and md[mc[0]] == vd[vc[0]] \
                 and md[0] * md[1] >= _MATVEC_MIN and md[1 - mc[0]] > 1:
             return side, mc[0] == 0
     return None
@@ -623,7 +625,7 @@ def dot_kernel(lhs, rhs, *, shape, lhs_contracting_dimensions=(), rhs_contractin
             side, by_columns = side
             mask = tuple(flush) if flush else (False, False)
             m, v = (lhs, rhs) if side == 0 else (rhs, lhs)
-            return _matvec(np.ascontiguousarray(m), np.ascontiguousarray(v), mask[side], mask[1 - side],
+            return _matvec(np.ascontiguousarray(m), np.ascontiguousarray(v).reshape(-1), mask[side], mask[1 - side],
                            by_columns).reshape(shape.dims)
     if flush and any(flush):
         return _flushed_dot(lambda lhs, rhs, scan: _dot(lhs, rhs, scan=scan, **kw), (lhs, rhs), flush)
@@ -700,7 +702,8 @@ def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_co
                 return dot_kernel(lhs, rhs, shape=shape, lhs_contracting_dimensions=lc, rhs_contracting_dimensions=rc,
                                   lhs_batch_dimensions=lb, rhs_batch_dimensions=rb, out_permutation=perm0,
                                   flush=mask if any(mask) else ())
-            return _matvec(np.ascontiguousarray(m), np.ascontiguousarray(v), fm, fv, by_columns).reshape(out_dims)
+            return _matvec(np.ascontiguousarray(m), np.ascontiguousarray(v).reshape(-1), fm, fv,
+                           by_columns).reshape(out_dims)
         return matvec
     lperm, rperm, lhs_free, rhs_free = _dot_plan(len(ldims), len(rdims), lc, rc, lb, rb)
     B, M, K = (math.prod(ldims[d] for d in g) for g in (lb, lhs_free, lc))
