@@ -347,15 +347,20 @@ def _reduce_loop_text(src, name, parallel, epilogue=None):
     # row computed into ``buf`` (the Reduce is its only reader: nothing written but the folds)
     rng = "prange" if parallel else "range"
     extra = _epilogue_arguments(epilogue[0]) if epilogue else []
+    # P > 1 (no epilogue): task t is part t % P of row t // P, elements [r0, r1) of it
+    # (chunk long, the last shorter), folded from its first element without init, as
+    # ``reduction._arb_task`` folds it: red[t] is that part's fold (the caller joins them)
     lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
-             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code', 'keep', 'nchunk'] + extra)}):",
-             "    per = (A + nchunk - 1) // nchunk",
+             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code', 'keep', 'nchunk', 'P', 'chunk'] + extra)}):",
+             "    per = (A * P + nchunk - 1) // nchunk",
              f"    for c in {rng}(nchunk):",
-             "        buf = np.empty(0 if keep else R, out.dtype)",
-             "        lanes = np.empty(16 if code == ADD_CODE else max(16, R // 2 + 1), out.dtype)",
-             "        for t in range(c * per, min(A, (c + 1) * per)):",
-             "            lo = t * R",
-             "            hi = lo + R",
+             "        buf = np.empty(0 if keep else chunk, out.dtype)",
+             "        lanes = np.empty(16 if code == ADD_CODE and P == 1 else max(16, chunk // 2 + 1), out.dtype)",
+             "        for t in range(c * per, min(A * P, (c + 1) * per)):",
+             "            a = t // P",
+             "            p = t - a * P",
+             "            lo = a * R + p * chunk",
+             "            hi = a * R + min(R, (p + 1) * chunk)",
              "            i = lo",
              "            while i < hi:",
              "                row = i // inner",
@@ -371,7 +376,12 @@ def _reduce_loop_text(src, name, parallel, epilogue=None):
     # _arb_chunk's whole-row case: out[t] = _sum_range(x[t * R:(t + 1) * R], init) for a sum,
     # else _fold(code, x, t * R, (t + 1) * R, init, lanes): the same calls on arrays of the
     # same types (1-D contiguous), so the same compiled folds
-    lines += ["            if code == ADD_CODE:",
+    lines += ["            if P > 1:",
+              "                if keep:",
+              "                    red[t] = _fold(code, out, lo + 1, hi, out[lo], lanes)",
+              "                else:",
+              "                    red[t] = _fold(code, buf, 1, hi - lo, buf[0], lanes)",
+              "            elif code == ADD_CODE:",
               "                if keep:",
               "                    red[t] = _sum_range(out[lo:hi], init)",
               "                else:",
@@ -406,14 +416,18 @@ def compile_reduce_loop(group, clean=(), epilogue=None):
     return src, compiled, _params(src)
 
 
-def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code, keep=True, extra=()):
+def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code, keep=True, extra=(), P=1):
     """The loop of ``compiled`` (``compile_reduce_loop``) over n = A * R elements, row t's fold
     into red[t]; ``keep=False``: ``out`` is not written (it may be empty).  ``extra``: the
-    epilogue's arguments (eout, its odims, its parameters, sfl[A], flush_s, tiny)."""
+    epilogue's arguments (eout, its odims, its parameters, sfl[A], flush_s, tiny).  ``P`` > 1
+    (no epilogue): each row folded in P parts of ceil(R / P) (``reduction._arb_pass``'s cut),
+    part p of row a into red[a * P + p], from its first element, without init."""
     odims, inner, params, threshold = static
     par, ser = compiled
-    if n >= threshold and A > 1:
-        par(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, min(A, 4 * threads()),
-            *extra)
+    chunk = -(-R // P) if P > 1 else R
+    tasks = A * P
+    if n >= threshold and tasks > 1:
+        par(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, min(tasks, 4 * threads()),
+            P, chunk, *extra)
     else:
-        ser(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, 1, *extra)
+        ser(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, 1, P, chunk, *extra)
