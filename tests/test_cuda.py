@@ -516,3 +516,14 @@ def test_corpus_collectives_per_device_cuda(case):
 
 def test_simulator_is_on():
     assert simulated()
+
+
+@pytest.mark.parametrize("t", ["s8", "s32", "u16", "u32"])
+def test_int_divide_and_remainder_edge_pairs(t):
+    """``scalar_lib.int_div_s32`` and friends as the simulator runs them (NumPy scalars, not
+    compiled code): every pair of edge values (INT_MIN / -1, x / 0, x % -1), the reference's bits."""
+    from test_numba_explore_fast import _module, _values
+    a, b = _values(t, np.random.default_rng(3))
+    a, b = a[:-4000], b[:-4000]   # the edge pairs only (each GPU thread is a Python thread here)
+    for op in ("divide", "remainder"):
+        check(_module(t, a.size, op), a, b)

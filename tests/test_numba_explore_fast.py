@@ -1,5 +1,5 @@
 """Integer divide and remainder of 32 bits or fewer, which the Numba loops compute through
-f64 (``scalar_lib.int_div_narrow`` and friends), against the NumPy reference bit for bit:
+f64 (``scalar_lib.int_div_s32`` and friends), against the NumPy reference bit for bit:
 every pair of edge values (0, +-1, the extremes, their neighbours) and random pairs of all
 magnitudes, in each integer type, serial and parallel loops."""
 import zlib

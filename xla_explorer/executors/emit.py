@@ -294,9 +294,11 @@ def _mul(inst, a, b):
 @emitter("divide")
 def _div(inst, a, b):
     t = _t(inst)
-    if _is_int(t) and dtypes.bit_width(t) <= 32:   # through f64, vectorized (scalar_lib)
+    if t == "u32":   # through f64 in 32-bit lanes, vectorized (scalar_lib)
+        return f"uint_div_u32(np.uint32({a}), np.uint32({b}), np.uint32({_mask(t)}))"
+    if _is_int(t) and dtypes.bit_width(t) <= 32:
         on_zero = -1 if _is_signed(t) else _mask(t)
-        return f"int_div_narrow(np.int64({a}), np.int64({b}), np.int64({on_zero}))"
+        return f"int_div_s32(np.int32({a}), np.int32({b}), np.int32({on_zero}))"
     if _is_signed(t):
         return f"int_div(np.int64({a}), np.int64({b}))"
     if _is_int(t):
@@ -310,8 +312,10 @@ def _div(inst, a, b):
 @emitter("remainder")
 def _rem(inst, a, b):
     t = _t(inst)
-    if _is_int(t) and dtypes.bit_width(t) <= 32:   # through f64, vectorized (scalar_lib)
-        return f"int_rem_narrow(np.int64({a}), np.int64({b}))"
+    if t == "u32":   # through f64 in 32-bit lanes, vectorized (scalar_lib)
+        return f"uint_rem_u32(np.uint32({a}), np.uint32({b}))"
+    if _is_int(t) and dtypes.bit_width(t) <= 32:
+        return f"int_rem_s32(np.int32({a}), np.int32({b}))"
     if _is_signed(t):
         return f"int_rem(np.int64({a}), np.int64({b}))"
     if _is_int(t):

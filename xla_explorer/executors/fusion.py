@@ -453,7 +453,7 @@ def plan_module(module, fuse=True):
     module's compile time is bounded, however many computations it has.  Remembered on
     the module until its entry changes."""
     key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS, INLINE_CALLS, MAX_INLINED,
-           FOLD_RESHAPES)
+           FOLD_RESHAPES, DUPLICATE_CHEAP)
     if module.__dict__.get("_fusion_planned") == key:
         return
     kinds = {}
