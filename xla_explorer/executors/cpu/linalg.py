@@ -433,9 +433,10 @@ def _matvec(matrix, vector, flush_matrix, flush_vector, by_columns=False):
     n = matrix.shape[1] if by_columns else matrix.shape[0]
     out = empty(n, matrix.dtype)
     tiny = matrix.dtype.type(np.finfo(matrix.dtype).tiny)
-    flush = bool(flush_matrix or flush_vector)
+    # (x86: in "flush" mode always, whatever the operands' marks, so that the bits of the
+    # sums do not depend on what a run knows clean)
     select = bool(flush_matrix) and not _X86 and not known_clean(matrix)
-    mxcsr = _FTZ_DAZ if flush and _X86 else 0
+    mxcsr = _FTZ_DAZ if _X86 and fpenv.flushing() else 0
     parallel = matrix.size >= _MATVEC_PARALLEL and n >= 64
     if by_columns:
         _vecmat_cols(0, n, matrix, vector, out, tiny, select, mxcsr)
