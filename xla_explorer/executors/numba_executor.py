@@ -1249,28 +1249,25 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
         tiny = dtype.type(fpenv.TINY[t] if flush_result and t in fpenv.TINY else 0)
     wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
     xdims, result_dims, final_dtype = x.shape.dims, inst.shape.dims, inst.shape.dtype
-    empty, run, arb = cpu.shape.empty, cpu.fused.run_reduce_loop, red.reduce_arb
-    split, threshold = red.split_threads, red.MOVE_PARALLEL_THRESHOLD
+    empty, run, arb, parts = cpu.shape.empty, cpu.fused.run_reduce_loop, red.reduce_arb, red.row_parts
     folded = {}
 
     def loop_step(values, ctx, backend):
         # _arb_pass folds whole rows (P = 1) when the rows are many or the operand small,
         # else each row in P parts (few rows: a whole-array max), joined by a second fold:
-        # the same cut and the same folds here (no epilogue then: it reads whole rows' folds)
-        P = 1
-        if n >= threshold and A < 4 * split():
-            P = max(1, min(-(-4 * split() // A), R // 1024))
-            P = -(-R // -(-R // P))
-            if P > 1 and epi is not None:
-                return plain_loop(values, ctx, backend)
+        # the same cut (``row_parts``) and the same folds here (no epilogue then: it reads
+        # whole rows' folds)
+        P = parts(A, R, n)
+        if P > 1 and epi is not None:
+            return plain_loop(values, ctx, backend)
         out = empty(n, dtype) if keep else np.empty(0, dtype)   # (not kept: a token)
         inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
                   else _as_carrier(v, w) for v, w in zip(values, wants)]
         if P > 1:
-            parts = np.empty(A * P, dtype)
-            run(compiled, n, out, inputs, static, A, R, parts, init_value, code, keep, P=P)
+            part_folds = np.empty(A * P, dtype)
+            run(compiled, n, out, inputs, static, A, R, part_folds, init_value, code, keep, P=P)
             sums = np.empty(A, dtype)
-            arb(parts, A, P, 1, 1, code, init_value, True, sums)
+            arb(part_folds, A, P, 1, 1, code, init_value, True, sums)
         elif epi is None:
             sums = np.empty(A, dtype)
             run(compiled, n, out, inputs, static, A, R, sums, init_value, code, keep)

@@ -1171,19 +1171,26 @@ def _reduce_groups(dims, reduced):
     return tuple(groups)
 
 
+def row_parts(A, R, n):
+    """How many parts ``_arb_pass`` cuts each of A rows of R into (n: the pass's elements),
+    each folded from its first element, joined by a second fold: 1 unless the pass runs in
+    threads (MOVE_PARALLEL_THRESHOLD) and the rows are fewer than four a thread.  The parts
+    change a float sum's rounding, so every path folding these rows (``numba_executor
+    ._fused_reduce``'s loop) cuts them here, by the thread count ``split_threads`` gives
+    (not the load)."""
+    want = 4 * split_threads()
+    if n < MOVE_PARALLEL_THRESHOLD or A >= want:
+        return 1
+    P = max(1, min(-(-want // A), R // 1024))
+    return -(-R // -(-R // P))   # (parts of ceil(R / P): no part left empty)
+
+
 def _arb_pass(x, A, R, B, code, init, use_init, tiny=None):
     """One reduction of x[A, R, B] over R; returns out[A, B] (flat), or None when ``tiny``
     (float sums under flushing: the smallest normal) is given and x holds a denormal."""
     n = A * R * B
-    parallel = n >= MOVE_PARALLEL_THRESHOLD
-    P = 1
-    if parallel:
-        want = 4 * split_threads()  # P parts change a float sum's rounding: not by the load
-        if A < want:
-            P = max(1, min(-(-want // A), R // 1024))
-            chunk = -(-R // P)
-            P = -(-R // chunk)
-        parallel = A * P > 1
+    P = row_parts(A, R, n)
+    parallel = n >= MOVE_PARALLEL_THRESHOLD and A * P > 1
     if P == 1 and tiny is None and B >= 1024 and A < 4 * split_threads() and n >= MOVE_PARALLEL_THRESHOLD:
         # few long columns, R too short to cut: the columns cut in blocks (of 512 and more)
         # instead, a block a task (every column folded as one task would: the same bits)
