@@ -49,6 +49,10 @@ def _f32(n, seed):
     return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
 
 
+def _s32(n, seed):
+    return np.random.default_rng(seed).integers(-99, 99, n).astype(np.int32)
+
+
 CASES = {
     "max |x|": (lambda x: jnp.max(jnp.abs(x)), lambda: [_f32(1 << 20, 0)]),
     "min 2x": (lambda x: jnp.min(x * 2), lambda: [_f32((1 << 20) + 37, 1)]),
@@ -56,8 +60,8 @@ CASES = {
     "sum x+1 odd": (lambda x: jnp.sum(x + 1), lambda: [_f32(1_000_003, 3)]),
     "prod": (lambda x: jnp.prod(1 + x * 1e-3), lambda: [_f32(600_001, 4)]),
     "rows max": (lambda x: jnp.max(x - 1, axis=1), lambda: [_f32(3 * 300_001, 5).reshape(3, 300_001)]),
-    "s32 sum": (lambda x: jnp.sum(x * 3), lambda: [np.random.default_rng(6).integers(-99, 99, 1 << 20).astype(np.int32)]),
-    "s32 max": (lambda x: jnp.max(x ^ 5), lambda: [np.random.default_rng(7).integers(-99, 99, 1 << 20).astype(np.int32)]),
+    "s32 sum": (lambda x: jnp.sum(x * 3), lambda: [_s32(1 << 20, 6)]),
+    "s32 max": (lambda x: jnp.max(x ^ 5), lambda: [_s32(1 << 20, 7)]),
     "kept": (lambda x: (jnp.sum(x * x), x * x), lambda: [_f32(1 << 20, 8)]),
 }
 

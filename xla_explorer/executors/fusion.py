@@ -283,7 +283,7 @@ def _duplicate(inst, users, group_of, computation, copies):
     if inst is computation.root or not users or any(u.opcode == "broadcast" for u in users):
         return False
     groups = _user_groups(users, group_of, copies)
-    if len(users) < 2 and len(groups) < 2 or any(g is None for g in groups) or any(g.dims != inst.shape.dims for g in groups):
+    if len(users) < 2 and len(groups) < 2 or any(g is None or g.dims != inst.shape.dims for g in groups):
         return False
     if inst.opcode not in _INDEX_OPS:
         reads = _array_reads(inst)

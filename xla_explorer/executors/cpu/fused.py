@@ -342,6 +342,10 @@ def _epilogue_lines(epi, e_in, s_in):
     return lines
 
 
+#: the reduce loop's arguments after the row loop's (``run_reduce_loop`` passes them)
+_REDUCE_ARGUMENTS = ["A", "R", "red", "init", "code", "keep", "nchunk", "P", "chunk"]
+
+
 def _reduce_loop_text(src, name, parallel, epilogue=None):
     # rows [c * per, (c + 1) * per) a task; keep: the loop's value written to ``out``, else each
     # row computed into ``buf`` (the Reduce is its only reader: nothing written but the folds)
@@ -351,7 +355,7 @@ def _reduce_loop_text(src, name, parallel, epilogue=None):
     # (chunk long, the last shorter), folded from its first element without init, as
     # ``reduction._arb_task`` folds it: red[t] is that part's fold (the caller joins them)
     lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
-             f"def {name}({', '.join(src.arguments() + ['A', 'R', 'red', 'init', 'code', 'keep', 'nchunk', 'P', 'chunk'] + extra)}):",
+             f"def {name}({', '.join(src.arguments() + _REDUCE_ARGUMENTS + extra)}):",
              "    per = (A * P + nchunk - 1) // nchunk",
              f"    for c in {rng}(nchunk):",
              "        buf = np.empty(0 if keep else chunk, out.dtype)",
