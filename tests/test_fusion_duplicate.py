@@ -33,11 +33,11 @@ def _same(comp, *args, rebuild=None):
     """Numba's result: the bits of the plan without copies (``DUPLICATE_CHEAP`` off; a float
     sum's bits are the kernels' own, not the reference's), the reference's values."""
     got, bits = _run(comp, args)
-    fusion.DUPLICATE_CHEAP = False
+    before, fusion.DUPLICATE_CHEAP = fusion.DUPLICATE_CHEAP, False
     try:
         _, old = _run((rebuild or (lambda: xe.parse_hlo(comp.as_hlo_text())))(), args)
     finally:
-        fusion.DUPLICATE_CHEAP = True
+        fusion.DUPLICATE_CHEAP = before
     assert bits == old
     want = comp.run(*args, backend="numpy")
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
