@@ -308,6 +308,8 @@ _MATVEC_PARALLEL = 1 << 20
 #: MXCSR's flush-to-zero and denormals-are-zero bits (x86): XLA:CPU's own float mode
 _FTZ_DAZ = 0x8040
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "x86", "i386", "i686")
+#: the smallest normal of the matrix-vector kernels' types (np.finfo costs a microsecond a call)
+_TINY = {np.dtype(t): t(np.finfo(t).tiny) for t in (np.float32, np.float64)}
 
 
 def _mxcsr_intrinsic(store_old):
@@ -432,7 +434,7 @@ def _matvec(matrix, vector, flush_matrix, flush_vector, by_columns=False):
         vector = flush_in_run(vector)
     n = matrix.shape[1] if by_columns else matrix.shape[0]
     out = empty(n, matrix.dtype)
-    tiny = matrix.dtype.type(np.finfo(matrix.dtype).tiny)
+    tiny = _TINY[matrix.dtype]
     # (x86: in "flush" mode always, whatever the operands' marks, so that the bits of the
     # sums do not depend on what a run knows clean)
     select = bool(flush_matrix) and not _X86 and not known_clean(matrix)
