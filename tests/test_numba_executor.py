@@ -284,3 +284,35 @@ def test_a_busy_machine_gives_the_same_bits(monkeypatch):
         monkeypatch.setattr(numba_setup, "machine_busy", lambda busy=busy: busy)
         out[busy] = comp.run(a, backend="numba")
     assert out[True].tobytes() == out[False].tobytes()
+
+
+def test_a_cache_entry_of_another_signature_is_compiled_again(tmp_path):
+    """Two processes compiling one kernel at once can leave its index naming, for one
+    signature, a data file another signature's save overwrote (seen in CI: ``_dus_clamped``'s
+    int64 starts given its int16 starts' code, "can't unbox array from PyObject").  Such an
+    entry is a miss: the right answer, a warning naming the kernel, compiled again."""
+    (tmp_path / "crossmod.py").write_text(
+        "from numba import njit\n"
+        "@njit(cache=True)\n"
+        "def twice(x):\n"
+        "    return x + x\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONWARNINGS="default",
+               PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = ("import numpy as np\n"
+            "from xla_explorer.executors import numba_setup\n"
+            "numba_setup.numba()   # (the guard is installed with the configuration)\n"
+            "import crossmod\n"
+            "print(crossmod.twice(np.arange(3, dtype=np.int64)).tolist(), crossmod.twice(np.ones(2)).tolist())\n")
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.split("\n")[-2] == "[0, 2, 4] [2.0, 2.0]", out.stdout + out.stderr
+        return out.stderr
+    run()
+    data = sorted((tmp_path / "numba").rglob("crossmod.twice*.nbc"))
+    assert len(data) == 2, data
+    first, second = (p.read_bytes() for p in data)
+    data[0].write_bytes(second)   # each signature's entry now holds the other's code
+    data[1].write_bytes(first)
+    err = run()
+    assert "holds another signature's code" in err and "crossmod.twice" in err, err

@@ -96,12 +96,23 @@ def _guard_cache():
 
     def load_overload(self, sig, target_context):
         try:
-            return load(self, sig, target_context)
+            got = load(self, sig, target_context)
         except Exception as e:  # noqa: BLE001  (KeyboardInterrupt is not caught)
             warnings.warn(f"Numba's disk cache entry for {kernel_name(self._py_func)} could not be "
                           f"read ({type(e).__name__}: {e}); compiling it again "
                           f"(cache: {self._cache_path})", RuntimeWarning, stacklevel=2)
             return None
+        # an entry of another signature under this one's name (two processes that compiled
+        # the same function at once numbered their data files alike; one overwrote the
+        # other's): its code would unbox the arguments as another type ("can't unbox array
+        # from PyObject"), so it is a miss, compiled again and saved over
+        args = getattr(getattr(got, "signature", None), "args", None)
+        if got is not None and args is not None and tuple(args) != tuple(sig):
+            warnings.warn(f"Numba's disk cache entry for {kernel_name(self._py_func)} holds another "
+                          f"signature's code ({tuple(args)} for {tuple(sig)}); compiling it again "
+                          f"(cache: {self._cache_path})", RuntimeWarning, stacklevel=2)
+            return None
+        return got
 
     def save_overload(self, sig, data):
         try:
