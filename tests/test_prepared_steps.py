@@ -346,3 +346,49 @@ def test_pooling_rows_have_the_padded_folds_bits(hw, win, stride, name, init):
             for _ in range(3):
                 got = comp.run(x, backend="numba", denormals=dn)
                 assert _bits(got) == _bits(want), (padding, got, want)
+
+
+@pytest.mark.parametrize("t", ["f32", "s8", "u64", "f64", "pred"])
+@pytest.mark.parametrize("dims, sizes", [((64, 32, 16), (1, 32, 16)), ((7, 5), (3, 2)), ((300, 400), (200, 300)),
+                                         ((1, 9), (1, 9))])
+def test_prepared_dynamic_slices_clamp_their_starts_as_the_reference(t, dims, sizes):
+    """The prepared dynamic-slice (its copy planned once, starts clamped per run): starts in
+    range, negative, past the end, of s32 / u32 / s64 / u64 (one near 2^64), small slices
+    copied in the calling thread and large ones in threads, each with the reference's bits."""
+    rng = np.random.default_rng(5)
+    x = _values(rng, t, dims)
+    for itype in ("s32", "u32", "s64", "u64"):
+        b = xe.XlaBuilder("ds")
+        p = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+        starts = [xe.Parameter(b, 1 + k, xe.Shape(itype, ()), f"s{k}") for k in range(len(dims))]
+        comp = b.build(xe.DynamicSlice(p, starts, list(sizes)))
+        dt = xe.Shape(itype, ()).dtype
+        cases = [[0] * len(dims), [d - z for d, z in zip(dims, sizes)], [d for d in dims], [1] * len(dims)]
+        if itype[0] == "s":
+            cases.append([-3] * len(dims))
+        if itype == "u64":
+            cases.append([2 ** 64 - 2] * len(dims))
+        for case in cases:
+            args = [np.array(v, dt) for v in case]
+            got = _check(comp, x, *args)
+            assert got.shape == tuple(sizes)
+    # an operand the prepared path does not take (not C-contiguous): the kernel
+    b = xe.XlaBuilder("ds_view")
+    p = xe.Parameter(b, 0, xe.Shape(t, dims), "x")
+    s = [xe.Parameter(b, 1 + k, xe.Shape("s32", ()), f"s{k}") for k in range(len(dims))]
+    comp = b.build(xe.DynamicSlice(p, s, list(sizes)))
+    view = np.asfortranarray(x)
+    args = [np.array(1, np.int32)] * len(dims)
+    assert _bits(comp.run(view, *args, backend="numba")) == _bits(comp.run(x, *args))
+
+
+def test_the_dynamic_slice_step_is_prepared():
+    b = xe.XlaBuilder("ds_step")
+    p = xe.Parameter(b, 0, xe.Shape("f32", (64, 32, 128)), "x")
+    i = xe.Parameter(b, 1, xe.Shape("s32", ()), "i")
+    z = np.array(0, np.int32)
+    comp = b.build(xe.DynamicSlice(p, [i, z, z], [1, 32, 128]))
+    x = np.arange(64 * 32 * 128, dtype=np.float32).reshape(64, 32, 128)
+    comp.run(x, np.array(3, np.int32), backend="numba")
+    assert "prepared_step" in _steps(comp)
+    np.testing.assert_array_equal(comp.run(x, np.array(70, np.int32), backend="numba"), x[63:64])

@@ -1300,7 +1300,9 @@ def large(shape):
 
 
 def prepared_gathered_copy(operand_shape, shape, src_base, src_strides, kernel):
-    """``gathered_copy`` prepared (see above), or None; ``kernel``: the general path."""
+    """``gathered_copy`` prepared (see above), or None; ``kernel``: the general path.
+    ``src_base`` None: a base known per run (a dynamic-slice's), the function's second
+    argument, its other arguments ``kernel``'s after the operand."""
     if not (serial(shape) or large(shape)) or np.dtype(operand_shape.dtype).itemsize != np.dtype(shape.dtype).itemsize:
         return None
     word = word_dtype(shape.dtype)
@@ -1315,6 +1317,16 @@ def prepared_gathered_copy(operand_shape, shape, src_base, src_strides, kernel):
     # a result the pool does not keep: NumPy's words at once (take's bytes seen as words
     # made two arrays: 0.66 -> 0.18 us of a small transpose's 3)
     small, numel, empty = nbytes < BufferPool.MIN_BYTES, shape.numel, np.empty
+
+    if src_base is None:
+        def run_at(operand, base, *rest):
+            src = read(operand)
+            if src is None:
+                return kernel(operand, *rest)
+            out = empty(numel, word) if small else take(nbytes).view(word)
+            copy(out, 0, src, base)
+            return ndarray(dims, dtype, out)
+        return run_at
 
     def run(operand):
         src = read(operand)
