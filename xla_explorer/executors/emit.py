@@ -171,6 +171,17 @@ def flush_functions(inst):
     return [_FTZ[t] if m else None for m, t in zip(mask, types)]
 
 
+def emits_result_flush(inst):
+    """Whether ``emit`` writes a flush of ``inst``'s result (``flush_result=True``): its rule
+    flushes the result and its value is not one of its (flushed) operands'."""
+    if not fpenv.flushing() or not inst.shape.is_array or inst.shape.element_type not in _FTZ:
+        return False
+    from ..ops import registry
+    types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
+    _, result = fpenv.rule_of(registry.get(inst.opcode), types, _t(inst), inst.attrs)
+    return bool(result) and not getattr(EMITTERS.get(inst.opcode), "picks_an_operand", False)
+
+
 def flushes_result(inst):
     """Whether ``emit`` leaves ``inst``'s value flushed (so its readers need not flush it)."""
     if not fpenv.flushing() or not inst.shape.is_array or inst.shape.element_type not in _FTZ:

@@ -8,13 +8,14 @@ loop serves every size; in ``"flush"`` mode, whether a scalar constant is large 
 leave a flush out (``LoopSource._never_denormal``) is part of the structure.
 """
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
 
 from .. import fpenv
-from .emit import (carrier_dtype, denormal_blind, emit, finish, flush_functions, flushes_result, squares_it,
-                   sum_before_blind)
+from .emit import (carrier_dtype, denormal_blind, emit, emits_result_flush, finish, flush_functions,
+                   flushes_result, squares_it, sum_before_blind)
 
 
 #: (a switch for A/B measurements and tests) flushes of values that cannot be denormal left
@@ -26,11 +27,97 @@ NEVER_DENORMAL = True
 _TINY = {"f32": 2.0 ** -126, "bf16": 2.0 ** -126, "f64": 2.0 ** -1022}
 
 
+# -- loops run with the processor's denormals-are-zero mode on ---------------------------------
+#
+# A flush is four vector instructions (``scalar_lib.ftz32``); an f32 GELU computes about 60
+# an element, seven of them flushes.  With MXCSR's DAZ bit set (x86; FTZ left off: results
+# are IEEE's, rounded to denormals as the reference rounds them) every arithmetic
+# instruction reads a denormal operand as the zero of its sign that flushing it would make.
+# So in a loop run in that mode (``LoopSource(daz=True)``, ``cpu.fused``) an operand needs no
+# flush where the op reading it reads it only by such instructions (``reads_lazily``), and a
+# value's own flush can be left out where every reader reads it so and it is not the stored
+# result: it is *lazy*, maybe denormal, but seen flushed wherever it is read.  A loop takes
+# the mode only when every member is an op whose code computes the same values in it
+# (``daz_safe``): arithmetic, compares, selects, sign and bit ops, conversions but to pred,
+# and the f32 functions below, each checked over all 2^32 f32 operands x to give in that mode
+# the value ``ftz(f(x))`` it gives on ``ftz(x)`` without it (``scripts/daz_functions.py``).
+# Only values computed per element are lazy (``LoopSource._varying``): what depends on
+# constants and per-row values alone may be hoisted out of the loop, ahead of the mode's set.
+
+#: (a switch for A/B measurements and the tests) CPU loops of ``daz_safe`` members run in the
+#: DAZ mode with their lazy flushes left out
+DAZ = True
+
+#: ops whose code reads their f32 / f64 operands only by arithmetic instructions (IEEE's,
+#: NumPy's sqrt): a denormal operand read in DAZ mode is the zero flushing it makes
+_LAZY_ARITHMETIC = {"add", "subtract", "multiply", "divide", "sqrt", "rsqrt", "compare"}
+#: f32 functions whose ``scalar_lib`` code, in DAZ mode, gives ftz(f(x)) = ftz(f(ftz(x))) for
+#: every f32 x (all 2^32 checked, ``scripts/daz_functions.py``): they read lazily too
+_LAZY_F32 = {"exponential", "tanh", "logistic", "log", "log-plus-one"}
+#: ops whose code computes the same values in DAZ mode on the operands their rule gives them
+#: (flushed where it flushes; the raw bits where it does not, which they then move, compare
+#: to constants that no denormal is near or convert to integers: 0 either way): with
+#: ``_LAZY_F32`` (f32 only: f64's are library calls) the members a DAZ loop may have.  Not
+#: convert to pred (``x != 0``: a compare of raw bits), nor remainder, power, atan2, cbrt,
+#: expm1, sine, cosine, tan, erf (library calls or raw dividends)
+_DAZ_OPS = {"constant", "broadcast", "iota", "add", "subtract", "multiply", "divide", "sqrt", "rsqrt", "compare",
+            "select", "maximum", "minimum", "clamp", "negate", "abs", "sign", "floor", "ceil", "round-nearest-even",
+            "and", "or", "xor", "not", "shift-left", "shift-right-logical", "shift-right-arithmetic", "popcnt",
+            "count-leading-zeros", "convert"}
+#: integer ops (no float operand): the processor's float mode does not touch them
+_DAZ_INT_OPS = {"remainder", "power"}
+_DAZ_TYPES = {"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f32", "f64"}
+
+
+def daz_safe(group):
+    """Whether every member of ``group`` computes the same values in DAZ mode (see above),
+    so that its loop may run in it."""
+    for m in group.members:
+        types = [m.shape.element_type if m.shape.is_array else None] + \
+                [o.shape.element_type if o.shape.is_array else None for o in m.operands]
+        if not all(t in _DAZ_TYPES for t in types):
+            return False
+        floats = any(t in ("f32", "f64") for t in types)
+        if m.opcode in _LAZY_F32:
+            if not all(t == "f32" for t in types):
+                return False
+        elif m.opcode in _DAZ_INT_OPS:
+            if floats:
+                return False
+        elif m.opcode not in _DAZ_OPS:
+            return False
+        elif m.opcode == "convert" and m.shape.element_type == "pred":
+            return False
+    return True
+
+
+def reads_lazily(u, k):
+    """Whether member ``u`` reads its operand ``k`` (f32 / f64) only by instructions that, in
+    DAZ mode, see a denormal as the zero its flush makes (a lazy value needs no flush for it)."""
+    o = u.operands[k]
+    if not (o.shape.is_array and u.shape.is_array) or o.shape.element_type not in ("f32", "f64"):
+        return False
+    t = o.shape.element_type
+    if u.opcode == "compare":
+        return u.attrs.get("compare_type") != "TOTALORDER"
+    if u.opcode in _LAZY_F32:
+        return t == "f32" and u.shape.element_type == "f32"
+    return u.opcode in _LAZY_ARITHMETIC and u.shape.element_type == t
+
+
 class LoopSource:
-    def __init__(self, group, clean=()):
+    #: an element's own index in the expressions the loop reads (what varies per element)
+    _ELEMENT = re.compile(r"\bi\b")
+
+    def __init__(self, group, clean=(), daz=False):
         """``clean``: inputs known to hold no denormal (the executor's tracking, ``"flush"``
-        mode): not flushed again where the loop reads them."""
+        mode): not flushed again where the loop reads them.  ``daz``: the loop runs in DAZ
+        mode (the caller sets it, around the loop: see above), its lazy values unflushed;
+        ``daz_broken`` says when a member cannot (its loop must not take the mode)."""
         self.group = group
+        self.daz = bool(daz and DAZ and fpenv.flushing())
+        self.daz_broken = False
+        self._varying = set()   # members computed per element (``_ELEMENT``)
         self._clean = set(clean)
         self.inputs = list(group.inputs)          # runtime arrays, in argument order
         self.params = []                          # names of extra runtime arguments
@@ -65,6 +152,10 @@ class LoopSource:
     def iota_expr(self, p):
         return f"coordinate(i, {p}[0], {p}[1])"
 
+    def _varies(self, o, expr):
+        """Whether operand ``o`` (read as ``expr``) is computed per element."""
+        return o in self._varying if o in self._names else bool(self._ELEMENT.search(expr))
+
     def _build(self):
         readers = {}   # member -> the members reading it
         for m in self.group.members:
@@ -72,6 +163,7 @@ class LoopSource:
                 readers.setdefault(o, []).append(m)
         for n, m in enumerate(self.group.members):
             t = m.shape.element_type
+            lazy = False
             if m.opcode == "constant":
                 # scalar constants are runtime arguments too: the code does not depend on them
                 p = f"c{len(self.params)}"
@@ -82,14 +174,36 @@ class LoopSource:
                 expr = self._input_expr(m.operands[0], m)
                 if m.operands[0] in self._clean:   # its values are its clean operand's
                     self._flushed.add(m)
+                if self._ELEMENT.search(expr):
+                    self._varying.add(m)
             elif m.opcode == "iota":
                 p = f"io{len(self.params)}"
                 self.params.append(p)
                 self.param_values.append(("iota", m, None))
                 expr = self.iota_expr(p)
+                if self._ELEMENT.search(expr):
+                    self._varying.add(m)
             else:
                 args = [self._names[o] if o in self._names else self._input_expr(o, m) for o in m.operands]
+                if any(self._varies(o, a) for o, a in zip(m.operands, args)):
+                    self._varying.add(m)
                 flushed = [k for k, o in enumerate(m.operands) if o in self._flushed or o in self._clean]
+                if self.daz:
+                    if m.opcode == "tanh" and 0 not in flushed and _scalar_constant(m.operands[0]) is None:
+                        # (its rule reads a denormal operand as itself, the tiny tanh it is:
+                        # in DAZ mode the code would compute on a zero)
+                        self.daz_broken = True
+                    # operands its rule flushes, computed per element, that it reads lazily:
+                    # DAZ flushes them
+                    fns = flush_functions(m)
+                    flushed = sorted(set(flushed) | {k for k, (o, a) in enumerate(zip(m.operands, args))
+                                                     if fns[k] and reads_lazily(m, k) and self._varies(o, a)})
+                    # a lazy value: per element, its flush emitted (its rule's), every reader
+                    # reading it lazily; not the stored result
+                    lazy = (m is not self.group.root and m in self._varying and t in ("f32", "f64")
+                            and bool(readers.get(m)) and emits_result_flush(m)
+                            and all(reads_lazily(u, k) for u in readers[m] for k, o in enumerate(u.operands)
+                                    if o is m))
                 # a value only denormal-blind ops read (exp(x - max)) is left unflushed
                 blind = (m is not self.group.root and bool(readers.get(m))
                          and all(denormal_blind(u) for u in readers[m]))
@@ -120,9 +234,10 @@ class LoopSource:
                 if kept == "product":   # (factors at least the smallest normal: nothing to flush)
                     flushed = sorted(set(flushed) | {k for k, o in enumerate(m.operands)
                                                      if self._least_of(o, k, flushed) >= _TINY[m.shape.element_type]})
-                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared or kept or summed))
-                if flushes_result(m) and not (blind or summed) or squared or kept or self._sign_of_flushed(m, flushed):
-                    self._flushed.add(m)   # (squared: as good as flushed for its readers)
+                expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared or kept or summed or lazy))
+                if flushes_result(m) and not (blind or summed) or squared or kept or lazy \
+                        or self._sign_of_flushed(m, flushed):
+                    self._flushed.add(m)   # (squared, lazy: as good as flushed for its readers)
             name = f"t{n}"
             self._names[m] = name
             self.body.append(f"{name} = {finish(expr, t)}")

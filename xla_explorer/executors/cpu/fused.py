@@ -31,8 +31,9 @@ import re
 
 import numpy as np
 
+from ... import fpenv
 from ..jit_cache import load_source
-from ..loopgen import LoopSource, broadcast_strides, iota_strides
+from ..loopgen import LoopSource, broadcast_strides, daz_safe, iota_strides
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
 from .shape import merge_dims, threads
 
@@ -78,7 +79,9 @@ class RowLoopSource(LoopSource):
     dimensions and contiguous broadcasts are slices of the row, constant broadcasts one
     value per row (set up in ``prelude``)."""
 
-    def __init__(self, group, clean=(), narrow=False):
+    _ELEMENT = re.compile(r"\bj\b")
+
+    def __init__(self, group, clean=(), narrow=False, daz=False):
         #: ``narrow``: bf16 inputs arrive as their bits (uint16 arrays) and a bf16 result is
         #: stored as bits, converted in the loop (``BF16_BITS``), not by passes around it
         self.narrow = narrow
@@ -93,7 +96,7 @@ class RowLoopSource(LoopSource):
         self._k = 0
         #: the f16 bits the loop reads (expressions): what its fast pass checks for NaNs
         self._f16_reads = []
-        super().__init__(group, clean)
+        super().__init__(group, clean, daz)
 
     def _input_expr(self, operand, reader):
         expr = super()._input_expr(operand, reader)
@@ -210,17 +213,30 @@ class RowLoopSource(LoopSource):
 
     def loop_text(self, name, parallel):
         rng = "prange" if parallel else "range"
+        work = ["row, j0, j1 = w, 0, inner",   # whole rows: no division per row
+                "if nblk > 1:",
+                "    row = w // nblk",
+                "    j0 = (w - row * nblk) * blk",
+                "    j1 = min(inner, j0 + blk)",
+                "i0 = row * inner"] + self._row_lines()
         lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
                  f"def {name}({', '.join(self.arguments())}):",
-                 "    nblk = (inner + blk - 1) // blk",
-                 f"    for w in {rng}((n // inner) * nblk):",
-                 "        row, j0, j1 = w, 0, inner",   # whole rows: no division per row
-                 "        if nblk > 1:",
-                 "            row = w // nblk",
-                 "            j0 = (w - row * nblk) * blk",
-                 "            j1 = min(inner, j0 + blk)",
-                 "        i0 = row * inner"]
-        lines += ["        " + line for line in self._row_lines()]
+                 "    nblk = (inner + blk - 1) // blk"]
+        if not self.daz:
+            lines += [f"    for w in {rng}((n // inner) * nblk):"] + ["        " + line for line in work]
+        elif parallel:
+            # (the mode is a thread's: set in each chunk of work items, at most DAZ_CHUNKS of them, so
+            # that rows of a few elements do not pay for it each)
+            lines += ["    nw_ = (n // inner) * nblk",
+                      f"    nch_ = min(nw_, {DAZ_CHUNKS})",
+                      "    for ch_ in prange(nch_):",
+                      f"        mx_ = _mxcsr_or({_DAZ_BIT})",
+                      "        for w in range(ch_ * nw_ // nch_, (ch_ + 1) * nw_ // nch_):"]
+            lines += ["            " + line for line in work] + ["        _mxcsr_load(mx_)"]
+        else:
+            lines += [f"    mx_ = _mxcsr_or({_DAZ_BIT})",
+                      "    for w in range((n // inner) * nblk):"] + ["        " + line for line in work]
+            lines += ["    _mxcsr_load(mx_)"]
         return "\n".join(lines) + "\n"
 
 
@@ -247,14 +263,43 @@ BF16_BITS = np.dtype(np.uint16)
 NARROW_BITS = {"bf16": ("bf16_bits_to_f32", "f32_to_bf16_bits"), "f16": ("f16_bits_to_f32", "f32_to_f16_bits")}
 
 
+#: MXCSR's denormals-are-zero bit (``loopgen``'s DAZ mode; flush-to-zero, 0x8000, stays off)
+_DAZ_BIT = 0x40
+#: a DAZ loop's ``prange`` runs at most this many chunks of work items, each setting the mode
+DAZ_CHUNKS = 256
+#: what a DAZ loop adds to ``_HEADER``
+_DAZ_HEADER = "from xla_explorer.executors.cpu.linalg import _mxcsr_or, _mxcsr_load\n"
+
+
+def _source(group, clean, narrow):
+    """The RowLoopSource of a group: in DAZ mode (``loopgen``) where the machine has it
+    (x86), every member computes the same values in it, and it leaves a flush out."""
+    from .linalg import _X86
+    plain = RowLoopSource(group, clean, narrow)
+    if not (_X86 and fpenv.flushing() and daz_safe(group)):
+        return plain
+    src = RowLoopSource(group, clean, narrow, daz=True)
+    if not src.daz or src.daz_broken or _flushes(src) >= _flushes(plain):
+        return plain
+    return src
+
+
+def _flushes(src):
+    return sum(len(_FLUSH_CALL.findall(line)) for line in src.body)
+
+
+_FLUSH_CALL = re.compile(r"\bc?ftz(?:_pos)?(?:32|64)\(")
+
+
 def compile_loop(group, clean=(), narrow=False):
     """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of a group;
     ``clean``: its inputs known to hold no denormal (not flushed again); ``narrow``: bf16
     inputs and result as their bits (``BF16_BITS``), converted in the loop."""
     numba()
-    src = RowLoopSource(group, clean, narrow)
+    src = _source(group, clean, narrow)
     fast = _FAST_HEADER.format(block=F16_BLOCK) if src.fast_pass else ""
-    text = _HEADER + fast + f"\n{src.describe()}\n\n" + src.loop_text("loop_par", True) + "\n\n" + \
+    daz = _DAZ_HEADER if src.daz else ""
+    text = _HEADER + fast + daz + f"\n{src.describe()}\n\n" + src.loop_text("loop_par", True) + "\n\n" + \
         src.loop_text("loop_ser", False)
     compiled = _compiled.get(text)
     if compiled is None:
