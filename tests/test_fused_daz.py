@@ -51,11 +51,25 @@ BODIES = {
     "max(x * y, y * 1e-3) + x": lambda x, y: xe.Add(xe.Max(xe.Mul(x, y), xe.Mul(y, _c(x, 1e-3))), x),
     "abs(x * y) * 3 + x": lambda x, y: xe.Add(xe.Mul(xe.Abs(xe.Mul(x, y)), _c(x, 3)), x),
     "tanh(x * y) * y": lambda x, y: xe.Mul(xe.Tanh(xe.Mul(x, y)), y),
+    # values passed on lazily (select, negate, abs, max, min, clamp of lazy values)
+    "select(x > 0, x * y, y * 3) * y": lambda x, y: xe.Mul(xe.Select(xe.Gt(x, _c(x, 0)), xe.Mul(x, y),
+                                                                     xe.Mul(y, _c(x, 3))), y),
+    "select(x > y, x, x * y) * y": lambda x, y: xe.Mul(xe.Select(xe.Gt(x, y), x, xe.Mul(x, y)), y),
+    # (a raw parameter passed on: tanh reads a denormal as itself, not lazily)
+    "tanh(select(x > y, x, x * y))": lambda x, y: xe.Tanh(xe.Select(xe.Gt(x, y), x, xe.Mul(x, y))),
+    "-(x * y) * y + abs(x * y - y)": lambda x, y: xe.Add(xe.Mul(xe.Neg(xe.Mul(x, y)), y),
+                                                         xe.Abs(xe.Sub(xe.Mul(x, y), y))),
+    "min(max(x * y, -y), y * 1e-30) * x": lambda x, y: xe.Mul(xe.Min(xe.Max(xe.Mul(x, y), xe.Neg(y)),
+                                                                     xe.Mul(y, _c(x, 1e-30))), x),
+    "clamp(-y, x * y, y) - x": lambda x, y: xe.Sub(xe.Clamp(xe.Neg(y), xe.Mul(x, y), y), x),
+    "select(x > 0, tanh(x * y), -(x * y)) * y": lambda x, y: xe.Mul(xe.Select(xe.Gt(x, _c(x, 0)), xe.Tanh(xe.Mul(x, y)),
+                                                                              xe.Neg(xe.Mul(x, y))), y),
     "tanh(x) + x * y": lambda x, y: xe.Add(xe.Tanh(x), xe.Mul(x, y)),
     "s32(x * 1e6 * y) + 1": lambda x, y: xe.Add(xe.ConvertElementType(xe.Mul(xe.Mul(x, _c(x, 1e6)), y), "s32"),
                                                  np.array(1, np.int32)),
 }
-F64_BODIES = ("x * y * y - x", "(x - y) / sqrt(x * x + 1e-30)", "select(x * y > 1e-38, x * y, -y)",
+F64_BODIES = ("x * y * y - x", "select(x > 0, x * y, y * 3) * y", "select(x > y, x, x * y) * y",
+              "-(x * y) * y + abs(x * y - y)", "min(max(x * y, -y), y * 1e-30) * x", "clamp(-y, x * y, y) - x", "(x - y) / sqrt(x * x + 1e-30)", "select(x * y > 1e-38, x * y, -y)",
               "max(x * y, y * 1e-3) + x", "abs(x * y) * 3 + x", "rsqrt(x * y) * y")
 
 

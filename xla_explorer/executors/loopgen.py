@@ -91,6 +91,11 @@ def daz_safe(group):
     return True
 
 
+#: ops that pass an operand's value on (select, negate, abs) or pick one of their flushed
+#: operands (max, min, clamp): their value is lazy when the values they pass are
+_PASSING = {"select", "negate", "abs", "maximum", "minimum", "clamp"}
+
+
 def reads_lazily(u, k):
     """Whether member ``u`` reads its operand ``k`` (f32 / f64) only by instructions that, in
     DAZ mode, see a denormal as the zero its flush makes (a lazy value needs no flush for it)."""
@@ -152,6 +157,48 @@ class LoopSource:
     def iota_expr(self, p):
         return f"coordinate(i, {p}[0], {p}[1])"
 
+    def _passing(self, readers):
+        """The members that pass lazy values on (``_PASSING``): not the stored result, of an
+        f32 / f64 value every reader of which reads it lazily or passes it on too, and whose
+        values passed on are flushed or lazy wherever the loop computes them (``_settled``:
+        their reference values hold no denormal; max, min and clamp flush theirs, by rule).
+        Then a lazy operand gives a lazy value: the one it picks, seen flushed by its readers."""
+        members = self.group.members
+        settled = set()
+        for m in members:
+            if self._settled(m, settled):
+                settled.add(m)
+        passing = set()
+        for u in reversed(members):   # (readers come after what they read)
+            t = u.shape.element_type if u.shape.is_array else None
+            if u.opcode not in _PASSING or u is self.group.root or t not in ("f32", "f64") or not readers.get(u):
+                continue
+            values = u.operands[1:] if u.opcode == "select" else u.operands
+            if not all(o.shape.is_array and o.shape.element_type == t for o in values):
+                continue
+            if u.opcode in ("select", "negate", "abs") and not all(o in settled or o in self._clean for o in values):
+                continue
+            if all(v in passing or reads_lazily(v, k) for v in readers[u] for k, o in enumerate(v.operands)
+                   if o is u):
+                passing.add(u)
+        return passing
+
+    def _settled(self, m, settled):
+        """Whether member ``m``'s value, as the loop computes it, is flushed or lazy (its
+        reference value holds no denormal): its rule flushes its result, or it picks flushed
+        operands, or it is a clean input's broadcast, or it passes settled values on."""
+        if m.opcode == "broadcast":
+            return m.operands[0] in self._clean
+        if m.opcode == "constant":
+            c = _scalar_constant(m)
+            return c is not None and not 0 < abs(c) < _TINY.get(m.shape.element_type, 0.0)
+        if emits_result_flush(m) or flushes_result(m):
+            return True
+        if m.opcode in ("select", "negate", "abs"):
+            values = m.operands[1:] if m.opcode == "select" else m.operands
+            return all(o in settled or o in self._clean for o in values)
+        return False
+
     def _varies(self, o, expr):
         """Whether operand ``o`` (read as ``expr``) is computed per element."""
         return o in self._varying if o in self._names else bool(self._ELEMENT.search(expr))
@@ -161,6 +208,7 @@ class LoopSource:
         for m in self.group.members:
             for o in m.operands:
                 readers.setdefault(o, []).append(m)
+        passing = self._passing(readers) if self.daz else set()
         for n, m in enumerate(self.group.members):
             t = m.shape.element_type
             lazy = False
@@ -202,8 +250,8 @@ class LoopSource:
                     # reading it lazily; not the stored result
                     lazy = (m is not self.group.root and m in self._varying and t in ("f32", "f64")
                             and bool(readers.get(m)) and emits_result_flush(m)
-                            and all(reads_lazily(u, k) for u in readers[m] for k, o in enumerate(u.operands)
-                                    if o is m))
+                            and all(u in passing or reads_lazily(u, k) for u in readers[m]
+                                    for k, o in enumerate(u.operands) if o is m))
                 # a value only denormal-blind ops read (exp(x - max)) is left unflushed
                 blind = (m is not self.group.root and bool(readers.get(m))
                          and all(denormal_blind(u) for u in readers[m]))
@@ -235,7 +283,7 @@ class LoopSource:
                     flushed = sorted(set(flushed) | {k for k, o in enumerate(m.operands)
                                                      if self._least_of(o, k, flushed) >= _TINY[m.shape.element_type]})
                 expr = emit(m, *args, flushed=flushed, flush_result=not (blind or squared or kept or summed or lazy))
-                if flushes_result(m) and not (blind or summed) or squared or kept or lazy \
+                if flushes_result(m) and not (blind or summed) or squared or kept or lazy or m in passing \
                         or self._sign_of_flushed(m, flushed):
                     self._flushed.add(m)   # (squared, lazy: as good as flushed for its readers)
             name = f"t{n}"
