@@ -113,15 +113,16 @@ def _source(t, shape, body):
 
 
 @x86
-@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16"])
 @pytest.mark.parametrize("name", list(BODIES))
 def test_a_daz_loop_has_the_bits_of_the_loop_without_it(t, name, monkeypatch):
-    if t == "f64" and name not in F64_BODIES:
+    if t != "f32" and name not in F64_BODIES:
         pytest.skip("f32 functions")
     v = _values(t)
     a, b = np.meshgrid(v, v, indexing="ij")
-    dt = np.float64 if t == "f64" else np.float32
-    x, y = a.astype(dt), b.astype(dt)
+    dt = xe.Shape(t, ()).dtype
+    x, y = a.astype(np.float32).astype(dt) if t == "bf16" else a.astype(dt), \
+        b.astype(np.float32).astype(dt) if t == "bf16" else b.astype(dt)
     got = _run_both(t, x.shape, BODIES[name], x, y, monkeypatch)
     _same_bits(got[True], got[False], name)
 
@@ -155,8 +156,11 @@ def test_the_modes_are_taken_where_they_save_a_flush_and_only_there():
     # would read as zero
     raw = _source("f32", (4, 4), lambda x, y: xe.Mul(xe.Tanh(x), y))
     assert not raw.daz
-    # narrow floats, and ops outside the mode's list (a remainder of floats), never
-    for body, t in ((BODIES["x * y * y - x"], "bf16"), (BODIES["x * y * y - x"], "f16"),
+    # bf16: its operands read lazily, its values all flushed (its rounding works on bits)
+    bf = _source("bf16", (4, 4), BODIES["x * y * y - x"])
+    assert bf.daz and all("ftz32(" in line for line in bf.body if line.startswith("t")), bf.body
+    # f16, and ops outside the mode's list (a remainder of floats, a sine), never
+    for body, t in ((BODIES["x * y * y - x"], "f16"),
                     (lambda x, y: xe.Rem(xe.Mul(x, y), y), "f32"), (lambda x, y: xe.Mul(xe.Sin(x), y), "f32")):
         assert not _source(t, (4, 4), body).daz
     # nothing to leave out (max reads its operands' signs: their flushes stay): the plain loop

@@ -66,7 +66,10 @@ _DAZ_OPS = {"constant", "broadcast", "iota", "add", "subtract", "multiply", "div
             "count-leading-zeros", "convert"}
 #: integer ops (no float operand): the processor's float mode does not touch them
 _DAZ_INT_OPS = {"remainder", "power"}
-_DAZ_TYPES = {"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f32", "f64"}
+#: (bf16: computed in f32 and rounded on its bits, its operands read lazily by arithmetic as
+#: f32's; its values are never lazy -- the rounding of a denormal sum may make the smallest
+#: normal, which a reader would not see flushed -- nor passed on)
+_DAZ_TYPES = {"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f32", "f64", "bf16"}
 
 
 def daz_safe(group):
@@ -97,10 +100,10 @@ _PASSING = {"select", "negate", "abs", "maximum", "minimum", "clamp"}
 
 
 def reads_lazily(u, k):
-    """Whether member ``u`` reads its operand ``k`` (f32 / f64) only by instructions that, in
+    """Whether member ``u`` reads its operand ``k`` (f32, f64, bf16) only by instructions that, in
     DAZ mode, see a denormal as the zero its flush makes (a lazy value needs no flush for it)."""
     o = u.operands[k]
-    if not (o.shape.is_array and u.shape.is_array) or o.shape.element_type not in ("f32", "f64"):
+    if not (o.shape.is_array and u.shape.is_array) or o.shape.element_type not in ("f32", "f64", "bf16"):
         return False
     t = o.shape.element_type
     if u.opcode == "compare":
