@@ -1151,3 +1151,21 @@ def test_non_temporal_row_copies(monkeypatch, threaded, t):
                     assert not buf[:off].any() and not buf[off + n:].any()
     finally:
         cpu_shape.plan_copy.cache_clear()
+
+
+def test_the_streaming_limit_is_measured_once_in_the_main_thread(monkeypatch):
+    """``shape.streamed``'s limit: measured at the first use (one thread against two on a
+    cached 4 MiB copy), either the cached limit or 0, then kept; a call from another thread
+    (a kernel's worker, a widget's run) gets the cached limit and measures nothing."""
+    import threading
+    monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", None)
+    got = []
+    t = threading.Thread(target=lambda: got.append((cpu_shape.streamed(1 << 20), cpu_shape.STREAM_THREADED_BYTES)))
+    t.start()
+    t.join()
+    assert got == [(True, None)]
+    first = cpu_shape.streamed(1 << 20)
+    limit = cpu_shape.STREAM_THREADED_BYTES
+    assert limit in (0, cpu_shape.STREAM_CACHED_BYTES)
+    assert first == (limit > 0) and cpu_shape.streamed(1 << 20) == first
+    assert cpu_shape.STREAM_THREADED_BYTES == limit

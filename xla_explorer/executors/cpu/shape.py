@@ -1143,8 +1143,44 @@ def _interleave_range(w0, w1, dst, dbase, src, sbase, dims, dstr, sstr, a, chunk
 
 
 #: a streaming copy (``CopyPlan.streams``) that reads and writes at most this many bytes runs
-#: in the calling thread (``streamed``)
-STREAM_THREADED_BYTES = 24 << 20
+#: in the calling thread (``streamed``); None: measured at the first use (``_stream_limit``)
+STREAM_THREADED_BYTES = None
+#: the limit where one thread moves cached data as fast as two (the AMD EPYC below)
+STREAM_CACHED_BYTES = 24 << 20
+
+
+def _stream_limit():
+    """``STREAM_CACHED_BYTES`` where one thread copies a cached 4 MiB at least as fast as two,
+    else 0 (every streaming copy of ``MOVE_PARALLEL_THRESHOLD`` elements in threads).  On
+    the AMD EPYC one thread copied 4 MiB at 64 GB/s (read + write) and two lost 5-15%; on
+    the 2-core Xeon (Sapphire Rapids VM, L2 2 MiB a core) one thread moves about 26 GB/s
+    and two pay from 256 KiB: a stride-2 slice of 16 MiB 1.16 -> 0.75 ms, concatenating
+    three [64,128,64] 0.55 -> 0.44, JAX 1.02 and 0.56 (medians, interleaved).  The min of
+    seven copies each way, interleaved (about 5 ms, once a process, in the main thread:
+    another thread -- a kernel's worker, a widget's run -- gets the EPYC's limit without
+    measuring)."""
+    global STREAM_THREADED_BYTES
+    if threading.current_thread() is not threading.main_thread():
+        return STREAM_CACHED_BYTES
+    if threads() <= 1:
+        STREAM_THREADED_BYTES = STREAM_CACHED_BYTES
+        return STREAM_THREADED_BYTES
+    import time
+    n = 1 << 20
+    src = np.ones(n, np.uint32)
+    dst = np.empty(n, np.uint32)
+    fn, items, extra = copy_launch(plan_copy((n,), (1,), (1,), 4, threads()))
+    one, two = [], []
+    for _ in range(8):
+        t = time.perf_counter()
+        fn(0, items, dst, 0, src, 0, *extra)
+        one.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        in_threads(fn, items, True, dst, 0, src, 0, *extra)
+        two.append(time.perf_counter() - t)
+    # (the first of each: compiled or loaded, pages touched)
+    STREAM_THREADED_BYTES = STREAM_CACHED_BYTES if min(one[1:]) <= min(two[1:]) else 0
+    return STREAM_THREADED_BYTES
 
 
 def streamed(nbytes):
@@ -1161,8 +1197,12 @@ def streamed(nbytes):
     64): two threads on the idle machine 0.249 ms, one thread at load 1.7 0.18-0.21.  Out of
     the cache (32 MiB: 64 MiB moved) two threads pay (that transposition 3.0 -> 1.8 ms,
     min, load 2.5).  Kernels whose per-thread work is slower than a copy (transposes of
-    elements, element and column gathers) keep ``MOVE_PARALLEL_THRESHOLD`` alone."""
-    return nbytes <= STREAM_THREADED_BYTES
+    elements, element and column gathers) keep ``MOVE_PARALLEL_THRESHOLD`` alone.  Not so on
+    every machine: the limit is measured (``_stream_limit``)."""
+    limit = STREAM_THREADED_BYTES
+    if limit is None:
+        limit = _stream_limit()
+    return nbytes <= limit
 
 
 def copy_parallel(plan):
