@@ -26,6 +26,14 @@ vcvtps2ph: the same rounding, the same denormals in whatever mode the processor 
 the exact loop's.  f16 multiply, 64K elements in cache: 11.8 -> 4.6 us (f32: 4.4).
 (bf16 has none: its widening is a shift, and the NaN select of its rounding costs about
 what the NaN test would: 5.7 -> 4.9 us per 64K in cache, within the noise at 4M.)
+
+On x86, in ``"flush"`` mode, a loop whose every member computes the same values with the
+processor's denormals-are-zero bit set (``loopgen.daz_safe``) and that leaves a flush out
+in it runs in that mode (``_source``): the bit set in the calling thread around the serial
+loop, and at the start of each of at most ``DAZ_CHUNKS`` chunks of work items of the
+``prange`` loop (the mode is a thread's), the old MXCSR put back after.  Values computed
+per element that only DAZ-reading code reads are not flushed (``loopgen``'s lazy values):
+the tanh GELU of 4M, 6.16 -> 4.10 ms.
 """
 import re
 
