@@ -335,3 +335,19 @@ def test_stack_updated_through_a_fusion_as_an_optimised_module_has_it():
     np.testing.assert_allclose(new[-1], ref, rtol=1e-6, atol=1e-6)
     for a, k in zip(args, keep):
         assert _same_bits(a, k)
+
+
+@pytest.mark.parametrize("T,N,R", [(5, 3, 7), (9, 1, 1)])
+def test_an_in_place_row_clamps_its_start_as_the_kernel(T, N, R):
+    """The in-place update of whole trailing dimensions (one block of the flat stack): a start
+    below 0 and past the last row clamped as the kernel clamps it (3i - 2: -2, 1, 4, ...)."""
+    text = SCAN.replace("  ys2 = f32[T,N,R] call(ys, y, i), to_apply=upd\n",
+                        "  three = s32[] constant(3)\n  two = s32[] constant(2)\n"
+                        "  i3 = s32[] multiply(i, three)\n  km = s32[] subtract(i3, two)\n"
+                        "  ys2 = f32[T,N,R] call(ys, y, km), to_apply=upd\n")
+    rng = np.random.default_rng(T)
+    args = (rng.standard_normal((N, R), dtype=np.float32), rng.standard_normal((T, N, R), dtype=np.float32))
+    old, new, ref = _runs(lambda: _scan(T, N, R, text), args)
+    for a, b in zip(old, new):
+        assert _same_bits(a, b)
+    np.testing.assert_allclose(new[-1], ref, rtol=1e-6, atol=1e-6)

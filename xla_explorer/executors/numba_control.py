@@ -301,6 +301,13 @@ def in_place_update(inst, fn, backend):
         return fn
     ndarray, local = np.ndarray, _local
     opdef = ne.registry.get(inst.opcode)
+    # an update of whole trailing dimensions (a scan's row of its stack: [1, 32, 128] into
+    # [64, 32, 128]) is one block of the flat operand, at the first start times ``block``
+    # (the other starts clamp to 0): a slice of the flat words, not a slice per dimension
+    # (about 3 of a 64-step RNN scan's 60 us a step)
+    whole = len(dims) >= 1 and udims[1:] == dims[1:]
+    block = int(np.prod(dims[1:], dtype=np.int64)) if whole else 0
+    size, top = int(np.prod(udims, dtype=np.int64)), limits[0] if limits else 0
 
     def step(values, ctx, backend):
         donated = getattr(local, "donated", None)
@@ -311,9 +318,14 @@ def in_place_update(inst, fn, backend):
                     and x.flags.writeable and x.shape == dims and u.shape == udims and any(x is d for d in donated):
                 try:
                     # (the kernel's clamp: each start into [0, operand - update])
-                    at = tuple(slice(s, s + n) for s, n in zip(
-                        (min(max(int(k), 0), m) for k, m in zip(values[2:], limits)), udims))
-                    x[at] = u
+                    if whole and x.flags.c_contiguous and u.flags.c_contiguous:
+                        k = int(values[2])
+                        at = (0 if k < 0 else top if k > top else k) * block
+                        x.reshape(-1)[at:at + size] = u.reshape(-1)
+                    else:
+                        at = tuple(slice(s, s + n) for s, n in zip(
+                            (min(max(int(k), 0), m) for k, m in zip(values[2:], limits)), udims))
+                        x[at] = u
                 except Exception as e:
                     ne._raise_named(e, opdef, inst, backend)
                 return x
