@@ -3529,7 +3529,9 @@ def end_run(prev):
 # the array itself, and arrays are not written once made, so the same array object, alive,
 # needs no second scan within the run.  The same memo's rules (this thread's run only, weak
 # references) as the reduces' above.
-_SCAN_MEMO_MIN = 1 << 16   # elements: below, a scan costs about what the look-up does
+#: elements: below, a scan costs about what the look-up does (a loop's weights, read by its dot
+#: every iteration, f32[128, 128]: scanned once a run, the RNN scan 4.10 -> 3.94 ms)
+_SCAN_MEMO_MIN = 1 << 13
 
 
 def flush_in_run(x):
