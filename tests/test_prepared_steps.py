@@ -392,3 +392,30 @@ def test_the_dynamic_slice_step_is_prepared():
     comp.run(x, np.array(3, np.int32), backend="numba")
     assert "prepared_step" in _steps(comp)
     np.testing.assert_array_equal(comp.run(x, np.array(70, np.int32), backend="numba"), x[63:64])
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "c64"])
+@pytest.mark.parametrize("m,k,n", [(32, 128, 128), (1, 7, 3), (5, 1, 9)])
+@pytest.mark.parametrize("denormals", ["flush", "ieee"])
+def test_small_prepared_dots_have_the_kernels_bits(t, m, k, n, denormals):
+    """The prepared path of a small [M, K] @ [K, N] (one BLAS call, its flagged operands
+    flushed in the run): the walk's bits, denormal operands included; an operand not
+    C-contiguous goes the general way."""
+    rng = np.random.default_rng(m * k + n)
+    b = xe.XlaBuilder("small_dot")
+    x = xe.Parameter(b, 0, xe.Shape(t, (m, k)), "x")
+    y = xe.Parameter(b, 1, xe.Shape(t, (k, n)), "y")
+    comp = b.build(xe.Dot(x, y))
+    dt = xe.Shape(t, ()).dtype
+    lhs = rng.standard_normal((m, k)).astype(dt)
+    rhs = rng.standard_normal((k, n)).astype(dt)
+    lhs.reshape(-1)[::3] = dt.type(1e-310 if dt == np.float64 else 1e-40)
+    _check(comp, lhs, rhs, denormals=denormals, exact=False)
+    # a denormal row against a huge matrix: its products count, flushed or not
+    lhs[0] = dt.type(1e-310 if dt == np.float64 else 1e-40)
+    big = (rhs * (1e300 if dt == np.float64 else 1e30)).astype(dt)
+    got = _check(comp, lhs, big, denormals=denormals, exact=False)
+    assert (np.all(got[0] == 0) if denormals == "flush" else np.any(got[0] != 0))
+    view = np.asfortranarray(lhs)
+    assert _bits(comp.run(view, rhs, backend="numba", denormals=denormals)) == _bits(
+        _walk(comp, lhs, rhs, denormals=denormals))

@@ -756,6 +756,37 @@ def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_co
         out = matmul(a, w, empty(out_shape, ct), scan).reshape(dims)
         return out if perm is None else contiguous(np.transpose(out, perm))
 
+    mask = tuple(bool(f) for f in flush) if flush else (False, False)
+    if (len(ldims) == 2 and len(rdims) == 2 and not lb and tuple(lperm) == (0, 1) and tuple(rperm) == (0, 1)
+            and perm is None and a_ok and w_ok and tuple(a_shape)[-2:] == ldims and tuple(w_shape)[-2:] == rdims
+            and math.prod(a_shape) == math.prod(ldims) and math.prod(w_shape) == math.prod(rdims)
+            and M * K * N < _SPLIT_WORK
+            and max(math.prod(ldims), math.prod(rdims)) * ct.itemsize < _CONCURRENT_SCAN_BYTES):
+        # a small [M, K] @ [K, N] of C-contiguous operands: what core and _flushed_dot do for
+        # it (each flagged operand flushed in the run, one BLAS call in this thread), without
+        # their views and checks (a scan's step: about 5 of its 60 us)
+        fl, fr = mask
+        matmul_, enter, leave, ndarray = np.matmul, _blas_enter, _blas_leave, np.ndarray
+        general = (lambda lhs, rhs: _flushed_dot(core, (lhs, rhs), mask)) if any(mask) else \
+            (lambda lhs, rhs: core(lhs, rhs, None))
+
+        def small(lhs, rhs):
+            if type(lhs) is not ndarray or type(rhs) is not ndarray or lhs.dtype != ct or rhs.dtype != ct \
+                    or lhs.shape != ldims or rhs.shape != rdims or not lhs.flags.c_contiguous \
+                    or not rhs.flags.c_contiguous:
+                return general(lhs, rhs)
+            if fl:
+                lhs = flush_in_run(lhs)
+            if fr:
+                rhs = flush_in_run(rhs)
+            out = empty(out_shape, ct)   # (core's shapes: the very same BLAS call)
+            enter()
+            try:
+                matmul_(lhs.reshape(a_shape), rhs.reshape(w_shape), out=out)
+            finally:
+                leave()
+            return out.reshape(dims)
+        return small
     if flush and any(flush):
         flush = tuple(flush)
         return lambda lhs, rhs: _flushed_dot(core, (lhs, rhs), flush)
