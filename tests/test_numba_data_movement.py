@@ -1063,11 +1063,13 @@ def test_streaming_moves_in_one_thread_or_in_threads(monkeypatch, stream_limit, 
             check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **dims), y, rows, upd)
 
 
-def test_which_copies_stream():
+def test_which_copies_stream(monkeypatch):
     """``CopyPlan.streams``: walks of whole, reversed or stride-2 rows and row tiles stream
-    (one thread in the cache: ``shape.copy_parallel``), transpositions of elements and rows
-    of other strides do not; ``traffic`` counts a stride-2 row's source twice over."""
+    (one thread in the cache: ``shape.copy_parallel``, under the EPYC's limit -- the limit is
+    measured per machine, ``shape._stream_limit``), transpositions of elements and rows of
+    other strides do not; ``traffic`` counts a stride-2 row's source twice over."""
     from xla_explorer.executors.cpu import shape as cpu_shape
+    monkeypatch.setattr(cpu_shape, "STREAM_THREADED_BYTES", cpu_shape.STREAM_CACHED_BYTES)
     n = 1 << 20
     flat = cpu_shape.plan_copy((n,), (1,), (1,), 4, 2)
     assert flat.streams and flat.traffic == 8 * n and not cpu_shape.copy_parallel(flat)
