@@ -757,6 +757,8 @@ def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_co
         return out if perm is None else contiguous(np.transpose(out, perm))
 
     mask = tuple(bool(f) for f in flush) if flush else (False, False)
+    general = (lambda lhs, rhs: _flushed_dot(core, (lhs, rhs), mask)) if any(mask) else \
+        (lambda lhs, rhs: core(lhs, rhs, None))
     if (len(ldims) == 2 and len(rdims) == 2 and not lb and tuple(lperm) == (0, 1) and tuple(rperm) == (0, 1)
             and perm is None and a_ok and w_ok and tuple(a_shape)[-2:] == ldims and tuple(w_shape)[-2:] == rdims
             and math.prod(a_shape) == math.prod(ldims) and math.prod(w_shape) == math.prod(rdims)
@@ -767,8 +769,6 @@ def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_co
         # their views and checks (a scan's step: about 5 of its 60 us)
         fl, fr = mask
         matmul_, enter, leave, ndarray = np.matmul, _blas_enter, _blas_leave, np.ndarray
-        general = (lambda lhs, rhs: _flushed_dot(core, (lhs, rhs), mask)) if any(mask) else \
-            (lambda lhs, rhs: core(lhs, rhs, None))
 
         def small(lhs, rhs):
             if type(lhs) is not ndarray or type(rhs) is not ndarray or lhs.dtype != ct or rhs.dtype != ct \
@@ -787,10 +787,7 @@ def _dot_prepare(operand_shapes, *, shape, lhs_contracting_dimensions=(), rhs_co
                 leave()
             return out.reshape(dims)
         return small
-    if flush and any(flush):
-        flush = tuple(flush)
-        return lambda lhs, rhs: _flushed_dot(core, (lhs, rhs), flush)
-    return lambda lhs, rhs: core(lhs, rhs, None)
+    return general
 
 
 dot_kernel.prepare = _dot_prepare
