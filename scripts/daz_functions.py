@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from numba import njit  # noqa: E402
 
 from xla_explorer.executors import scalar_lib as sl  # noqa: E402
-from xla_explorer.executors.cpu.linalg import _mxcsr_load, _mxcsr_or  # noqa: E402
+from xla_explorer.executors.cpu.linalg import _DAZ, _mxcsr_load, _mxcsr_or  # noqa: E402
 
 
 @njit
@@ -77,7 +77,7 @@ def differences(name, bits):
     b = np.empty(bits.size, np.float32)
     xs = np.ascontiguousarray(bits, np.uint32).view(np.float32)
     flushed_first(xs, a)
-    old = _set_mode(0x40)   # (set and restored from Python: nothing of the kernel runs outside it)
+    old = _set_mode(_DAZ)   # (set and restored from Python: nothing of the kernel runs outside it)
     try:
         raw(xs, b)
     finally:

@@ -43,6 +43,7 @@ from ... import fpenv
 from ..jit_cache import load_source
 from ..loopgen import LoopSource, broadcast_strides, daz_safe, iota_strides
 from ..numba_setup import MOVE_PARALLEL_THRESHOLD, numba
+from .linalg import _DAZ, _X86
 from .shape import merge_dims, threads
 
 #: from this many elements on a loop calling a transcendental function (or computing complex
@@ -238,11 +239,11 @@ class RowLoopSource(LoopSource):
             lines += ["    nw_ = (n // inner) * nblk",
                       f"    nch_ = min(nw_, {DAZ_CHUNKS})",
                       "    for ch_ in prange(nch_):",
-                      f"        mx_ = _mxcsr_or({_DAZ_BIT})",
+                      f"        mx_ = _mxcsr_or({_DAZ})",
                       "        for w in range(ch_ * nw_ // nch_, (ch_ + 1) * nw_ // nch_):"]
             lines += ["            " + line for line in work] + ["        _mxcsr_load(mx_)"]
         else:
-            lines += [f"    mx_ = _mxcsr_or({_DAZ_BIT})",
+            lines += [f"    mx_ = _mxcsr_or({_DAZ})",
                       "    for w in range((n // inner) * nblk):"] + ["        " + line for line in work]
             lines += ["    _mxcsr_load(mx_)"]
         return "\n".join(lines) + "\n"
@@ -271,8 +272,6 @@ BF16_BITS = np.dtype(np.uint16)
 NARROW_BITS = {"bf16": ("bf16_bits_to_f32", "f32_to_bf16_bits"), "f16": ("f16_bits_to_f32", "f32_to_f16_bits")}
 
 
-#: MXCSR's denormals-are-zero bit (``loopgen``'s DAZ mode; flush-to-zero, 0x8000, stays off)
-_DAZ_BIT = 0x40
 #: a DAZ loop's ``prange`` runs at most this many chunks of work items, each setting the mode
 DAZ_CHUNKS = 256
 #: what a DAZ loop adds to ``_HEADER``
@@ -282,7 +281,6 @@ _DAZ_HEADER = "from xla_explorer.executors.cpu.linalg import _mxcsr_or, _mxcsr_l
 def _source(group, clean, narrow):
     """The RowLoopSource of a group: in DAZ mode (``loopgen``) where the machine has it
     (x86), every member computes the same values in it, and it leaves a flush out."""
-    from .linalg import _X86
     plain = RowLoopSource(group, clean, narrow)
     if not (_X86 and fpenv.flushing() and daz_safe(group)):
         return plain

@@ -306,7 +306,10 @@ _MATVEC_PARALLEL = 1 << 20
 
 
 #: MXCSR's flush-to-zero and denormals-are-zero bits (x86): XLA:CPU's own float mode
-_FTZ_DAZ = 0x8040
+#: MXCSR's denormals-are-zero bit alone (the fused loops' DAZ mode, ``cpu.fused``: results
+#: IEEE's, flushed by the loops' own code)
+_DAZ = 0x40
+_FTZ_DAZ = 0x8000 | _DAZ
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "x86", "i386", "i686")
 #: the smallest normal of the matrix-vector kernels' types (np.finfo costs a microsecond a call)
 _TINY = {np.dtype(t): t(np.finfo(t).tiny) for t in (np.float32, np.float64)}
