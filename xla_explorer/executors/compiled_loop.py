@@ -407,7 +407,7 @@ class CompiledLoop:
             lines += [ind2 + ind + x for x in gb.groups.get(count, []) + out]
         if new_scalars:
             lines.append(f"{ind2}{', '.join(a for a, _ in new_scalars)} = "
-                         f"{', '.join(b for _, b in new_scalars)}{',' if len(new_scalars) == 1 else ''}")
+                         f"{', '.join(b for _, b in new_scalars)}")
         for j, s in enumerate(slots):
             if s == "w":
                 lines += [f"{ind2}old{j} = cur{j}", f"{ind2}cur{j} = nxt{j}",

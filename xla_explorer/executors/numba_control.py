@@ -95,7 +95,8 @@ def control_step(inst, backend, clean, raw):
         body = _nested(inst.attrs["body"], backend, None, False)
         to_host = backend.to_host
         from .compiled_loop import compiled_loop
-        whole = compiled_loop(inst, backend)
+        from .compiled_scan import compiled_scan
+        whole = compiled_loop(inst, backend) or compiled_scan(inst, backend)
         if whole is not None:   # (the whole loop one Numba function: none of the Python below an iteration)
             run_whole = whole.run
 

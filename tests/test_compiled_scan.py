@@ -1,0 +1,195 @@
+"""The while loop of whole-array steps compiled into one Numba function
+(executors/compiled_scan.py): the run program's bits (the same emitters, flushes and BLAS
+call), the reference's values, for loops that take the path and loops that do not."""
+import numpy as np
+import pytest
+from jax import lax
+import jax.numpy as jnp
+
+import xla_explorer as xe
+from xla_explorer.executors import compiled_scan as cs
+from xla_explorer.executors.cpu import linalg
+from xla_explorer.executors.cpu.blas_call import NO_TRANS, TRANS, gemm32, gemm64, gemm_addresses
+
+pytestmark = pytest.mark.skipif(gemm_addresses() is None, reason="NumPy is not linked with OpenBLAS")
+
+
+def _bits(v):
+    v = np.asarray(v)
+    return v.view(np.uint8) if v.dtype.itemsize == 1 else v.view(f"u{v.dtype.itemsize}")
+
+
+def _whiles(comp):
+    return [i for c in comp.computations for i in c.instructions if i.opcode == "while"]
+
+
+def _check(f, *args, compiled, rtol=1e-5):
+    """numba with the compiled scan against numba without it (bit for bit) and against the
+    reference (close: the reference's dot sums in its own order); ``compiled``: whether
+    the loop took the compiled scan."""
+    cs._scans.clear()
+    cs.ENABLED = False
+    try:
+        want = xe.from_jax(f, *args).run(*args, backend="numba")
+    finally:
+        cs.ENABLED = True
+    comp = xe.from_jax(f, *args)
+    got = comp.run(*args, backend="numba")
+    again = comp.run(*args, backend="numba")
+    ref = comp.run(*args, backend="numpy")
+    for w, g, a, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (want, got, again, ref))):
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+        np.testing.assert_array_equal(_bits(a), _bits(w))
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(r, np.float64), rtol=rtol, atol=rtol)
+    took = [next((t for j, t in list(cs._scans.items()) if j.name == i.name), None) for i in _whiles(comp)]
+    took = [t for t in took if t is not None]   # (none: compiled_loop took the loop first)
+    if compiled:   # (and its function compiled and ran: a variant list, not an exception)
+        assert took and not any(isinstance(t, Exception) for t in took), took
+        assert all(isinstance(v, list) for t in took for v in t._functions.values()), took
+    else:
+        assert all(isinstance(t, Exception) for t in took), took
+    return got
+
+
+def _rnn(h, xs, w):
+    def step(h, x):
+        h = jnp.tanh(h @ w + x)
+        return h, h
+    return lax.scan(step, h, xs)[1]
+
+
+def test_gemm_call_has_matmuls_bits():
+    """The BLAS call from Numba code gives np.matmul's bits, plain and transposed operands."""
+    from numba import njit
+
+    @njit
+    def mm(addr, ta, tb, a, b, c, m, n, k, single):
+        if single:
+            gemm32(addr, ta, tb, m, n, k, np.int64(a.ctypes.data), a.shape[1], np.int64(b.ctypes.data), b.shape[1],
+                   np.int64(c.ctypes.data), n)
+        else:
+            gemm64(addr, ta, tb, m, n, k, np.int64(a.ctypes.data), a.shape[1], np.int64(b.ctypes.data), b.shape[1],
+                   np.int64(c.ctypes.data), n)
+    rng = np.random.default_rng(0)
+    s, d = gemm_addresses()
+    for dt, addr in ((np.float32, s), (np.float64, d)):
+        for m, k, n in ((32, 128, 128), (3, 5, 2), (17, 70, 33)):
+            for ta in (False, True):
+                for tb in (False, True):
+                    a = rng.standard_normal((k, m) if ta else (m, k)).astype(dt)
+                    b = rng.standard_normal((n, k) if tb else (k, n)).astype(dt)
+                    linalg._blas_enter()
+                    try:
+                        want = np.matmul(a.T if ta else a, b.T if tb else b)
+                        got = np.empty((m, n), dt)
+                        mm(addr, TRANS if ta else NO_TRANS, TRANS if tb else NO_TRANS, a, b, got, m, n, k,
+                           dt == np.float32)
+                    finally:
+                        linalg._blas_leave()
+                    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_rnn_scan():
+    rng = np.random.default_rng(1)
+    h, xs, w = (rng.standard_normal(s, dtype=np.float32) for s in ((32, 128), (16, 32, 128), (128, 128)))
+    _check(_rnn, h, xs, w * 0.1, compiled=True)
+
+
+@pytest.mark.parametrize("mode", ["flush", "ieee"])
+def test_denormals_in_every_operand(mode):
+    """Denormal initial state, weights and inputs (the first iteration reads the caller's
+    h, the later ones the loop's own), in both environments."""
+    rng = np.random.default_rng(2)
+    h = rng.standard_normal((8, 16), dtype=np.float32) * np.float32(1e-39)
+    xs = rng.standard_normal((5, 8, 16), dtype=np.float32) * np.float32(1e-38)
+    w = rng.standard_normal((16, 16), dtype=np.float32)
+    w[::3] *= np.float32(1e-40)
+    with xe.float_env(denormals=mode):
+        _check(_rnn, h, xs, w, compiled=True)
+        _check(lambda h, xs, w: _rnn(h, xs, w) * 1e-30, h, xs, w * 1e-3, compiled=True)
+
+
+def test_f64_transposed_operands_bias_and_two_stacks():
+    """f64, both operands transposed (``h @ w.T``, ``w2.T @ h``-like contractions), a bias
+    broadcast along the features, a scalar carried beside, two stacked outputs."""
+    from jax import config
+    config.update("jax_enable_x64", True)
+    try:
+        rng = np.random.default_rng(3)
+        h = rng.standard_normal((6, 10))
+        xs = rng.standard_normal((7, 6, 10))
+        w = rng.standard_normal((10, 10)) * 0.3
+        v = rng.standard_normal((6, 6)) * 0.2
+        bias = rng.standard_normal(10)
+
+        def f(h, xs, w, v, bias):
+            def step(c, x):
+                h, s = c
+                a = jnp.tanh(h @ w.T + bias + x)
+                b = v.T @ a * s
+                return (b, s * 0.9), (a, b - 1.0)
+            return lax.scan(step, (h, 1.5), xs)
+        _check(f, h, xs, w, v, bias, compiled=True, rtol=1e-12)
+    finally:
+        config.update("jax_enable_x64", False)
+
+
+def test_strided_dynamic_slices_and_updates_clamped():
+    """Slices and updates along a middle dimension (copies, not blocks) at starts past the
+    ends (clamped as XLA clamps them)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 12, 8), dtype=np.float32)
+    w = rng.standard_normal((8, 8), dtype=np.float32) * 0.5
+
+    def f(x, w):
+        def body(i, c):
+            out, h = c
+            sl = lax.dynamic_slice(x, (0, 3 * i - 2, 0), (4, 1, 8)).reshape(4, 8)
+            h = jnp.maximum(h @ w + sl, 0.0)
+            return lax.dynamic_update_slice(out, h.reshape(4, 1, 8), (0, 2 * i - 1, 0)), h
+        return lax.fori_loop(0, 9, body, (jnp.zeros((4, 12, 8), jnp.float32), jnp.ones((4, 8), jnp.float32)))
+    _check(f, x, w, compiled=True)
+
+
+def test_chunked_calls_carry_the_state(monkeypatch):
+    """A call of the function runs ``limit`` iterations; the next goes on from its buffers."""
+    monkeypatch.setattr(cs, "_CHUNK_WORK", 1)
+    rng = np.random.default_rng(5)
+    h, xs, w = (rng.standard_normal(s, dtype=np.float32) for s in ((4, 8), (11, 4, 8), (8, 8)))
+    _check(_rnn, h, xs, w * 0.3, compiled=True)
+
+
+@pytest.mark.parametrize("case", ["matvec", "batched", "no dot", "stack read"])
+def test_loops_that_do_not_qualify(case):
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((8, 8), dtype=np.float32) * 0.3
+    if case == "matvec":
+        f = lambda h, w: lax.fori_loop(0, 4, lambda i, c: jnp.tanh(w @ c), h)  # noqa: E731
+        args = (rng.standard_normal(8, dtype=np.float32), w)
+    elif case == "batched":
+        f = lambda h, w: lax.fori_loop(0, 4, lambda i, c: jnp.einsum("bij,jk->bik", c, w), h)  # noqa: E731
+        args = (rng.standard_normal((2, 3, 8), dtype=np.float32), w)
+    elif case == "no dot":
+        f = lambda h, w: lax.fori_loop(0, 4, lambda i, c: jnp.tanh(c + w), h)  # noqa: E731
+        args = (rng.standard_normal((8, 8), dtype=np.float32), w)
+    else:   # the stack is read besides its update: not updated in place
+        def f(h, w):
+            def body(i, c):
+                out, h = c
+                h = jnp.tanh(h @ w + lax.dynamic_slice(out, (jnp.maximum(i - 1, 0), 0, 0), (1, 2, 8))[0])
+                return lax.dynamic_update_slice(out, h[None], (i, 0, 0)), h
+            return lax.fori_loop(0, 3, body, (jnp.zeros((3, 2, 8), jnp.float32), h))
+        args = (rng.standard_normal((2, 8), dtype=np.float32), w)
+    _check(f, *args, compiled=False)
+
+
+def test_one_scalar_beside_arrays_compiles():
+    """compiled_loop's state of one scalar and an array: its update line is not a tuple."""
+    from xla_explorer.executors import compiled_loop as cl
+    x = np.linspace(-3, 3, 40, dtype=np.float32)
+    f = lambda x: lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 0.5 + 1.0), (0, x))[1]  # noqa: E731
+    cl._loops.clear()
+    comp = xe.from_jax(f, x)
+    np.testing.assert_array_equal(_bits(comp.run(x, backend="numba")), _bits(comp.run(x, backend="numpy")))
+    took = [t for j, t in cl._loops.items()]
+    assert took and all(isinstance(fn, tuple) for t in took for fn in t._functions.values()), took

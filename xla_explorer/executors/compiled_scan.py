@@ -1,0 +1,795 @@
+"""A ``while`` loop of whole-array steps -- products, dynamic slices and updates, element-wise
+ops -- compiled into one Numba function: ``lax.scan``'s loop without Python per iteration.
+
+An RNN's ``lax.scan`` (``h = tanh(h @ W + x[t])``, each ``h`` stacked into the result) is a
+while whose body takes a dynamic slice of the inputs, multiplies, adds, applies tanh and
+writes a dynamic-update-slice into the stack.  The run program's while step (the nested
+runs of ``numba_control``) costs about 20 us of Python an iteration around a product of
+8-12 us; XLA's whole iteration is about 18.  ``compiled_loop`` compiles loops whose arrays
+never mix their elements; this module compiles those that do, step by step:
+
+* parameters, tuples, get-tuple-elements, calls and fusions (inlined), scalar constants;
+* element-wise ops with a scalar emitter (``emit.can_emit``) on arrays of one element count
+  and scalars: consecutive ones run as one loop over the flat index (values kept in
+  registers, stored only where a later step reads them);
+* reshapes, bitcasts, copies and broadcasts that keep the row-major order, broadcasts of a
+  scalar and of a contiguous run of dimensions (a bias along the features);
+* ``dot`` of two f32 (f64) matrices, neither a vector: ``cblas_?gemm`` of the OpenBLAS
+  NumPy is linked with, called from the generated code (``cpu.blas_call``) -- the call
+  ``np.matmul`` makes for the executor's dot kernel, so the same bits -- on one BLAS thread;
+  in ``"flush"`` mode its operands flushed first (a loop-invariant operand once a call of
+  the function), its result after, as the kernel's rule says;
+* ``dynamic-slice`` with scalar starts (clamped as XLA clamps them): a contiguous block is a
+  view at an offset, anything else a copy;
+* ``dynamic-update-slice`` of a carried array read by nothing else (``numba_control``'s
+  ``carried_updates`` rule): written in place into the loop's own copy of it.
+
+The condition is scalars only.  Carried arrays the body computes anew are two buffers
+written in turn; the first iteration reads the caller's arrays and never writes them.
+Values are the run program's, bit for bit (the same emitters, flushes and BLAS call;
+``tests/test_compiled_scan.py``).  A call of the function runs at most ``limit`` iterations
+(about ``_CHUNK_WORK`` of work): between calls Python can deliver a Ctrl-C.  Loops that do
+not qualify, progress listeners, state values of other types or shapes, and buffers over
+the size limit take the run program's steps as before.
+"""
+import itertools
+import weakref
+
+import numpy as np
+
+from .. import dtypes, fpenv, progress, shapes
+from ..shapes import prod
+from .compiled_loop import NotCompiled, _callee, _live, _not_denormal
+
+#: (an A/B switch for benchmarks and tests) whether while steps try the compiled scan
+ENABLED = True
+
+#: a call's work (elements moved or computed, a product's multiply-adds / 16)
+_CHUNK_WORK = 1 << 25
+
+#: products of at least this many multiply-adds: the executor's kernel splits them over its
+#: threads (``cpu.linalg._SPLIT_WORK``); not compiled here
+_MAX_PRODUCT = None
+
+_PASS = ("reshape", "bitcast", "copy")
+_BAD_TYPES = ("c64", "c128", "s4", "s2", "u4", "u2")
+
+
+class _Buf:
+    """A buffer of the generated function (named at assembly: ``name`` set late)."""
+    __slots__ = ("name", "count", "carrier", "kind")
+
+    def __init__(self, name, count, carrier, kind):
+        self.name, self.count, self.carrier, self.kind = name, count, carrier, kind
+
+    def __str__(self):
+        return self.name
+
+
+class _Scalar:
+    __slots__ = ("name", "type", "flushed")
+
+    def __init__(self, name, t, flushed=False):
+        self.name, self.type, self.flushed = name, t, flushed
+
+
+class _Arr:
+    """An array value: ``var`` its element in ``group``'s loop (a lazy value), and/or ``buf``
+    (at ``offset``, a scalar's name or None) holding its elements; or ``scalar`` (a scalar
+    broadcast); or ``run`` = (buffer, inner, n): element i is ``buf[(i // inner) % n]``."""
+    __slots__ = ("dims", "type", "flushed", "group", "var", "buf", "offset", "scalar", "run", "state", "dus", "inv")
+
+    def __init__(self, dims, t, flushed=False):
+        self.dims, self.type, self.flushed = tuple(dims), t, flushed
+        self.group = self.var = self.buf = self.offset = self.scalar = self.run = None
+        self.state = self.dus = None
+        self.inv = False    # (a loop invariant in a buffer: the prologue's, or a state passed on)
+
+    @property
+    def count(self):
+        return prod(self.dims)
+
+    def alias(self, dims):
+        a = _Arr(dims, self.type, self.flushed)
+        a.group, a.var, a.buf, a.offset, a.scalar, a.run = self.group, self.var, self.buf, self.offset, self.scalar, \
+            self.run
+        a.state = self.state if tuple(dims) == self.dims else None
+        a.inv = self.inv
+        return a
+
+
+class _Group:
+    """Consecutive element-wise steps of one element count: one loop over ``i``."""
+    __slots__ = ("count", "lines")
+
+    def __init__(self, count):
+        self.count, self.lines = count, []
+
+
+class _Builder:
+    def __init__(self):
+        self.items = []          # the iteration's program: lines (str) and groups
+        self.open = None         # the group the next element-wise step of its count joins
+        self.n = 0
+        self.scratch = []        # buffers allocated at the start of a call
+        self.prologue = []       # lines run once a call (flushed copies of loop invariants)
+        self.uses = {}           # id(value) -> (value, operand uses)
+        self.work = 1
+        self.dots = set()        # the BLAS widths called ("32", "64")
+        self.invariant = {}      # state index -> the value, for elements the body passes on unchanged
+        self.flushed_copies = {}  # id(an invariant's buffer) -> its flushed copy
+
+    def name(self, prefix="t"):
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def scratch_buf(self, count, t):
+        from .emit import carrier
+        b = _Buf(self.name("b"), count, carrier(t), "scratch")
+        self.scratch.append(b)
+        return b
+
+    def line(self, text):
+        """An iteration-level statement after everything so far (closes the open group)."""
+        self.items.append(text)
+        self.open = None
+
+    def scalar_line(self, text):
+        """A statement of scalars only: before the open group (it reads nothing it computes)."""
+        if self.open is not None:
+            self.items.insert(self.items.index(self.open), text)
+        else:
+            self.items.append(text)
+
+    def group(self, count):
+        if self.open is None or self.open.count != count:
+            self.open = _Group(count)
+            self.items.append(self.open)
+            self.work += count
+        return self.open
+
+    def use(self, v):
+        self.uses[id(v)] = (v, self.used(v) + 1)   # (the value kept: its id is not reused)
+
+    def used(self, v):
+        return self.uses.get(id(v), (None, 0))[1]
+
+    # -- element access -----------------------------------------------------------------
+    def elem(self, v, group=None, index="i"):
+        """The expression of ``v``'s element at ``index`` (in ``group``'s loop, where a lazy
+        value of that group is its variable)."""
+        if isinstance(v, _Scalar):
+            return v.name
+        if v.scalar is not None:
+            return v.scalar
+        if v.var is not None and v.group is group and index == "i":
+            return v.var
+        if v.run is not None:
+            b, inner, n = v.run
+            return f"{b}[({index} // {inner}) % {n}]" if inner > 1 else f"{b}[{index} % {n}]"
+        self.materialize(v)
+        return f"{v.buf}[{v.offset} + {index}]" if v.offset is not None else f"{v.buf}[{index}]"
+
+    def materialize(self, v):
+        """Give ``v`` a buffer (a lazy value: stored by its group's loop)."""
+        if v.buf is not None:
+            return
+        if v.var is None:
+            raise NotCompiled("a value with no elements")   # (not reached: scalars and runs read directly)
+        b = self.scratch_buf(v.count, v.type)
+        v.group.lines.append(f"{b}[i] = {v.var}")
+        v.buf = b
+
+    def contiguous(self, v):
+        """``v`` in a buffer of its own row-major elements (a copy of a broadcast)."""
+        if v.buf is None and (v.scalar is not None or v.run is not None):
+            b = self.scratch_buf(v.count, v.type)
+            g = self.group(v.count)
+            g.lines.append(f"{b}[i] = {self.elem(v, g)}")
+            v2 = v.alias(v.dims)
+            v2.scalar = v2.run = None
+            v2.buf = b
+            self.open = None
+            return v2
+        if v.buf is None and v.group is self.open:
+            self.open = None    # (its loop must run before the step that reads the buffer)
+        self.materialize(v)
+        return v
+
+
+def _clamped_starts(b, starts, dims, sizes):
+    """Scalar names of the clamped start indices (XLA: each into [0, dim - size])."""
+    out = []
+    for s, d, n in zip(starts, dims, sizes):
+        if not isinstance(s, _Scalar):
+            raise NotCompiled("a start index that is not a scalar")
+        top = int(d) - int(n)
+        name = b.name("o")
+        b.scalar_line(f"{name} = min(max(np.int64({s.name}), 0), {top})")
+        out.append(name)
+    return out
+
+
+def _block(dims, sizes):
+    """Whether a slice of ``sizes`` of an array of ``dims`` is one contiguous run of its
+    row-major elements (1s, then one partial dimension, then whole ones)."""
+    k = 0
+    while k < len(dims) and sizes[k] == 1:
+        k += 1
+    return all(sizes[d] == dims[d] for d in range(k + 1, len(dims)))
+
+
+def _strides(dims):
+    st, out = 1, []
+    for d in reversed(dims):
+        out.append(st)
+        st *= int(d)
+    return out[::-1]
+
+
+def _copy_lines(dst, dst_off, src, src_off, sizes, dst_dims, src_dims, b):
+    """Nested loops copying a box of ``sizes`` from ``src`` (at the flat offset expression
+    ``src_off``) to ``dst`` (at ``dst_off``), each of the arrays' own dims."""
+    ind = "    "
+    lines, ds, ss = [], _strides(dst_dims), _strides(src_dims)
+    idx = [b.name("d") for _ in sizes]
+    for k, (n, v) in enumerate(zip(sizes, idx)):
+        lines.append(ind * k + f"for {v} in range({int(n)}):")
+    de = " + ".join([dst_off] + [f"{v} * {s}" for v, s in zip(idx, ds)])
+    se = " + ".join([src_off] + [f"{v} * {s}" for v, s in zip(idx, ss)])
+    lines.append(ind * len(sizes) + f"{dst}[{de}] = {src}[{se}]")
+    return lines
+
+
+def _flush_rule(inst):
+    from ..ops import registry
+    types = [o.shape.element_type if o.shape.is_array else None for o in inst.operands]
+    return fpenv.rule_of(registry.get(inst.opcode), types, inst.shape.element_type if inst.shape.is_array else None,
+                         inst.attrs)
+
+
+def _inline(b, computation, args, depth=0):
+    from .emit import can_emit, emit, finish, flushes_result, supported_type, _FTZ
+    from .cpu.reduction import _literal
+    if depth > 8:
+        raise NotCompiled("calls nested too deep")
+    if len(args) != len(computation.parameters):
+        raise NotCompiled("parameter count")
+    values = dict(zip(computation.parameters, args))
+    flushing = fpenv.flushing()
+    for inst in _live(computation):
+        op = inst.opcode
+        if op == "parameter":
+            continue
+        if op == "tuple":
+            values[inst] = tuple(values[o] for o in inst.operands)
+            continue
+        if op == "get-tuple-element":
+            src = values[inst.operands[0]]
+            if not isinstance(src, tuple):
+                raise NotCompiled("get-tuple-element of a non-tuple")
+            values[inst] = src[inst.attrs["index"]]
+            continue
+        if op in ("call", "fusion"):
+            values[inst] = _inline(b, _callee(inst), [values[o] for o in inst.operands], depth + 1)
+            continue
+        shape = inst.shape
+        if not (shape.is_array and shape.is_static):
+            raise NotCompiled(f"{inst.name} is {shape}")
+        t = shape.element_type
+        if not supported_type(t) or t in _BAD_TYPES:
+            raise NotCompiled(f"{inst.name}: type {t}")
+        ops = [values[o] for o in inst.operands]
+        if any(isinstance(v, tuple) for v in ops):
+            raise NotCompiled(f"{inst.name} reads a tuple")
+        if any(o.shape.element_type in _BAD_TYPES for o in inst.operands):
+            raise NotCompiled(f"{inst.name}: an operand's type")
+        for v in ops:
+            b.use(v)
+        dims = tuple(int(d) for d in shape.dims)
+        if op == "constant":
+            if shape.rank != 0 or "literal" not in inst.attrs:
+                raise NotCompiled(f"{inst.name}: an array constant")
+            name = b.name()
+            b.scalar_line(f"{name} = {_literal(inst.attrs['literal'], t)}")
+            values[inst] = _Scalar(name, t, _not_denormal(inst.attrs["literal"], t))
+            continue
+        if op in _PASS + ("broadcast",) and len(ops) == 1 and ops[0].type == t:
+            v = ops[0]
+            if shape.rank == 0:
+                if not isinstance(v, _Scalar):
+                    raise NotCompiled(f"{inst.name}: an array to a scalar")
+                values[inst] = v
+                continue
+            if isinstance(v, _Scalar):
+                a = _Arr(dims, t, v.flushed)
+                a.scalar = v.name
+                values[inst] = a
+                continue
+            if prod(dims) == v.count and (op != "broadcast" or list(inst.attrs["broadcast_dimensions"])
+                                          == sorted(inst.attrs["broadcast_dimensions"])):
+                values[inst] = v.alias(dims)
+                continue
+            if op == "broadcast":
+                bd = [int(d) for d in inst.attrs["broadcast_dimensions"]]
+                kept = [d for k, d in enumerate(bd) if v.dims[k] != 1]
+                if kept and kept == list(range(kept[0], kept[-1] + 1)) and v.run is None and v.scalar is None:
+                    src = b.contiguous(v)
+                    if src.offset is not None:
+                        raise NotCompiled(f"{inst.name}: a broadcast of a view")
+                    a = _Arr(dims, t, v.flushed)
+                    a.run = (src.buf if src.buf is not None else src, prod(dims[kept[-1] + 1:]), v.count)
+                    values[inst] = a
+                    continue
+            raise NotCompiled(f"{inst.name}: {op} that moves elements")
+        if op == "slice" and prod(dims) == 1 and len(ops) == 1 and ops[0].type == t and not isinstance(ops[0], _Scalar):
+            v = b.contiguous(ops[0])   # (one element, read as a scalar)
+            flat = 0
+            for d, start in zip(v.dims, inst.attrs["start_indices"]):
+                flat = flat * int(d) + int(start)
+            name = b.name()
+            at = f"{v.offset} + {flat}" if v.offset is not None else str(flat)
+            b.line(f"{name} = {v.buf}[{at}]")
+            values[inst] = _Scalar(name, t)
+            continue
+        if op in ("dynamic-slice", "dynamic-update-slice"):
+            if flushing and (any(_flush_rule(inst)[0]) or _flush_rule(inst)[1]):
+                raise NotCompiled(f"{inst.name}: a flushing {op}")
+            values[inst] = (_dynamic_slice if op == "dynamic-slice" else _dynamic_update)(b, inst, ops, dims, t)
+            continue
+        if op == "transpose" and len(ops) == 1 and isinstance(ops[0], _Arr) and ops[0].type == t:
+            values[inst] = _transpose(b, ops[0], [int(p) for p in inst.attrs["permutation"]], dims, t)
+            continue
+        if op == "dot":
+            values[inst] = _dot(b, inst, ops, dims, t, flushing, _FTZ)
+            continue
+        if not can_emit(inst):
+            raise NotCompiled(f"{op} ({inst.name}) has no scalar emitter")
+        arrays = [v for v in ops if isinstance(v, _Arr)]
+        clean = flushes_result(inst)
+        if not arrays:
+            if shape.rank != 0 and prod(dims) != 1:
+                raise NotCompiled(f"{inst.name}: an array of scalars")
+            expr = finish(emit(inst, *[v.name for v in ops], flushed=[k for k, v in enumerate(ops) if v.flushed]), t)
+            name = b.name()
+            b.scalar_line(f"{name} = {expr}")
+            values[inst] = _Scalar(name, t, clean) if shape.rank == 0 else _scalar_array(name, dims, t, clean)
+            continue
+        count = prod(dims)
+        if shape.rank == 0 or any(v.count != count for v in arrays):
+            raise NotCompiled(f"{inst.name}: operands of other element counts")
+        g = b.group(count)
+        args = [b.elem(v, g) for v in ops]
+        g = b.group(count)   # (reading a broadcast or a lazy value of another loop may have closed it)
+        expr = finish(emit(inst, *args, flushed=[k for k, v in enumerate(ops) if v.flushed]), t)
+        name = b.name()
+        g.lines.append(f"{name} = {expr}")
+        a = _Arr(dims, t, clean)
+        a.group, a.var = g, name
+        values[inst] = a
+    return values[computation.root]
+
+
+def _scalar_array(name, dims, t, flushed):
+    a = _Arr(dims, t, flushed)
+    a.scalar = name
+    return a
+
+
+def _dynamic_slice(b, inst, ops, dims, t):
+    src = ops[0]
+    if isinstance(src, _Scalar):
+        raise NotCompiled(f"{inst.name}: a slice of a scalar")
+    sizes = [int(s) for s in inst.attrs["slice_sizes"]]
+    src = b.contiguous(src)
+    starts = _clamped_starts(b, ops[1:], src.dims, sizes)
+    st = _strides(src.dims)
+    off = " + ".join(([src.offset] if src.offset is not None else []) + [f"{o} * {s}" for o, s in zip(starts, st)])
+    if _block(src.dims, sizes):
+        name = b.name("o")
+        b.scalar_line(f"{name} = {off}")
+        a = _Arr(dims, t, src.flushed)
+        a.buf, a.offset = src.buf, name
+        return a
+    dst = b.scratch_buf(prod(dims), t)
+    for ln in _copy_lines(dst, "0", src.buf, off, sizes, sizes, src.dims, b):
+        b.line(ln)
+    b.work += prod(dims)
+    a = _Arr(dims, t, src.flushed)
+    a.buf = dst
+    return a
+
+
+def _transpose(b, v, perm, dims, t):
+    """A copy in the result's row-major order (the run program's transpose kernel makes one:
+    a dot then reads it as it reads that); a loop invariant's once a call."""
+    v = b.contiguous(v)
+    src_st = _strides(v.dims)
+    dst = _Buf(b.name("p"), prod(dims), None, "prologue") if v.inv else b.scratch_buf(prod(dims), t)
+    idx = [b.name("d") for _ in dims]
+    ind = "    "
+    lines = [ind * k + f"for {x} in range({n}):" for k, (x, n) in enumerate(zip(idx, dims))]
+    de = " + ".join(f"{x} * {st}" for x, st in zip(idx, _strides(dims))) or "0"
+    se = " + ".join(([v.offset] if v.offset is not None else []) + [f"{x} * {src_st[p]}" for x, p in zip(idx, perm)])
+    lines.append(ind * len(dims) + f"{dst}[{de}] = {v.buf}[{se or '0'}]")
+    if v.inv:
+        b.prologue += [f"{dst} = np.empty({prod(dims)}, {_carrier_of(t)})"] + lines
+    else:
+        for ln in lines:
+            b.line(ln)
+        b.work += prod(dims)
+    a = _Arr(dims, t, v.flushed)
+    a.buf, a.inv = dst, v.inv
+    return a
+
+
+def _carrier_of(t):
+    from .emit import carrier
+    return carrier(t)
+
+
+def _dynamic_update(b, inst, ops, dims, t):
+    x, u = ops[0], ops[1]
+    if not isinstance(x, _Arr) or x.state is None or x.buf is None or x.offset is not None or x.dims != dims:
+        raise NotCompiled(f"{inst.name}: an update of an array the loop does not carry")
+    if isinstance(u, _Scalar):
+        u = _scalar_array(u.name, (), u.type, u.flushed)
+    sizes = [int(s) for s in inst.operands[1].shape.dims]
+    if u.type != t:
+        raise NotCompiled(f"{inst.name}: an update of another type")
+    starts = _clamped_starts(b, ops[2:], dims, sizes)
+    st = _strides(dims)
+    off = " + ".join(f"{o} * {s}" for o, s in zip(starts, st)) or "0"
+    if _block(dims, sizes):
+        name = b.name("o")
+        b.scalar_line(f"{name} = {off}")
+        g = b.group(prod(sizes))   # (joins the loop that computes the update, if it is the open one)
+        g.lines.append(f"{x.buf}[{name} + i] = {b.elem(u, g)}")
+    else:
+        u = b.contiguous(u)
+        src_off = u.offset if u.offset is not None else "0"
+        for ln in _copy_lines(x.buf, off, u.buf, src_off, sizes, dims, sizes, b):
+            b.line(ln)
+        b.work += prod(sizes)
+    # (the open loop stays open: only the root reads the updated array, ``_build`` checks)
+    a = _Arr(dims, t, False)
+    a.buf, a.dus = x.buf, x.state
+    return a
+
+
+def _dot(b, inst, ops, dims, t, flushing, ftz):
+    from .cpu.linalg import _SPLIT_WORK
+    lhs, rhs = ops
+    at = inst.attrs
+    lc, rc = list(at.get("lhs_contracting_dimensions", ())), list(at.get("rhs_contracting_dimensions", ()))
+    if t not in ("f32", "f64") or any(o.shape.element_type != t for o in inst.operands) \
+            or at.get("lhs_batch_dimensions") or at.get("rhs_batch_dimensions") \
+            or len(lhs.dims if isinstance(lhs, _Arr) else ()) != 2 or len(rhs.dims if isinstance(rhs, _Arr) else ()) != 2 \
+            or len(lc) != 1 or len(rc) != 1 or at.get("out_permutation") is not None:
+        raise NotCompiled(f"{inst.name}: a dot that is not one product of two {t} matrices")
+    ta, tb = int(lc[0]) == 0, int(rc[0]) == 1
+    M, K = (lhs.dims[1], lhs.dims[0]) if ta else lhs.dims
+    N = rhs.dims[0] if tb else rhs.dims[1]
+    if M < 2 or N < 2 or K < 1 or M * N * K >= _SPLIT_WORK or dims != (M, N):
+        raise NotCompiled(f"{inst.name}: a matrix-vector or large product (the kernel's own paths)")
+    mask, result = _flush_rule(inst) if flushing else ((False, False), False)
+    mats = []
+    for v, m in zip((lhs, rhs), mask):
+        if m and not v.flushed:
+            if v.inv and v.buf is not None and v.offset is None:
+                f = b.flushed_copies.get(id(v.buf), (None, None))[1]
+                if f is None:   # (a loop invariant: flushed once a call)
+                    f = _Buf(b.name("f"), v.count, None, "flushed")
+                    b.flushed_copies[id(v.buf)] = (v.buf, f)   # (the buffer kept: its id is not reused)
+                    b.prologue += [f"{f} = np.empty({v.count}, {_carrier_of(t)})", f"for i in range({v.count}):",
+                                   f"    {f}[i] = {ftz[t]}({v.buf}[i])"]
+                w = _Arr(v.dims, t, True)
+                w.buf, w.inv = f, True
+                v = w
+            else:
+                g = b.group(v.count)
+                e = b.elem(v, g)
+                g = b.group(v.count)
+                f = b.scratch_buf(v.count, t)
+                g.lines.append(f"{f}[i] = {ftz[t]}({e})")
+                w = _Arr(v.dims, t, True)
+                w.buf = f
+                v = w
+        mats.append(b.contiguous(v))
+    b.open = None
+    (a, w), out = mats, b.scratch_buf(M * N, t)
+    if a.buf is w.buf and (a.offset or "0") == (w.offset or "0") and ta != tb:
+        raise NotCompiled(f"{inst.name}: a product of a matrix and its own transpose (NumPy's syrk)")
+    item = 4 if t == "f32" else 8
+
+    def ptr(v):
+        base = f"np.int64({v.buf}.ctypes.data)"   # (uintp + int64 would be a float in Numba)
+        return f"{base} + {v.offset} * {item}" if v.offset is not None else base
+    width = "32" if t == "f32" else "64"
+    b.dots.add(width)
+    b.line(f"gemm{width}(addr{width}, {112 if ta else 111}, {112 if tb else 111}, {M}, {N}, {K}, {ptr(a)}, "
+           f"{lhs.dims[1]}, {ptr(w)}, {rhs.dims[1]}, np.int64({out}.ctypes.data), {N})")
+    b.work += M * N * K // 16 + M * N
+    res = _Arr(dims, t, bool(result))
+    res.buf = out
+    if result:
+        g = b.group(M * N)
+        g.lines.append(f"{out}[i] = {ftz[t]}({out}[i])")   # (the next element-wise steps join this loop)
+    return res
+
+
+def _state_types(shape):
+    if not shape.is_tuple:
+        raise NotCompiled("the state is not a tuple")
+    out = []
+    for s in shape.tuple_shapes:
+        if not (s.is_array and s.is_static):
+            raise NotCompiled(f"a state element is {s}")
+        out.append((s.element_type, tuple(int(d) for d in s.dims)))
+    return out
+
+
+def _passed_on(body):
+    """The state elements ``body``'s root tuple returns as it got them."""
+    root, params = body.root, body.parameters
+    if root.opcode != "tuple" or len(params) != 1:
+        return set()
+    return {j for j, o in enumerate(root.operands)
+            if o.opcode == "get-tuple-element" and o.operands[0] is params[0] and o.attrs["index"] == j}
+
+
+class CompiledScan:
+    """A while instruction's loop as one function (see the module's doc); ``run(state)``:
+    the loop's result, or None where the caller must run it the old way."""
+
+    def __init__(self, inst):
+        from .emit import carrier_dtype, supported_type
+        from .cpu.blas_call import gemm_addresses
+        self.inst = inst
+        self.types = _state_types(inst.shape)
+        for t, _ in self.types:
+            if not supported_type(t) or t in _BAD_TYPES:
+                raise NotCompiled(f"a state element of type {t}")
+        self.carriers = [carrier_dtype(t) for t, _ in self.types]
+        self.dims = [d for _, d in self.types]
+        self.dtypes = [np.dtype(dtypes.to_numpy(t)) for t, _ in self.types]
+        self.addresses = gemm_addresses()
+        self._functions = {}
+        self._source()
+
+    def _source(self):
+        """The variants of the loop's function for the environment in force: a list of
+        (assumed, source text, slots, work per iteration), the first to try first.
+
+        In ``"flush"`` mode a carried array the body computes anew as a flushed value (a
+        tanh's, an add's) is flushed from the second iteration on, so its readers need not
+        flush it again -- but in the first it is the caller's.  So the first variant, for
+        callers whose arrays ``assumed`` hold no denormal (``run`` checks), takes them as
+        flushed; the second assumes nothing."""
+        plain = self._build(frozenset())
+        if not plain[4]:
+            return [plain[:4]]
+        fast = self._build(plain[4])
+        return [fast[:4], plain[:4]] if plain[4] <= fast[4] else [plain[:4]]
+
+    def _build(self, assumed):
+        """(assumed, source text, slots, work per iteration, the computed-anew arrays whose
+        new value is flushed): slots per state element "s" a scalar, "r" passed on unchanged,
+        "w" computed anew (two buffers in turn), "u" updated in place (the loop's own copy)."""
+        inst = self.inst
+        cond, body = inst.attrs["condition"], inst.attrs["body"]
+        b = _Builder()
+        passed = _passed_on(body)
+        state = []
+        for j, (t, dims) in enumerate(self.types):
+            if len(dims) == 0:
+                state.append(_Scalar(f"s{j}", t))
+                continue
+            a = _Arr(dims, t, j in assumed)
+            a.buf, a.state = _Buf(f"cur{j}", prod(dims), None, "state"), j
+            if j in passed:
+                b.invariant[j] = a
+                a.inv = True
+            state.append(a)
+        c = _inline(b, cond, [tuple(state)])
+        if not isinstance(c, _Scalar) or c.type != "pred" or any(not isinstance(x, str) for x in b.items):
+            raise NotCompiled("the condition is not a scalar pred of scalars")
+        cond_lines, b.items, b.open = b.items, [], None
+        root = _inline(b, body, [tuple(state)])
+        if not isinstance(root, tuple) or len(root) != len(state):
+            raise NotCompiled("the body's root is not the state's tuple")
+        if not b.dots:
+            raise NotCompiled("no product: compiled_loop's kind of loop, or the run program's")
+        slots, tail, new_scalars, flushed_anew = [], [], [], set()
+        for j, (v, (t, dims)) in enumerate(zip(root, self.types)):
+            if isinstance(v, tuple) or v.type != t:
+                raise NotCompiled("the body's result is not of the state's types")
+            if not dims:
+                if not isinstance(v, _Scalar):
+                    raise NotCompiled("a scalar state element made an array")
+                slots.append("s")
+                new_scalars.append((f"s{j}", v.name))
+                continue
+            if isinstance(v, _Scalar):
+                v = _scalar_array(v.name, dims, t, v.flushed)
+            if v is state[j] and j in passed:
+                slots.append("r")
+                continue
+            if v.dus == j:
+                # in place: the carried array read by its update alone, the update by the root alone
+                if b.used(state[j]) != 1 or b.used(v) != 0 or root.count(v) != 1:
+                    raise NotCompiled("an updated array read by other steps")
+                slots.append("u")
+                continue
+            if v.count != prod(dims):
+                raise NotCompiled("an array of another size")
+            slots.append("w")
+            if v.flushed:
+                flushed_anew.add(j)
+            if v.var is not None:
+                v.group.lines.append(f"nxt{j}[i] = {v.var}")
+            elif v.buf is not None and v.buf.kind == "scratch" and v.offset is None \
+                    and not any(v.buf is r.buf for k, r in enumerate(root) if k != j and isinstance(r, _Arr)):
+                v.buf.name, v.buf.kind = f"nxt{j}", "state"   # (the step writes its result there)
+            else:
+                tail.append((j, v))
+        for j, s in enumerate(slots):
+            if s != "r" and j in b.invariant:
+                raise NotCompiled("an invariant that is not one")   # (not reached)
+        for j, v in tail:
+            g = b.group(v.count)
+            g.lines.append(f"nxt{j}[i] = {b.elem(v, g)}")
+        # assembly
+        ind = "    "
+        params = ["limit", "addr32", "addr64"]
+        for j, s in enumerate(slots):
+            params += [f"sc{j}"] if s == "s" else [f"x{j}", f"a{j}", f"b{j}"] if s == "w" else [f"x{j}"]
+        lines = ["@njit(cache=True, nogil=True, error_model='numpy')", f"def scan({', '.join(params)}):"]
+        for j, s in enumerate(slots):
+            if s == "s":
+                lines.append(f"{ind}s{j} = sc{j}[0]")
+            elif s == "w":
+                lines += [f"{ind}cur{j} = x{j}", f"{ind}nxt{j} = a{j}"]
+            else:
+                lines.append(f"{ind}cur{j} = x{j}")
+        for buf in b.scratch:
+            if buf.kind == "scratch":
+                lines.append(f"{ind}{buf} = np.empty({buf.count}, {buf.carrier})")
+        lines += [ind + x for x in b.prologue]
+        lines += [f"{ind}k = 0", f"{ind}done = False", f"{ind}while k < limit:"]
+        lines += [ind * 2 + x for x in cond_lines]
+        lines += [f"{ind * 2}if not {c.name}:", f"{ind * 3}done = True", f"{ind * 3}break"]
+        for item in b.items:
+            if isinstance(item, str):
+                lines.append(ind * 2 + item)
+            elif item.lines:
+                lines.append(f"{ind * 2}for i in range({item.count}):")
+                lines += [ind * 3 + x for x in item.lines]
+        if new_scalars:
+            lines.append(f"{ind * 2}{', '.join(a for a, _ in new_scalars)} = "
+                         f"{', '.join(x for _, x in new_scalars)}")
+        for j, s in enumerate(slots):
+            if s == "w":
+                lines += [f"{ind * 2}old{j} = cur{j}", f"{ind * 2}cur{j} = nxt{j}",
+                          f"{ind * 2}nxt{j} = b{j} if k == 0 else old{j}"]
+        lines.append(f"{ind * 2}k += 1")
+        for j, s in enumerate(slots):
+            if s == "s":
+                lines.append(f"{ind}sc{j}[0] = s{j}")
+        lines.append(f"{ind}return k, done")
+        return assumed, "\n".join(lines) + "\n", tuple(slots), b.work, frozenset(flushed_anew)
+
+    def _function(self, mode):
+        """The variants (assumed, function, slots, work) for ``mode``, or why not."""
+        got = self._functions.get(mode)
+        if got is None:
+            from .cpu.fused import _HEADER
+            from .jit_cache import load_source
+            try:
+                got = []
+                for assumed, text, slots, work in self._source():
+                    header = _HEADER + "from xla_explorer.executors.cpu.blas_call import gemm32, gemm64\n"
+                    module = load_source("whilescan", header + f"# while {self.inst.name}\n" + text)
+                    got.append((assumed, module.scan, slots, work))
+            except NotCompiled as e:
+                got = e
+            self._functions[mode] = got
+        return got
+
+    def run(self, state):
+        if progress._listeners or type(state) is not tuple or len(state) != len(self.types) \
+                or self.addresses is None:
+            return None
+        got = self._function(fpenv._mode)
+        if type(got) is not list:
+            return None
+        global _as_carrier, _from_carrier, _blas_enter, _blas_leave, _flush_denormals
+        if _as_carrier is None:
+            from .numba_executor import _as_carrier, _from_carrier
+            from .cpu.linalg import _blas_enter, _blas_leave
+            from .cpu.elementwise import flush_denormals as _flush_denormals
+        for variant, (assumed, fn, slots, work) in enumerate(got):
+            if all(type(state[j]) is np.ndarray and _flush_denormals(state[j]) is state[j] for j in assumed):
+                break   # (the caller's arrays hold no denormal: they are as flushed as the later iterations')
+        limit_bytes = shapes.MAX_BYTES
+        env = {}
+        for j, v, s, dims, want, dt in zip(itertools.count(), state, slots, self.dims, self.carriers, self.dtypes):
+            if type(v) is not np.ndarray or v.dtype != dt or v.shape != dims:
+                return None
+            if s == "s":
+                sc = np.empty(1, want)
+                sc[0] = v
+                env[f"sc{j}"] = sc
+                continue
+            if (2 if s == "w" else 1) * v.nbytes > limit_bytes:
+                return None
+            if s == "u":   # (the loop's own copy, updated in place)
+                env[f"x{j}"] = np.array(v.reshape(-1), dtype=want) if want == dt else _as_carrier(v, want).copy()
+                continue
+            x = v.reshape(-1) if want == dt and v.flags.c_contiguous else _as_carrier(v, want)
+            env[f"x{j}"] = x
+            if s == "w":
+                env[f"a{j}"], env[f"b{j}"] = np.empty_like(x), np.empty_like(x)
+        names = ["limit", "addr32", "addr64"]
+        for j, s in enumerate(slots):
+            names += [f"sc{j}"] if s == "s" else [f"x{j}", f"a{j}", f"b{j}"] if s == "w" else [f"x{j}"]
+        limit = max(1, _CHUNK_WORK // work)
+        env["limit"], (env["addr32"], env["addr64"]) = limit, self.addresses
+        ran = k = 0
+        _blas_enter()
+        try:
+            while True:
+                try:
+                    k, done = fn(*[env[p] for p in names])
+                except Exception as e:   # (generated code Numba does not compile: the old way from now on)
+                    from .cpu.reduction import _NumbaError
+                    if isinstance(e, _NumbaError) and ran == 0:
+                        self._functions[fpenv._mode] = NotCompiled(f"did not compile: {e}")
+                        return None
+                    raise
+                ran += k
+                if done:
+                    break
+                if k:
+                    for j, s in enumerate(slots):
+                        if s == "w":
+                            a, bb = env[f"a{j}"], env[f"b{j}"]
+                            cur = a if k % 2 else bb
+                            env[f"x{j}"], env[f"a{j}"], env[f"b{j}"] = cur, (bb if cur is a else a), cur
+        finally:
+            _blas_leave()
+        if ran == 0:
+            return state
+        out = []
+        for j, v, s, dims, dt in zip(itertools.count(), state, slots, self.dims, self.dtypes):
+            if s == "r":
+                out.append(v)
+                continue
+            if s == "s":
+                arr = env[f"sc{j}"]
+            elif s == "u":
+                arr = env[f"x{j}"]
+            else:
+                arr = (env[f"a{j}"] if k % 2 else env[f"b{j}"]) if k else env[f"x{j}"]
+            arr = arr if arr.dtype == dt else _from_carrier(arr, dt)
+            out.append(arr.reshape(dims))
+        return tuple(out)
+
+
+_as_carrier = _from_carrier = _blas_enter = _blas_leave = _flush_denormals = None   # (imported on first use)
+
+_scans = weakref.WeakKeyDictionary()   # while instruction -> its CompiledScan or why not
+
+
+def compiled_scan(inst, backend):
+    """The CompiledScan of a while ``inst`` on ``backend``, or None where it does not qualify."""
+    if not ENABLED or backend.layer != "cpu" or not backend.fuse:
+        return None
+    cached = _scans.get(inst)
+    if cached is None:
+        try:
+            cached = CompiledScan(inst)
+        except NotCompiled as e:
+            cached = e
+        _scans[inst] = cached
+    return None if isinstance(cached, Exception) else cached

@@ -1,0 +1,83 @@
+"""BLAS's ``cblas_?gemm`` called from Numba code: the very library and call ``np.matmul`` makes.
+
+A loop compiled whole (``compiled_scan``) multiplies matrices in every iteration; leaving
+Numba for ``np.matmul`` would put Python back between iterations.  So the generated code
+calls the OpenBLAS NumPy is linked with (``scipy_openblas64_``: NumPy's wheels) itself,
+through its C interface: ``gemm32`` / ``gemm64`` are intrinsics that call a function pointer
+passed as an integer -- the address is an argument, not a constant baked into the machine
+code, so the compiled functions stay in Numba's disk cache.
+
+``np.matmul`` of two C-contiguous (or transposed C-contiguous) matrices, neither a vector
+nor the other's transpose of one buffer (its ``syrk`` case), calls
+``cblas_sgemm(RowMajor, transA, transB, M, N, K, 1, A, lda, B, ldb, 0, C, ldc)``; so does
+the code here (``tests/test_compiled_scan.py`` checks the bits against ``np.matmul``), with
+OpenBLAS on one thread (``linalg._blas_enter``) as the executor's own products run.
+"""
+import ctypes
+
+import numba as nb
+from numba.extending import intrinsic
+
+#: CBLAS's enums
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+
+_found = None
+
+
+def gemm_addresses():
+    """(sgemm, dgemm) addresses of the OpenBLAS NumPy is linked with (ILP64: 64-bit sizes),
+    or None where there is none such (another BLAS, not Linux)."""
+    global _found
+    if _found is None:
+        _found = ()
+        try:
+            with open("/proc/self/maps") as f:
+                paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
+            for path in paths:
+                lib = ctypes.CDLL(path)
+                for prefix, suffix in (("scipy_cblas_", "64_"), ("cblas_", "64_")):
+                    s = getattr(lib, f"{prefix}sgemm{suffix}", None)
+                    d = getattr(lib, f"{prefix}dgemm{suffix}", None)
+                    if s is not None and d is not None:
+                        _found = (ctypes.cast(s, ctypes.c_void_p).value, ctypes.cast(d, ctypes.c_void_p).value)
+                        break
+                if _found:
+                    break
+        except (OSError, AttributeError):
+            _found = ()
+    return _found or None
+
+
+def _gemm_intrinsic(double):
+    from llvmlite import ir
+
+    def typer(typingctx, addr, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+        ints = (addr, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+        if not all(isinstance(x, nb.types.Integer) for x in ints):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32, i64, i8p = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
+            real = ir.DoubleType() if double else ir.FloatType()
+
+            def as64(v):
+                return builder.sext(v, i64) if v.type.width < 64 else builder.trunc(v, i64) if v.type.width > 64 else v
+            fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, i8p, i64, i8p, i64, real,
+                                                   i8p, i64])
+            addr_, ta_, tb_, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_ = args
+            fn = builder.inttoptr(as64(addr_), fnty.as_pointer())
+            builder.call(fn, [ir.Constant(i32, ROW_MAJOR), builder.trunc(as64(ta_), i32),
+                              builder.trunc(as64(tb_), i32), as64(m_), as64(n_), as64(k_), ir.Constant(real, 1.0),
+                              builder.inttoptr(as64(a_), i8p), as64(lda_), builder.inttoptr(as64(b_), i8p),
+                              as64(ldb_), ir.Constant(real, 0.0), builder.inttoptr(as64(c_), i8p), as64(ldc_)])
+            return context.get_dummy_value()
+        return nb.types.none(*ints), codegen
+    typer.__name__ = "gemm64" if double else "gemm32"
+    return intrinsic(typer)
+
+
+#: gemm32(address, transA, transB, M, N, K, A, lda, B, ldb, C, ldc): C = A @ B (row-major,
+#: f32; pointers as integers: ``array.ctypes.data`` plus a byte offset)
+gemm32 = _gemm_intrinsic(False)
+#: the same for f64 (``cblas_dgemm``)
+gemm64 = _gemm_intrinsic(True)
