@@ -193,3 +193,18 @@ def test_one_scalar_beside_arrays_compiles():
     np.testing.assert_array_equal(_bits(comp.run(x, backend="numba")), _bits(comp.run(x, backend="numpy")))
     took = [t for j, t in cl._loops.items()]
     assert took and all(isinstance(fn, tuple) for t in took for fn in t._functions.values()), took
+
+
+def test_product_carried_directly_and_swapped_states():
+    """A product that is the carried value itself (its buffer becomes the next state's), two
+    carried arrays swapped every iteration, in both environments."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((5, 6), dtype=np.float32)
+    c = rng.standard_normal((5, 6), dtype=np.float32)
+    w = rng.standard_normal((6, 6), dtype=np.float32) * 0.4
+
+    def f(a, c, w):
+        return lax.fori_loop(0, 6, lambda i, s: (s[1] @ w, s[0], s[2] + 1.0), (a, c, jnp.zeros(3, jnp.float32)))
+    for mode in ("flush", "ieee"):
+        with xe.float_env(denormals=mode):
+            _check(f, a, c, w, compiled=True)

@@ -33,6 +33,7 @@ not qualify, progress listeners, state values of other types or shapes, and buff
 the size limit take the run program's steps as before.
 """
 import itertools
+import re
 import weakref
 
 import numpy as np
@@ -56,14 +57,18 @@ _BAD_TYPES = ("c64", "c128", "s4", "s2", "u4", "u2")
 
 
 class _Buf:
-    """A buffer of the generated function (named at assembly: ``name`` set late)."""
-    __slots__ = ("name", "count", "carrier", "kind")
+    """A buffer of the generated function.  The text written names it by a token
+    (``@k@``), replaced by ``name`` at assembly (``_Builder.names``): a step's result buffer
+    may become the carried array's next buffer (``nxt{j}``) after the lines that write it."""
+    __slots__ = ("name", "count", "carrier", "kind", "token")
 
-    def __init__(self, name, count, carrier, kind):
+    def __init__(self, b, name, count, carrier, kind):
         self.name, self.count, self.carrier, self.kind = name, count, carrier, kind
+        self.token = f"@{len(b.bufs)}@"
+        b.bufs.append(self)
 
     def __str__(self):
-        return self.name
+        return self.token
 
 
 class _Scalar:
@@ -118,6 +123,11 @@ class _Builder:
         self.dots = set()        # the BLAS widths called ("32", "64")
         self.invariant = {}      # state index -> the value, for elements the body passes on unchanged
         self.flushed_copies = {}  # id(an invariant's buffer) -> its flushed copy
+        self.bufs = []           # token number -> buffer
+
+    def names(self, text):
+        """``text`` with every buffer token replaced by the buffer's name."""
+        return re.sub(r"@(\d+)@", lambda m: self.bufs[int(m.group(1))].name, text)
 
     def name(self, prefix="t"):
         self.n += 1
@@ -125,7 +135,7 @@ class _Builder:
 
     def scratch_buf(self, count, t):
         from .emit import carrier
-        b = _Buf(self.name("b"), count, carrier(t), "scratch")
+        b = _Buf(self, self.name("buf"), count, carrier(t), "scratch")
         self.scratch.append(b)
         return b
 
@@ -405,7 +415,7 @@ def _transpose(b, v, perm, dims, t):
     a dot then reads it as it reads that); a loop invariant's once a call."""
     v = b.contiguous(v)
     src_st = _strides(v.dims)
-    dst = _Buf(b.name("p"), prod(dims), None, "prologue") if v.inv else b.scratch_buf(prod(dims), t)
+    dst = _Buf(b, b.name("p"), prod(dims), None, "prologue") if v.inv else b.scratch_buf(prod(dims), t)
     idx = [b.name("d") for _ in dims]
     ind = "    "
     lines = [ind * k + f"for {x} in range({n}):" for k, (x, n) in enumerate(zip(idx, dims))]
@@ -479,7 +489,7 @@ def _dot(b, inst, ops, dims, t, flushing, ftz):
             if v.inv and v.buf is not None and v.offset is None:
                 f = b.flushed_copies.get(id(v.buf), (None, None))[1]
                 if f is None:   # (a loop invariant: flushed once a call)
-                    f = _Buf(b.name("f"), v.count, None, "flushed")
+                    f = _Buf(b, b.name("f"), v.count, None, "flushed")
                     b.flushed_copies[id(v.buf)] = (v.buf, f)   # (the buffer kept: its id is not reused)
                     b.prologue += [f"{f} = np.empty({v.count}, {_carrier_of(t)})", f"for i in range({v.count}):",
                                    f"    {f}[i] = {ftz[t]}({v.buf}[i])"]
@@ -586,7 +596,7 @@ class CompiledScan:
                 state.append(_Scalar(f"s{j}", t))
                 continue
             a = _Arr(dims, t, j in assumed)
-            a.buf, a.state = _Buf(f"cur{j}", prod(dims), None, "state"), j
+            a.buf, a.state = _Buf(b, f"cur{j}", prod(dims), None, "state"), j
             if j in passed:
                 b.invariant[j] = a
                 a.inv = True
@@ -677,7 +687,7 @@ class CompiledScan:
             if s == "s":
                 lines.append(f"{ind}sc{j}[0] = s{j}")
         lines.append(f"{ind}return k, done")
-        return assumed, "\n".join(lines) + "\n", tuple(slots), b.work, frozenset(flushed_anew)
+        return assumed, b.names("\n".join(lines) + "\n"), tuple(slots), b.work, frozenset(flushed_anew)
 
     def _function(self, mode):
         """The variants (assumed, function, slots, work) for ``mode``, or why not."""
