@@ -3,6 +3,7 @@
 call), the reference's values, for loops that take the path and loops that do not."""
 import numpy as np
 import pytest
+import jax
 from jax import lax
 import jax.numpy as jnp
 
@@ -208,3 +209,26 @@ def test_product_carried_directly_and_swapped_states():
     for mode in ("flush", "ieee"):
         with xe.float_env(denormals=mode):
             _check(f, a, c, w, compiled=True)
+
+
+def test_lstm_gates_sliced():
+    """An LSTM cell's scan: two products, the gates split by static slices along the
+    features (copies) and rows (blocks), sigmoid and tanh, two carried arrays."""
+    rng = np.random.default_rng(8)
+    B, H, X, T = 4, 8, 5, 6
+    xs = rng.standard_normal((T, B, X), dtype=np.float32)
+    wx = rng.standard_normal((X, 4 * H), dtype=np.float32) * 0.3
+    wh = rng.standard_normal((H, 4 * H), dtype=np.float32) * 0.3
+    bias = rng.standard_normal(4 * H, dtype=np.float32) * 0.1
+
+    def f(xs, wx, wh, bias):
+        def step(c, x):
+            h, cell = c
+            g = x @ wx + h @ wh + bias
+            i, fg, gg, o = jnp.split(g, 4, axis=-1)
+            cell = jax.nn.sigmoid(fg) * cell + jax.nn.sigmoid(i) * jnp.tanh(gg)
+            h = jax.nn.sigmoid(o) * jnp.tanh(cell)
+            return (h, cell), h[1:3, ::2]
+        z = jnp.zeros((B, H), jnp.float32)
+        return lax.scan(step, (z, z), xs)
+    _check(f, xs, wx, wh, bias, compiled=True)

@@ -342,6 +342,10 @@ def _inline(b, computation, args, depth=0):
             b.line(f"{name} = {v.buf}[{at}]")
             values[inst] = _Scalar(name, t)
             continue
+        if op == "slice" and len(ops) == 1 and isinstance(ops[0], _Arr) and ops[0].type == t:
+            values[inst] = _static_slice(b, ops[0], [int(x) for x in inst.attrs["start_indices"]],
+                                         [int(x) for x in inst.attrs.get("strides") or [1] * len(dims)], dims, t)
+            continue
         if op in ("dynamic-slice", "dynamic-update-slice"):
             if flushing and (any(_flush_rule(inst)[0]) or _flush_rule(inst)[1]):
                 raise NotCompiled(f"{inst.name}: a flushing {op}")
@@ -407,6 +411,35 @@ def _dynamic_slice(b, inst, ops, dims, t):
     b.work += prod(dims)
     a = _Arr(dims, t, src.flushed)
     a.buf = dst
+    return a
+
+
+def _static_slice(b, v, starts, strides, dims, t):
+    """A slice: a view at an offset where it is one block of the operand (unit strides), else a
+    copy (a loop invariant's once a call)."""
+    v = b.contiguous(v)
+    st = _strides(v.dims)
+    off = sum(s * k for s, k in zip(starts, st))
+    base = f"{v.offset} + {off}" if v.offset is not None else str(off)
+    if all(k == 1 for k in strides) and _block(v.dims, dims):
+        a = _Arr(dims, t, v.flushed)
+        a.buf, a.offset, a.inv = v.buf, base, v.inv
+        return a
+    dst = _Buf(b, b.name("p"), prod(dims), None, "prologue") if v.inv else b.scratch_buf(prod(dims), t)
+    idx = [b.name("d") for _ in dims]
+    ind = "    "
+    lines = [ind * k + f"for {x} in range({n}):" for k, (x, n) in enumerate(zip(idx, dims))]
+    de = " + ".join(f"{x} * {s}" for x, s in zip(idx, _strides(dims))) or "0"
+    se = " + ".join([base] + [f"{x} * {s * k}" for x, s, k in zip(idx, st, strides)])
+    lines.append(ind * len(dims) + f"{dst}[{de}] = {v.buf}[{se}]")
+    if v.inv:
+        b.prologue += [f"{dst} = np.empty({prod(dims)}, {_carrier_of(t)})"] + lines
+    else:
+        for ln in lines:
+            b.line(ln)
+        b.work += prod(dims)
+    a = _Arr(dims, t, v.flushed)
+    a.buf, a.inv = dst, v.inv
     return a
 
 
