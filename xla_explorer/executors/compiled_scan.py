@@ -361,6 +361,11 @@ def _inline(b, computation, args, depth=0):
             raise NotCompiled(f"{op} ({inst.name}) has no scalar emitter")
         arrays = [v for v in ops if isinstance(v, _Arr)]
         clean = flushes_result(inst)
+        if not clean and op == "tanh" and t == "f32" and ops[0].flushed:
+            # (its rule keeps a denormal operand's denormal, so it flushes nothing; but no normal
+            # f32 has a denormal tanh_f32 -- checked over all of them -- so a flushed operand's
+            # tanh is flushed: an RNN's carried h needs no flush before the next product)
+            clean = True
         if not arrays:
             if shape.rank != 0 and prod(dims) != 1:
                 raise NotCompiled(f"{inst.name}: an array of scalars")
