@@ -124,6 +124,7 @@ class _Builder:
         self.invariant = {}      # state index -> the value, for elements the body passes on unchanged
         self.flushed_copies = {}  # id(an invariant's buffer) -> its flushed copy
         self.bufs = []           # token number -> buffer
+        self.consts = []         # (parameter name, array) of the array constants
 
     def names(self, text):
         """``text`` with every buffer token replaced by the buffer's name."""
@@ -298,8 +299,11 @@ def _inline(b, computation, args, depth=0):
             b.use(v)
         dims = tuple(int(d) for d in shape.dims)
         if op == "constant":
-            if shape.rank != 0 or "literal" not in inst.attrs:
-                raise NotCompiled(f"{inst.name}: an array constant")
+            if "literal" not in inst.attrs:
+                raise NotCompiled(f"{inst.name}: a constant without its literal")
+            if shape.rank != 0:
+                values[inst] = _array_constant(b, inst, dims, t)
+                continue
             name = b.name()
             b.scalar_line(f"{name} = {_literal(inst.attrs['literal'], t)}")
             values[inst] = _Scalar(name, t, _not_denormal(inst.attrs["literal"], t))
@@ -351,6 +355,9 @@ def _inline(b, computation, args, depth=0):
                 raise NotCompiled(f"{inst.name}: a flushing {op}")
             values[inst] = (_dynamic_slice if op == "dynamic-slice" else _dynamic_update)(b, inst, ops, dims, t)
             continue
+        if op == "concatenate" and ops and all(isinstance(v, _Arr) and v.type == t for v in ops):
+            values[inst] = _concatenate(b, ops, int(inst.attrs["dimension"]), dims, t)
+            continue
         if op == "transpose" and len(ops) == 1 and isinstance(ops[0], _Arr) and ops[0].type == t:
             values[inst] = _transpose(b, ops[0], [int(p) for p in inst.attrs["permutation"]], dims, t)
             continue
@@ -387,6 +394,23 @@ def _inline(b, computation, args, depth=0):
         a.group, a.var = g, name
         values[inst] = a
     return values[computation.root]
+
+
+def _array_constant(b, inst, dims, t):
+    """An array constant (a closure's weights): a loop invariant passed to the function."""
+    from .emit import carrier_dtype
+    try:
+        lit = np.asarray(inst.attrs["literal"])
+        arr = np.ascontiguousarray(np.broadcast_to(lit, dims).reshape(-1).astype(carrier_dtype(t)))
+    except (TypeError, ValueError) as e:
+        raise NotCompiled(f"{inst.name}: its literal ({e})")
+    if arr.size != prod(dims) or arr.nbytes > shapes.MAX_BYTES:
+        raise NotCompiled(f"{inst.name}: its literal's size")
+    name = b.name("k")
+    a = _Arr(dims, t, False)   # (its readers flush it as their rules say)
+    a.buf, a.inv = _Buf(b, name, prod(dims), None, "const"), True
+    b.consts.append((name, arr))
+    return a
 
 
 def _scalar_array(name, dims, t, flushed):
@@ -445,6 +469,28 @@ def _static_slice(b, v, starts, strides, dims, t):
         b.work += prod(dims)
     a = _Arr(dims, t, v.flushed)
     a.buf, a.inv = dst, v.inv
+    return a
+
+
+def _concatenate(b, ops, axis, dims, t):
+    """A concatenation into a buffer: each operand a block of it where the dimensions before
+    ``axis`` are 1s (a loop that an operand's own loop may compute into), else a copy."""
+    dst = b.scratch_buf(prod(dims), t)
+    st, at = _strides(dims), 0
+    for v in ops:
+        if all(d == 1 for d in dims[:axis]):
+            g = b.group(v.count)
+            g.lines.append(f"{dst}[{at * st[axis]} + i] = {b.elem(v, g)}")
+        else:
+            v = b.contiguous(v)
+            src_off = v.offset if v.offset is not None else "0"
+            for ln in _copy_lines(dst, str(at * st[axis]), v.buf, src_off, v.dims, dims, v.dims, b):
+                b.line(ln)
+            b.work += v.count
+        at += v.dims[axis]
+    b.open = None   # (the next steps read the buffer whole)
+    a = _Arr(dims, t, all(v.flushed for v in ops))
+    a.buf = dst
     return a
 
 
@@ -607,7 +653,7 @@ class CompiledScan:
 
     def _source(self):
         """The variants of the loop's function for the environment in force: a list of
-        (assumed, source text, slots, work per iteration), the first to try first.
+        (assumed, source text, slots, work per iteration, constants), the first to try first.
 
         In ``"flush"`` mode a carried array the body computes anew as a flushed value (a
         tanh's, an add's) is flushed from the second iteration on, so its readers need not
@@ -615,14 +661,14 @@ class CompiledScan:
         callers whose arrays ``assumed`` hold no denormal (``run`` checks), takes them as
         flushed; the second assumes nothing."""
         plain = self._build(frozenset())
-        if not plain[4]:
-            return [plain[:4]]
-        fast = self._build(plain[4])
-        return [fast[:4], plain[:4]] if plain[4] <= fast[4] else [plain[:4]]
+        if not plain[5]:
+            return [plain[:5]]
+        fast = self._build(plain[5])
+        return [fast[:5], plain[:5]] if plain[5] <= fast[5] else [plain[:5]]
 
     def _build(self, assumed):
-        """(assumed, source text, slots, work per iteration, the computed-anew arrays whose
-        new value is flushed): slots per state element "s" a scalar, "r" passed on unchanged,
+        """(assumed, source text, slots, work per iteration, the array constants (name,
+        array), the computed-anew arrays whose new value is flushed): slots per state element "s" a scalar, "r" passed on unchanged,
         "w" computed anew (two buffers in turn), "u" updated in place (the loop's own copy)."""
         inst = self.inst
         cond, body = inst.attrs["condition"], inst.attrs["body"]
@@ -692,6 +738,7 @@ class CompiledScan:
         params = ["limit", "addr32", "addr64"]
         for j, s in enumerate(slots):
             params += [f"sc{j}"] if s == "s" else [f"x{j}", f"a{j}", f"b{j}"] if s == "w" else [f"x{j}"]
+        params += [name for name, _ in b.consts]
         lines = ["@njit(cache=True, nogil=True, error_model='numpy')", f"def scan({', '.join(params)}):"]
         for j, s in enumerate(slots):
             if s == "s":
@@ -725,20 +772,21 @@ class CompiledScan:
             if s == "s":
                 lines.append(f"{ind}sc{j}[0] = s{j}")
         lines.append(f"{ind}return k, done")
-        return assumed, b.names("\n".join(lines) + "\n"), tuple(slots), b.work, frozenset(flushed_anew)
+        return (assumed, b.names("\n".join(lines) + "\n"), tuple(slots), b.work, tuple(b.consts),
+                frozenset(flushed_anew))
 
     def _function(self, mode):
-        """The variants (assumed, function, slots, work) for ``mode``, or why not."""
+        """The variants (assumed, function, slots, work, constants) for ``mode``, or why not."""
         got = self._functions.get(mode)
         if got is None:
             from .cpu.fused import _HEADER
             from .jit_cache import load_source
             try:
                 got = []
-                for assumed, text, slots, work in self._source():
+                for assumed, text, slots, work, consts in self._source():
                     header = _HEADER + "from xla_explorer.executors.cpu.blas_call import gemm32, gemm64\n"
                     module = load_source("whilescan", header + f"# while {self.inst.name}\n" + text)
-                    got.append((assumed, module.scan, slots, work))
+                    got.append((assumed, module.scan, slots, work, consts))
             except NotCompiled as e:
                 got = e
             self._functions[mode] = got
@@ -756,7 +804,7 @@ class CompiledScan:
             from .numba_executor import _as_carrier, _from_carrier
             from .cpu.linalg import _blas_enter, _blas_leave
             from .cpu.elementwise import flush_denormals as _flush_denormals
-        for variant, (assumed, fn, slots, work) in enumerate(got):
+        for variant, (assumed, fn, slots, work, consts) in enumerate(got):
             if all(type(state[j]) is np.ndarray and _flush_denormals(state[j]) is state[j] for j in assumed):
                 break   # (the caller's arrays hold no denormal: they are as flushed as the later iterations')
         limit_bytes = shapes.MAX_BYTES
@@ -781,6 +829,9 @@ class CompiledScan:
         names = ["limit", "addr32", "addr64"]
         for j, s in enumerate(slots):
             names += [f"sc{j}"] if s == "s" else [f"x{j}", f"a{j}", f"b{j}"] if s == "w" else [f"x{j}"]
+        for name, arr in consts:
+            env[name] = arr
+            names.append(name)
         limit = max(1, _CHUNK_WORK // work)
         env["limit"], (env["addr32"], env["addr64"]) = limit, self.addresses
         ran = k = 0
