@@ -44,6 +44,22 @@ def workloads(rng):
             return h, h
         return lax.scan(step, h, xs)[1]
 
+    def _rnn_vector(h, xs, w):
+        def step(h, x):
+            h = jnp.tanh(w @ h + x)
+            return h, h
+        return lax.scan(step, h, xs)[1]
+
+    def _lstm(xs, wx, wh, b):
+        def step(c, x):
+            h, cell = c
+            i, f, g, o = jnp.split(x @ wx + h @ wh + b, 4, axis=-1)
+            cell = jax.nn.sigmoid(f) * cell + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(cell)
+            return (h, cell), h
+        z = jnp.zeros((xs.shape[1], wh.shape[0]), xs.dtype)
+        return lax.scan(step, (z, z), xs)[1]
+
     return {
         "reduce sum, middle dimension of [64,256,64]": (lambda x: x.sum(axis=1), [f32(64, 256, 64)]),
         "reduce sum of everything, [1024,1024]": (lambda x: x.sum(), [f32(1024, 1024)]),
@@ -104,6 +120,10 @@ def workloads(rng):
         "fori_loop of 100 steps on [1024]": (lambda x: lax.fori_loop(0, 100, lambda i, c: c * 0.99 + 1.0, x),
                                             [f32(1024)]),
         "RNN scan, 64 steps of tanh(h @ W + x) [32,128]": (_rnn, [f32(32, 128), f32(64, 32, 128), f32(128, 128) * 0.1]),
+        "RNN scan, one sequence, 128 steps of tanh(W @ h + x) [256]": (
+            _rnn_vector, [f32(256), f32(128, 256), f32(256, 256) * 0.05]),
+        "LSTM scan, 32 steps, batch 16, 64 in, 128 hidden": (
+            _lstm, [f32(32, 16, 64), f32(64, 512) * 0.1, f32(128, 512) * 0.1, f32(512) * 0.1]),
         "take_along_axis, 64 of each row of [2048,2048]": (
             lambda x, i: jnp.take_along_axis(x, i, axis=1),
             [f32(2048, 2048), rng.integers(0, 2048, (2048, 64)).astype(np.int32)]),

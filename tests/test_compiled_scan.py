@@ -73,7 +73,7 @@ def test_gemm_call_has_matmuls_bits():
             gemm64(addr, ta, tb, m, n, k, np.int64(a.ctypes.data), a.shape[1], np.int64(b.ctypes.data), b.shape[1],
                    np.int64(c.ctypes.data), n)
     rng = np.random.default_rng(0)
-    s, d = gemm_addresses()
+    s, d = gemm_addresses()[:2]
     for dt, addr in ((np.float32, s), (np.float64, d)):
         for m, k, n in ((32, 128, 128), (3, 5, 2), (17, 70, 33)):
             for ta in (False, True):
@@ -161,12 +161,12 @@ def test_chunked_calls_carry_the_state(monkeypatch):
     _check(_rnn, h, xs, w * 0.3, compiled=True)
 
 
-@pytest.mark.parametrize("case", ["matvec", "batched", "no dot", "stack read"])
+@pytest.mark.parametrize("case", ["vector dot", "batched", "no dot", "stack read"])
 def test_loops_that_do_not_qualify(case):
     rng = np.random.default_rng(6)
     w = rng.standard_normal((8, 8), dtype=np.float32) * 0.3
-    if case == "matvec":
-        f = lambda h, w: lax.fori_loop(0, 4, lambda i, c: jnp.tanh(w @ c), h)  # noqa: E731
+    if case == "vector dot":   # (NumPy's dot of two vectors: not a BLAS call made here)
+        f = lambda h, w: lax.fori_loop(0, 4, lambda i, c: jnp.tanh(c * jnp.dot(c, w[0])), h)  # noqa: E731
         args = (rng.standard_normal(8, dtype=np.float32), w)
     elif case == "batched":
         f = lambda h, w: lax.fori_loop(0, 4, lambda i, c: jnp.einsum("bij,jk->bik", c, w), h)  # noqa: E731
@@ -262,3 +262,26 @@ def test_scan_variants(variant):
                 return (h, k + jnp.int32(2)), (z, h > 0.5, k)
             return lax.scan(mixed, (h, jnp.int32(0)), xs)
     _check(f, h, xs, compiled=True, rtol=2e-2 if variant == "mixed types" else 1e-5)
+
+
+@pytest.mark.parametrize("n", [64, 256])
+@pytest.mark.parametrize("mode", ["flush", "ieee"])
+def test_single_sequence_rnn_matrix_vector(n, mode):
+    """``W @ h`` and ``h @ U`` with a vector h: BLAS's gemv (64: under the kernel's
+    threshold) or the executor's own matrix-vector kernel (256), as the run program calls
+    them; denormal weights and inputs."""
+    rng = np.random.default_rng(10)
+    h = rng.standard_normal(n, dtype=np.float32)
+    xs = rng.standard_normal((5, n), dtype=np.float32)
+    w = rng.standard_normal((n, n), dtype=np.float32) * np.float32(0.5 / np.sqrt(n))
+    u = rng.standard_normal((n, n), dtype=np.float32) * np.float32(0.5 / np.sqrt(n))
+    w[:3] *= np.float32(1e-39)
+    xs[:, ::7] *= np.float32(1e-39)
+
+    def f(h, xs, w, u):
+        def step(h, x):
+            h = jnp.tanh(w @ h + h @ u + x)
+            return h, h[None] @ w.T
+        return lax.scan(step, h, xs)
+    with xe.float_env(denormals=mode):
+        _check(f, h, xs, w, u, compiled=True)

@@ -552,20 +552,53 @@ def _dynamic_update(b, inst, ops, dims, t):
 
 
 def _dot(b, inst, ops, dims, t, flushing, ftz):
-    from .cpu.linalg import _SPLIT_WORK
+    """A product as the executor's dot kernel computes it (``cpu.linalg._dot_prepare``): a
+    matrix-vector product of at least ``_MATVEC_MIN`` multiply-adds by its own kernel
+    (``_matvec_rows`` / ``_vecmat_cols``, called serially: each row's sum is one thread's, so
+    the bits do not depend on the cut; x86 only, where the kernel reads denormals in the
+    processor's DAZ/FTZ mode and flushes nothing itself); any other by the BLAS call
+    ``np.matmul`` makes (``gemv`` where one side is a vector, else ``gemm``), its operands
+    flushed before and its result after as the kernel's rule says."""
+    from .cpu.linalg import _FTZ_DAZ, _SPLIT_WORK, _TINY, _X86, _matvec_side
     lhs, rhs = ops
     at = inst.attrs
-    lc, rc = list(at.get("lhs_contracting_dimensions", ())), list(at.get("rhs_contracting_dimensions", ()))
+    lc, rc = [int(d) for d in at.get("lhs_contracting_dimensions", ())], \
+        [int(d) for d in at.get("rhs_contracting_dimensions", ())]
     if t not in ("f32", "f64") or any(o.shape.element_type != t for o in inst.operands) \
-            or at.get("lhs_batch_dimensions") or at.get("rhs_batch_dimensions") \
-            or len(lhs.dims if isinstance(lhs, _Arr) else ()) != 2 or len(rhs.dims if isinstance(rhs, _Arr) else ()) != 2 \
+            or not isinstance(lhs, _Arr) or not isinstance(rhs, _Arr) or len(lhs.dims) not in (1, 2) \
+            or len(rhs.dims) not in (1, 2) or at.get("lhs_batch_dimensions") or at.get("rhs_batch_dimensions") \
             or len(lc) != 1 or len(rc) != 1 or at.get("out_permutation") is not None:
-        raise NotCompiled(f"{inst.name}: a dot that is not one product of two {t} matrices")
-    ta, tb = int(lc[0]) == 0, int(rc[0]) == 1
-    M, K = (lhs.dims[1], lhs.dims[0]) if ta else lhs.dims
-    N = rhs.dims[0] if tb else rhs.dims[1]
-    if M < 2 or N < 2 or K < 1 or M * N * K >= _SPLIT_WORK or dims != (M, N):
-        raise NotCompiled(f"{inst.name}: a matrix-vector or large product (the kernel's own paths)")
+        raise NotCompiled(f"{inst.name}: a dot that is not one product of two {t} matrices or vectors")
+    ld, rd = lhs.dims, rhs.dims
+    K = ld[lc[0]]
+    M = prod(d for k, d in enumerate(ld) if k != lc[0])
+    N = prod(d for k, d in enumerate(rd) if k != rc[0])
+    if K < 1 or M < 1 or N < 1 or M * N * K >= _SPLIT_WORK or prod(dims) != M * N or (M == 1 and N == 1):
+        raise NotCompiled(f"{inst.name}: a large product or a vector's dot (the kernel's own paths)")
+    width = "32" if t == "f32" else "64"
+    item = 4 if t == "f32" else 8
+    out = b.scratch_buf(M * N, t)
+    side = _matvec_side(ld, rd, lc, rc, (), (), t, t, t, None)
+    if side is not None:
+        if not _X86:
+            raise NotCompiled(f"{inst.name}: the matrix-vector kernel flushes by selects here")
+        side, by_columns = side
+        m, v = (b.contiguous(lhs), b.contiguous(rhs)) if side == 0 else (b.contiguous(rhs), b.contiguous(lhs))
+        mr, mc = m.dims
+        b.open = None
+        tiny = f"np.float{width}({float(_TINY[np.dtype(f'float{width}')])!r})"
+        mx = _FTZ_DAZ if flushing else 0
+        mat = f"{m.buf}[{m.offset or 0}:{m.offset or 0} + {mr * mc}].reshape(({mr}, {mc}))"
+        vec = f"{v.buf}[{v.offset or 0}:{v.offset or 0} + {v.count}]"
+        if by_columns:
+            b.line(f"_vecmat_cols(0, {mc}, {mat}, {vec}, {out}, {tiny}, False, {mx})")
+        else:
+            b.line(f"_matvec_rows(0, {-(-mr // 4)}, {mat}, {vec}, {out}, {tiny}, False, {mx})")
+        b.work += mr * mc + M * N
+        b.dots.add(width)
+        res = _Arr(dims, t, bool(flushing))   # (FTZ: no denormal result)
+        res.buf = out
+        return res
     mask, result = _flush_rule(inst) if flushing else ((False, False), False)
     mats = []
     for v, m in zip((lhs, rhs), mask):
@@ -591,18 +624,25 @@ def _dot(b, inst, ops, dims, t, flushing, ftz):
                 v = w
         mats.append(b.contiguous(v))
     b.open = None
-    (a, w), out = mats, b.scratch_buf(M * N, t)
-    if a.buf is w.buf and (a.offset or "0") == (w.offset or "0") and ta != tb:
-        raise NotCompiled(f"{inst.name}: a product of a matrix and its own transpose (NumPy's syrk)")
-    item = 4 if t == "f32" else 8
+    a, w = mats
 
     def ptr(v):
         base = f"np.int64({v.buf}.ctypes.data)"   # (uintp + int64 would be a float in Numba)
         return f"{base} + {v.offset} * {item}" if v.offset is not None else base
-    width = "32" if t == "f32" else "64"
+    if M == 1 or N == 1:   # gemv: NumPy's call for a matrix and a vector (or a [1, K] / [K, 1] one)
+        if M == 1:   # y[N] = x[K] @ B: B stored [K, N] (contracted first: transposed) or [N, K]
+            mat, vec, rows, cols, trans = w, a, rd[0], rd[1] if len(rd) == 2 else 1, rc[0] == 0
+        else:        # y[M] = A @ x[K]: A stored [M, K] or [K, M] (contracted first: transposed)
+            mat, vec, rows, cols, trans = a, w, ld[0], ld[1] if len(ld) == 2 else 1, lc[0] == 0
+        b.line(f"gemv{width}(addr{width}v, {112 if trans else 111}, {rows}, {cols}, {ptr(mat)}, {cols}, {ptr(vec)}, "
+               f"np.int64({out}.ctypes.data))")
+    else:
+        ta, tb = lc[0] == 0, rc[0] == 1
+        if a.buf is w.buf and (a.offset or "0") == (w.offset or "0") and ta != tb:
+            raise NotCompiled(f"{inst.name}: a product of a matrix and its own transpose (NumPy's syrk)")
+        b.line(f"gemm{width}(addr{width}, {112 if ta else 111}, {112 if tb else 111}, {M}, {N}, {K}, {ptr(a)}, "
+               f"{ld[1]}, {ptr(w)}, {rd[1]}, np.int64({out}.ctypes.data), {N})")
     b.dots.add(width)
-    b.line(f"gemm{width}(addr{width}, {112 if ta else 111}, {112 if tb else 111}, {M}, {N}, {K}, {ptr(a)}, "
-           f"{lhs.dims[1]}, {ptr(w)}, {rhs.dims[1]}, np.int64({out}.ctypes.data), {N})")
     b.work += M * N * K // 16 + M * N
     res = _Arr(dims, t, bool(result))
     res.buf = out
@@ -735,7 +775,7 @@ class CompiledScan:
             g.lines.append(f"nxt{j}[i] = {b.elem(v, g)}")
         # assembly
         ind = "    "
-        params = ["limit", "addr32", "addr64"]
+        params = ["limit", "addr32", "addr64", "addr32v", "addr64v"]
         for j, s in enumerate(slots):
             params += [f"sc{j}"] if s == "s" else [f"x{j}", f"a{j}", f"b{j}"] if s == "w" else [f"x{j}"]
         params += [name for name, _ in b.consts]
@@ -784,7 +824,7 @@ class CompiledScan:
             try:
                 got = []
                 for assumed, text, slots, work, consts in self._source():
-                    header = _HEADER + "from xla_explorer.executors.cpu.blas_call import gemm32, gemm64\n"
+                    header = _HEADER + _CALLS
                     module = load_source("whilescan", header + f"# while {self.inst.name}\n" + text)
                     got.append((assumed, module.scan, slots, work, consts))
             except NotCompiled as e:
@@ -826,14 +866,14 @@ class CompiledScan:
             env[f"x{j}"] = x
             if s == "w":
                 env[f"a{j}"], env[f"b{j}"] = np.empty_like(x), np.empty_like(x)
-        names = ["limit", "addr32", "addr64"]
+        names = ["limit", "addr32", "addr64", "addr32v", "addr64v"]
         for j, s in enumerate(slots):
             names += [f"sc{j}"] if s == "s" else [f"x{j}", f"a{j}", f"b{j}"] if s == "w" else [f"x{j}"]
         for name, arr in consts:
             env[name] = arr
             names.append(name)
         limit = max(1, _CHUNK_WORK // work)
-        env["limit"], (env["addr32"], env["addr64"]) = limit, self.addresses
+        env["limit"], (env["addr32"], env["addr64"], env["addr32v"], env["addr64v"]) = limit, self.addresses
         ran = k = 0
         _blas_enter()
         try:
@@ -874,6 +914,10 @@ class CompiledScan:
             out.append(arr.reshape(dims))
         return tuple(out)
 
+
+#: what the generated module imports beside ``cpu.fused._HEADER``
+_CALLS = ("from xla_explorer.executors.cpu.blas_call import gemm32, gemm64, gemv32, gemv64\n"
+          "from xla_explorer.executors.cpu.linalg import _matvec_rows, _vecmat_cols\n")
 
 _as_carrier = _from_carrier = _blas_enter = _blas_leave = _flush_denormals = None   # (imported on first use)
 

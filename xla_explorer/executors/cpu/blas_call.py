@@ -25,8 +25,8 @@ _found = None
 
 
 def gemm_addresses():
-    """(sgemm, dgemm) addresses of the OpenBLAS NumPy is linked with (ILP64: 64-bit sizes),
-    or None where there is none such (another BLAS, not Linux)."""
+    """(sgemm, dgemm, sgemv, dgemv) addresses of the OpenBLAS NumPy is linked with (ILP64:
+    64-bit sizes), or None where there is none such (another BLAS, not Linux)."""
     global _found
     if _found is None:
         _found = ()
@@ -36,10 +36,9 @@ def gemm_addresses():
             for path in paths:
                 lib = ctypes.CDLL(path)
                 for prefix, suffix in (("scipy_cblas_", "64_"), ("cblas_", "64_")):
-                    s = getattr(lib, f"{prefix}sgemm{suffix}", None)
-                    d = getattr(lib, f"{prefix}dgemm{suffix}", None)
-                    if s is not None and d is not None:
-                        _found = (ctypes.cast(s, ctypes.c_void_p).value, ctypes.cast(d, ctypes.c_void_p).value)
+                    fns = [getattr(lib, f"{prefix}{name}{suffix}", None) for name in ("sgemm", "dgemm", "sgemv", "dgemv")]
+                    if all(f is not None for f in fns):
+                        _found = tuple(ctypes.cast(f, ctypes.c_void_p).value for f in fns)
                         break
                 if _found:
                     break
@@ -81,3 +80,38 @@ def _gemm_intrinsic(double):
 gemm32 = _gemm_intrinsic(False)
 #: the same for f64 (``cblas_dgemm``)
 gemm64 = _gemm_intrinsic(True)
+
+
+def _gemv_intrinsic(double):
+    from llvmlite import ir
+
+    def typer(typingctx, addr, ta, m, n, a, lda, x, y):
+        ints = (addr, ta, m, n, a, lda, x, y)
+        if not all(isinstance(v, nb.types.Integer) for v in ints):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32, i64, i8p = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
+            real = ir.DoubleType() if double else ir.FloatType()
+
+            def as64(v):
+                return builder.sext(v, i64) if v.type.width < 64 else builder.trunc(v, i64) if v.type.width > 64 else v
+            fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i64, i64, real, i8p, i64, i8p, i64, real, i8p, i64])
+            addr_, ta_, m_, n_, a_, lda_, x_, y_ = args
+            fn = builder.inttoptr(as64(addr_), fnty.as_pointer())
+            one = ir.Constant(i64, 1)
+            builder.call(fn, [ir.Constant(i32, ROW_MAJOR), builder.trunc(as64(ta_), i32), as64(m_), as64(n_),
+                              ir.Constant(real, 1.0), builder.inttoptr(as64(a_), i8p), as64(lda_),
+                              builder.inttoptr(as64(x_), i8p), one, ir.Constant(real, 0.0),
+                              builder.inttoptr(as64(y_), i8p), one])
+            return context.get_dummy_value()
+        return nb.types.none(*ints), codegen
+    typer.__name__ = "gemv64" if double else "gemv32"
+    return intrinsic(typer)
+
+
+#: gemv32(address, trans, M, N, A, lda, x, y): y = A @ x (NO_TRANS; A [M, N] row-major) or
+#: y = A.T @ x (TRANS), unit strides, f32 (``cblas_sgemv``)
+gemv32 = _gemv_intrinsic(False)
+#: the same for f64 (``cblas_dgemv``)
+gemv64 = _gemv_intrinsic(True)
