@@ -285,3 +285,17 @@ def test_single_sequence_rnn_matrix_vector(n, mode):
         return lax.scan(step, h, xs)
     with xe.float_env(denormals=mode):
         _check(f, h, xs, w, u, compiled=True)
+
+
+def test_scans_without_products():
+    """A scan of element-wise steps over a sequence (an exponential moving average, stacked):
+    compiled here (compiled_loop takes no dynamic slices); one whose iteration moves more
+    than ``_MAX_SERIAL`` elements is left to the run program's threads."""
+    rng = np.random.default_rng(11)
+
+    def ema(c, xs):
+        return lax.scan(lambda c, x: (c * 0.9 + x * 0.1, jnp.maximum(c, x)), c, xs)
+    small = (rng.standard_normal(64, dtype=np.float32), rng.standard_normal((50, 64), dtype=np.float32))
+    _check(ema, *small, compiled=True)
+    big = (rng.standard_normal(1 << 18, dtype=np.float32), rng.standard_normal((3, 1 << 18), dtype=np.float32))
+    _check(ema, *big, compiled=False)

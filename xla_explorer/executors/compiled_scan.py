@@ -48,9 +48,11 @@ ENABLED = True
 #: a call's work (elements moved or computed, a product's multiply-adds / 16)
 _CHUNK_WORK = 1 << 25
 
-#: products of at least this many multiply-adds: the executor's kernel splits them over its
-#: threads (``cpu.linalg._SPLIT_WORK``); not compiled here
-_MAX_PRODUCT = None
+#: loops with more element-wise work an iteration than this (elements computed or moved
+#: outside the products) are left to the run program, whose fused loops share it among the
+#: threads from ``MOVE_PARALLEL_THRESHOLD`` on: here it is serial (a Python iteration of
+#: the run program costs 10-40 us, about this much single-threaded work)
+_MAX_SERIAL = 1 << 17
 
 _PASS = ("reshape", "bitcast", "copy")
 _BAD_TYPES = ("c64", "c128", "s4", "s2", "u4", "u2")
@@ -120,6 +122,7 @@ class _Builder:
         self.prologue = []       # lines run once a call (flushed copies of loop invariants)
         self.uses = {}           # id(value) -> (value, operand uses)
         self.work = 1
+        self.serial = 0
         self.dots = set()        # the BLAS widths called ("32", "64")
         self.invariant = {}      # state index -> the value, for elements the body passes on unchanged
         self.flushed_copies = {}  # id(an invariant's buffer) -> its flushed copy
@@ -156,8 +159,14 @@ class _Builder:
         if self.open is None or self.open.count != count:
             self.open = _Group(count)
             self.items.append(self.open)
-            self.work += count
+            self.moved(count)
         return self.open
+
+    def moved(self, n):
+        """Element work an iteration outside the products (serial here; the run program's
+        loops share theirs among threads)."""
+        self.work += n
+        self.serial += n
 
     def use(self, v):
         self.uses[id(v)] = (v, self.used(v) + 1)   # (the value kept: its id is not reused)
@@ -437,7 +446,7 @@ def _dynamic_slice(b, inst, ops, dims, t):
     dst = b.scratch_buf(prod(dims), t)
     for ln in _copy_lines(dst, "0", src.buf, off, sizes, sizes, src.dims, b):
         b.line(ln)
-    b.work += prod(dims)
+    b.moved(prod(dims))
     a = _Arr(dims, t, src.flushed)
     a.buf = dst
     return a
@@ -466,7 +475,7 @@ def _static_slice(b, v, starts, strides, dims, t):
     else:
         for ln in lines:
             b.line(ln)
-        b.work += prod(dims)
+        b.moved(prod(dims))
     a = _Arr(dims, t, v.flushed)
     a.buf, a.inv = dst, v.inv
     return a
@@ -486,7 +495,7 @@ def _concatenate(b, ops, axis, dims, t):
             src_off = v.offset if v.offset is not None else "0"
             for ln in _copy_lines(dst, str(at * st[axis]), v.buf, src_off, v.dims, dims, v.dims, b):
                 b.line(ln)
-            b.work += v.count
+            b.moved(v.count)
         at += v.dims[axis]
     b.open = None   # (the next steps read the buffer whole)
     a = _Arr(dims, t, all(v.flushed for v in ops))
@@ -511,7 +520,7 @@ def _transpose(b, v, perm, dims, t):
     else:
         for ln in lines:
             b.line(ln)
-        b.work += prod(dims)
+        b.moved(prod(dims))
     a = _Arr(dims, t, v.flushed)
     a.buf, a.inv = dst, v.inv
     return a
@@ -544,7 +553,7 @@ def _dynamic_update(b, inst, ops, dims, t):
         src_off = u.offset if u.offset is not None else "0"
         for ln in _copy_lines(x.buf, off, u.buf, src_off, sizes, dims, sizes, b):
             b.line(ln)
-        b.work += prod(sizes)
+        b.moved(prod(sizes))
     # (the open loop stays open: only the root reads the updated array, ``_build`` checks)
     a = _Arr(dims, t, False)
     a.buf, a.dus = x.buf, x.state
@@ -559,7 +568,7 @@ def _dot(b, inst, ops, dims, t, flushing, ftz):
     processor's DAZ/FTZ mode and flushes nothing itself); any other by the BLAS call
     ``np.matmul`` makes (``gemv`` where one side is a vector, else ``gemm``), its operands
     flushed before and its result after as the kernel's rule says."""
-    from .cpu.linalg import _FTZ_DAZ, _SPLIT_WORK, _TINY, _X86, _matvec_side
+    from .cpu.linalg import _FTZ_DAZ, _MATVEC_PARALLEL, _SPLIT_WORK, _TINY, _X86, _matvec_side
     lhs, rhs = ops
     at = inst.attrs
     lc, rc = [int(d) for d in at.get("lhs_contracting_dimensions", ())], \
@@ -582,6 +591,8 @@ def _dot(b, inst, ops, dims, t, flushing, ftz):
     if side is not None:
         if not _X86:
             raise NotCompiled(f"{inst.name}: the matrix-vector kernel flushes by selects here")
+        if prod(ld) * prod(rd) // K >= _MATVEC_PARALLEL:
+            raise NotCompiled(f"{inst.name}: a matrix-vector product the kernel shares among threads")
         side, by_columns = side
         m, v = (b.contiguous(lhs), b.contiguous(rhs)) if side == 0 else (b.contiguous(rhs), b.contiguous(lhs))
         mr, mc = m.dims
@@ -732,8 +743,8 @@ class CompiledScan:
         root = _inline(b, body, [tuple(state)])
         if not isinstance(root, tuple) or len(root) != len(state):
             raise NotCompiled("the body's root is not the state's tuple")
-        if not b.dots:
-            raise NotCompiled("no product: compiled_loop's kind of loop, or the run program's")
+        if b.serial > _MAX_SERIAL:
+            raise NotCompiled(f"{b.serial} elements of element-wise work an iteration: the run program's threads")
         slots, tail, new_scalars, flushed_anew = [], [], [], set()
         for j, (v, (t, dims)) in enumerate(zip(root, self.types)):
             if isinstance(v, tuple) or v.type != t:
