@@ -122,6 +122,9 @@ def workloads(rng):
         "RNN scan, 64 steps of tanh(h @ W + x) [32,128]": (_rnn, [f32(32, 128), f32(64, 32, 128), f32(128, 128) * 0.1]),
         "RNN scan, one sequence, 128 steps of tanh(W @ h + x) [256]": (
             _rnn_vector, [f32(256), f32(128, 256), f32(256, 256) * 0.05]),
+        "moving-average scan, 1000 steps of [256], stacked maxima": (
+            lambda c, xs: lax.scan(lambda c, x: (c * 0.9 + x * 0.1, jnp.maximum(c, x)), c, xs),
+            [f32(256), f32(1000, 256)]),
         "LSTM scan, 32 steps, batch 16, 64 in, 128 hidden": (
             _lstm, [f32(32, 16, 64), f32(64, 512) * 0.1, f32(128, 512) * 0.1, f32(512) * 0.1]),
         "take_along_axis, 64 of each row of [2048,2048]": (
