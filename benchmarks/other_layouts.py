@@ -123,7 +123,7 @@ def workloads(rng):
         "RNN scan, one sequence, 128 steps of tanh(W @ h + x) [256]": (
             _rnn_vector, [f32(256), f32(128, 256), f32(256, 256) * 0.05]),
         "moving-average scan, 1000 steps of [256], stacked maxima": (
-            lambda c, xs: lax.scan(lambda c, x: (c * 0.9 + x * 0.1, jnp.maximum(c, x)), c, xs),
+            lambda c, xs: lax.scan(lambda c, x: (c * 0.9 + x * 0.1, jnp.maximum(c, x)), c, xs)[1],
             [f32(256), f32(1000, 256)]),
         "LSTM scan, 32 steps, batch 16, 64 in, 128 hidden": (
             _lstm, [f32(32, 16, 64), f32(64, 512) * 0.1, f32(128, 512) * 0.1, f32(512) * 0.1]),
