@@ -125,6 +125,13 @@ def workloads(rng):
         "moving-average scan, 1000 steps of [256], stacked maxima": (
             lambda c, xs: lax.scan(lambda c, x: (c * 0.9 + x * 0.1, jnp.maximum(c, x)), c, xs)[1],
             [f32(256), f32(1000, 256)]),
+        "gradient descent, 200 steps of least squares [512,32]": (
+            lambda w, x, y: lax.fori_loop(0, 200, lambda i, w: w - 0.01 * x.T @ (x @ w - y) / 512, w),
+            [np.zeros(32, np.float32), f32(512, 32), f32(512)]),
+        "logistic regression, 200 steps [512,32]": (
+            lambda w, x, y: lax.fori_loop(
+                0, 200, lambda i, w: w - 0.1 * x.T @ (jax.nn.sigmoid(x @ w) - (y > 0)) / 512, w),
+            [np.zeros(32, np.float32), f32(512, 32), f32(512)]),
         "LSTM scan, 32 steps, batch 16, 64 in, 128 hidden": (
             _lstm, [f32(32, 16, 64), f32(64, 512) * 0.1, f32(128, 512) * 0.1, f32(512) * 0.1]),
         "take_along_axis, 64 of each row of [2048,2048]": (
