@@ -6,19 +6,24 @@ while whose body takes a dynamic slice of the inputs, multiplies, adds, applies 
 writes a dynamic-update-slice into the stack.  The run program's while step (the nested
 runs of ``numba_control``) costs about 20 us of Python an iteration around a product of
 8-12 us; XLA's whole iteration is about 18.  ``compiled_loop`` compiles loops whose arrays
-never mix their elements; this module compiles those that do, step by step:
+never mix their elements and that slice nothing; this module (tried after it) compiles the
+others, step by step, where they are made of:
 
-* parameters, tuples, get-tuple-elements, calls and fusions (inlined), scalar constants;
+* parameters, tuples, get-tuple-elements, calls and fusions (inlined), constants (an
+  array constant -- a closure's weights -- passed to the function);
 * element-wise ops with a scalar emitter (``emit.can_emit``) on arrays of one element count
   and scalars: consecutive ones run as one loop over the flat index (values kept in
   registers, stored only where a later step reads them);
 * reshapes, bitcasts, copies and broadcasts that keep the row-major order, broadcasts of a
-  scalar and of a contiguous run of dimensions (a bias along the features);
-* ``dot`` of two f32 (f64) matrices, neither a vector: ``cblas_?gemm`` of the OpenBLAS
-  NumPy is linked with, called from the generated code (``cpu.blas_call``) -- the call
-  ``np.matmul`` makes for the executor's dot kernel, so the same bits -- on one BLAS thread;
-  in ``"flush"`` mode its operands flushed first (a loop-invariant operand once a call of
-  the function), its result after, as the kernel's rule says;
+  scalar and of a contiguous run of dimensions (a bias along the features); transposes,
+  static slices and concatenations (a block of the operand a view, anything else a copy;
+  of a loop invariant, once a call);
+* ``dot`` of f32 (f64) matrices and vectors as the executor's dot kernel computes them
+  (``_dot``): ``cblas_?gemm`` / ``cblas_?gemv`` of the OpenBLAS NumPy is linked with,
+  called from the generated code (``cpu.blas_call``) -- the calls ``np.matmul`` makes, so
+  the same bits -- on one BLAS thread, or the kernel's own matrix-vector loops; in
+  ``"flush"`` mode operands flushed first (a loop invariant once a call of the function)
+  and results after, as the kernel's rule says;
 * ``dynamic-slice`` with scalar starts (clamped as XLA clamps them): a contiguous block is a
   view at an offset, anything else a copy;
 * ``dynamic-update-slice`` of a carried array read by nothing else (``numba_control``'s
@@ -26,11 +31,16 @@ never mix their elements; this module compiles those that do, step by step:
 
 The condition is scalars only.  Carried arrays the body computes anew are two buffers
 written in turn; the first iteration reads the caller's arrays and never writes them.
-Values are the run program's, bit for bit (the same emitters, flushes and BLAS call;
-``tests/test_compiled_scan.py``).  A call of the function runs at most ``limit`` iterations
-(about ``_CHUNK_WORK`` of work): between calls Python can deliver a Ctrl-C.  Loops that do
-not qualify, progress listeners, state values of other types or shapes, and buffers over
-the size limit take the run program's steps as before.
+Values are the run program's, bit for bit (the same emitters, flushes and BLAS calls;
+``tests/test_compiled_scan.py``).  The function runs in one thread: loops with more than
+``_MAX_SERIAL`` elements of element-wise work an iteration, products the kernel splits
+among threads, are left to the run program.  A call of the function runs at most
+``limit`` iterations (about ``_CHUNK_WORK`` of work): between calls Python can deliver a
+Ctrl-C.  Loops that do not qualify, progress listeners, state values of other types or
+shapes, and buffers over the size limit take the run program's steps as before.
+Measured (one process, numba before / after / JAX): the RNN scan above 2.5-3.4 / 0.95-1.4 /
+0.9-1.5 ms, a moving average of 1000 steps 14.6 / 0.37 / 0.68, 200 steps of least-squares
+gradient descent 8.0 / 0.76 / 0.67.
 """
 import itertools
 import re
