@@ -81,6 +81,27 @@ def _callee(inst):
     return inst.attrs["computation"] if inst.opcode == "call" else inst.attrs["calls"]
 
 
+def _structural(inst, values, inline):
+    """Whether ``inst`` is a parameter, tuple, get-tuple-element, call or fusion, its value
+    (a tuple of values, one of a tuple's, ``inline(callee, operand values)``) put in
+    ``values``."""
+    op = inst.opcode
+    if op == "parameter":
+        return True
+    if op == "tuple":
+        values[inst] = tuple(values[o] for o in inst.operands)
+    elif op == "get-tuple-element":
+        src = values[inst.operands[0]]
+        if not isinstance(src, tuple):
+            raise NotCompiled("get-tuple-element of a non-tuple")
+        values[inst] = src[inst.attrs["index"]]
+    elif op in ("call", "fusion"):
+        values[inst] = inline(_callee(inst), [values[o] for o in inst.operands])
+    else:
+        return False
+    return True
+
+
 def _live(computation):
     """The instructions the root depends on, in the computation's order."""
     seen = {computation.root}
@@ -136,19 +157,7 @@ class _Generator:
         values = dict(zip(computation.parameters, args))
         for inst in _live(computation):
             op = inst.opcode
-            if op == "parameter":
-                continue
-            if op == "tuple":
-                values[inst] = tuple(values[o] for o in inst.operands)
-                continue
-            if op == "get-tuple-element":
-                src = values[inst.operands[0]]
-                if not isinstance(src, tuple):
-                    raise NotCompiled("get-tuple-element of a non-tuple")
-                values[inst] = src[inst.attrs["index"]]
-                continue
-            if op in ("call", "fusion"):
-                values[inst] = self.inline(_callee(inst), [values[o] for o in inst.operands], depth + 1)
+            if _structural(inst, values, lambda c, args: self.inline(c, args, depth + 1)):
                 continue
             shape = inst.shape
             if not (shape.is_array and shape.is_static):
@@ -227,6 +236,52 @@ class _Generator:
             self.groups.setdefault(count, []).append(f"{name} = {expr}")
             values[inst] = _Array(count, t, name, flushed=clean)
         return values[computation.root]
+
+
+def _loop_end(slots, new_scalars):
+    """The generated lines that end an iteration of the ``while k < limit`` loop (the
+    scalars' new values, each "w" slot's buffers turned: ``cur`` the one just written,
+    ``nxt`` the one read -- the caller's ``x`` never written: ``b`` after the first), and
+    the function after it (scalars written back, ``return k, done``)."""
+    ind, ind2 = "    ", "    " * 2
+    lines = []
+    if new_scalars:
+        lines.append(f"{ind2}{', '.join(a for a, _ in new_scalars)} = {', '.join(b for _, b in new_scalars)}")
+    for j, s in enumerate(slots):
+        if s == "w":
+            lines += [f"{ind2}old{j} = cur{j}", f"{ind2}cur{j} = nxt{j}", f"{ind2}nxt{j} = b{j} if k == 0 else old{j}"]
+    lines.append(f"{ind2}k += 1")
+    lines += [f"{ind}sc{j}[0] = s{j}" for j, s in enumerate(slots) if s == "s"]
+    return lines + [f"{ind}return k, done"]
+
+
+def _turn(env, j, k):
+    """After a call that ran k > 0 iterations: slot j's buffers for the next call (``x`` the
+    value, ``a`` and ``b`` the two others; as ``_loop_end`` turns them)."""
+    a, b = env[f"a{j}"], env[f"b{j}"]
+    cur = a if k % 2 else b
+    env[f"x{j}"], env[f"a{j}"], env[f"b{j}"] = cur, (b if cur is a else a), cur
+
+
+def _last(env, j, k):
+    """Slot j's value after the last call (k iterations): the buffer it wrote last."""
+    return (env[f"a{j}"] if k % 2 else env[f"b{j}"]) if k else env[f"x{j}"]
+
+
+def _results(state, slots, env, k, dims, dts, own):
+    """The loop's state after its last call (k iterations) from the buffers in ``env``: "r"
+    slots the caller's values, "s" the scalars' cells, "w" the buffer written last, and
+    the slots of ``own`` (slot -> env prefix) the loop's own arrays, each in its type."""
+    from .numba_executor import _from_carrier
+    out = []
+    for j, v, s, d, dt in zip(range(len(state)), state, slots, dims, dts):
+        if s == "r":
+            out.append(v)
+            continue
+        arr = env[f"sc{j}"] if s == "s" else env[f"{own[s]}{j}"] if s in own else _last(env, j, k)
+        arr = arr if arr.dtype == dt else _from_carrier(arr, dt)
+        out.append(arr.reshape(d))
+    return tuple(out)
 
 
 def _not_denormal(literal, t):
@@ -405,18 +460,7 @@ class CompiledLoop:
             first = out[0].split("[", 1)[0]
             lines.append(f"{ind2}for i in range({first}.shape[0]):")
             lines += [ind2 + ind + x for x in gb.groups.get(count, []) + out]
-        if new_scalars:
-            lines.append(f"{ind2}{', '.join(a for a, _ in new_scalars)} = "
-                         f"{', '.join(b for _, b in new_scalars)}")
-        for j, s in enumerate(slots):
-            if s == "w":
-                lines += [f"{ind2}old{j} = cur{j}", f"{ind2}cur{j} = nxt{j}",
-                          f"{ind2}nxt{j} = b{j} if k == 0 else old{j}"]
-        lines.append(f"{ind2}k += 1")
-        for j, s in enumerate(slots):
-            if s == "s":
-                lines.append(f"{ind}sc{j}[0] = s{j}")
-        lines.append(f"{ind}return k, done")
+        lines += _loop_end(slots, new_scalars)
         text = "\n".join(lines) + "\n\n\n" + "\n\n\n".join(leaf_text) + "\n"
         layout = _Layout(tuple(slots), tuple(params[1:]), tuple(leaves),
                          tuple((m, carrier_dtype(scalar_types[m])) for m in recorded))
@@ -443,9 +487,9 @@ class CompiledLoop:
         if type(got) is not tuple:
             return None
         control, leaves, layout = got
-        global _as_carrier, _from_carrier, _in_threads
+        global _as_carrier, _in_threads
         if _in_threads is None:
-            from .numba_executor import _as_carrier, _from_carrier
+            from .numba_executor import _as_carrier
             from .cpu.shape import in_threads as _in_threads
         limit_bytes = shapes.MAX_BYTES
         env = {}
@@ -498,31 +542,16 @@ class CompiledLoop:
             if k:
                 for j in layout.written:
                     if layout.slots[j] == "w":
-                        a, b = env[f"a{j}"], env[f"b{j}"]
-                        cur = a if k % 2 else b
-                        env[f"x{j}"], env[f"a{j}"], env[f"b{j}"] = cur, (b if cur is a else a), cur
+                        _turn(env, j, k)
                     else:
                         env[f"x{j}"] = env[f"y{j}"]
                 control_args = [env[p] for p in layout.control]
         if ran == 0:
             return state
-        out = []
-        for j, v, s, dims, dt in zip(range(len(state)), state, layout.slots, self.dims, self.dtypes):
-            if s == "r":
-                out.append(v)
-                continue
-            if s == "s":
-                arr = env[f"sc{j}"]
-            elif s == "y":
-                arr = env[f"y{j}"]
-            else:
-                arr = (env[f"a{j}"] if k % 2 else env[f"b{j}"]) if k else env[f"x{j}"]   # (the buffer the last call wrote)
-            arr = arr if arr.dtype == dt else _from_carrier(arr, dt)
-            out.append(arr.reshape(dims))
-        return tuple(out)
+        return _results(state, layout.slots, env, k, self.dims, self.dtypes, {"y": "y"})
 
 
-_as_carrier = _from_carrier = _in_threads = None   # (numba_executor's and cpu.shape's, imported on first use)
+_as_carrier = _in_threads = None   # (numba_executor's and cpu.shape's, imported on first use)
 
 
 class _Layout:
@@ -541,13 +570,19 @@ _loops = weakref.WeakKeyDictionary()   # while instruction -> its CompiledLoop o
 
 def compiled_loop(inst, backend):
     """The CompiledLoop of a while ``inst`` on ``backend``, or None where it does not qualify."""
-    if not ENABLED or backend.layer != "cpu" or not backend.fuse:
+    return _cached(_loops, CompiledLoop, ENABLED, inst, backend)
+
+
+def _cached(cache, cls, enabled, inst, backend):
+    """``cls(inst)`` made once per while instruction (or why not, remembered in ``cache``):
+    None where it does not qualify, is switched off, or the backend is not the fused CPU's."""
+    if not enabled or backend.layer != "cpu" or not backend.fuse:
         return None
-    cached = _loops.get(inst)
+    cached = cache.get(inst)
     if cached is None:
         try:
-            cached = CompiledLoop(inst)
+            cached = cls(inst)
         except NotCompiled as e:
             cached = e
-        _loops[inst] = cached
+        cache[inst] = cached
     return None if isinstance(cached, Exception) else cached

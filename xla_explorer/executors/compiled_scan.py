@@ -50,7 +50,8 @@ import numpy as np
 
 from .. import dtypes, fpenv, progress, shapes
 from ..shapes import prod
-from .compiled_loop import NotCompiled, _callee, _live, _not_denormal
+from .compiled_loop import (NotCompiled, _cached, _live, _loop_end, _not_denormal, _results, _state_types, _structural,
+                            _turn)
 
 #: (an A/B switch for benchmarks and tests) whether while steps try the compiled scan
 ENABLED = True
@@ -289,19 +290,7 @@ def _inline(b, computation, args, depth=0):
     flushing = fpenv.flushing()
     for inst in _live(computation):
         op = inst.opcode
-        if op == "parameter":
-            continue
-        if op == "tuple":
-            values[inst] = tuple(values[o] for o in inst.operands)
-            continue
-        if op == "get-tuple-element":
-            src = values[inst.operands[0]]
-            if not isinstance(src, tuple):
-                raise NotCompiled("get-tuple-element of a non-tuple")
-            values[inst] = src[inst.attrs["index"]]
-            continue
-        if op in ("call", "fusion"):
-            values[inst] = _inline(b, _callee(inst), [values[o] for o in inst.operands], depth + 1)
+        if _structural(inst, values, lambda c, args: _inline(b, c, args, depth + 1)):
             continue
         shape = inst.shape
         if not (shape.is_array and shape.is_static):
@@ -473,22 +462,7 @@ def _static_slice(b, v, starts, strides, dims, t):
         a = _Arr(dims, t, v.flushed)
         a.buf, a.offset, a.inv = v.buf, base, v.inv
         return a
-    dst = _Buf(b, b.name("p"), prod(dims), None, "prologue") if v.inv else b.scratch_buf(prod(dims), t)
-    idx = [b.name("d") for _ in dims]
-    ind = "    "
-    lines = [ind * k + f"for {x} in range({n}):" for k, (x, n) in enumerate(zip(idx, dims))]
-    de = " + ".join(f"{x} * {s}" for x, s in zip(idx, _strides(dims))) or "0"
-    se = " + ".join([base] + [f"{x} * {s * k}" for x, s, k in zip(idx, st, strides)])
-    lines.append(ind * len(dims) + f"{dst}[{de}] = {v.buf}[{se}]")
-    if v.inv:
-        b.prologue += [f"{dst} = np.empty({prod(dims)}, {_carrier_of(t)})"] + lines
-    else:
-        for ln in lines:
-            b.line(ln)
-        b.moved(prod(dims))
-    a = _Arr(dims, t, v.flushed)
-    a.buf, a.inv = dst, v.inv
-    return a
+    return _gathered(b, v, dims, t, base, [s * k for s, k in zip(st, strides)])
 
 
 def _concatenate(b, ops, axis, dims, t):
@@ -518,13 +492,20 @@ def _transpose(b, v, perm, dims, t):
     a dot then reads it as it reads that); a loop invariant's once a call."""
     v = b.contiguous(v)
     src_st = _strides(v.dims)
+    return _gathered(b, v, dims, t, v.offset or "0", [src_st[p] for p in perm])
+
+
+def _gathered(b, v, dims, t, base, steps):
+    """A copy of ``v``'s elements into a new buffer of ``dims`` (row-major): the result's
+    element at index (d0, d1, ...) is ``v.buf[base + d0 * steps[0] + d1 * steps[1] ...]``;
+    run each iteration, or once a call for a loop invariant (in the prologue)."""
     dst = _Buf(b, b.name("p"), prod(dims), None, "prologue") if v.inv else b.scratch_buf(prod(dims), t)
     idx = [b.name("d") for _ in dims]
     ind = "    "
     lines = [ind * k + f"for {x} in range({n}):" for k, (x, n) in enumerate(zip(idx, dims))]
     de = " + ".join(f"{x} * {st}" for x, st in zip(idx, _strides(dims))) or "0"
-    se = " + ".join(([v.offset] if v.offset is not None else []) + [f"{x} * {src_st[p]}" for x, p in zip(idx, perm)])
-    lines.append(ind * len(dims) + f"{dst}[{de}] = {v.buf}[{se or '0'}]")
+    se = " + ".join([str(base)] + [f"{x} * {st}" for x, st in zip(idx, steps)])
+    lines.append(ind * len(dims) + f"{dst}[{de}] = {v.buf}[{se}]")
     if v.inv:
         b.prologue += [f"{dst} = np.empty({prod(dims)}, {_carrier_of(t)})"] + lines
     else:
@@ -673,17 +654,6 @@ def _dot(b, inst, ops, dims, t, flushing, ftz):
     return res
 
 
-def _state_types(shape):
-    if not shape.is_tuple:
-        raise NotCompiled("the state is not a tuple")
-    out = []
-    for s in shape.tuple_shapes:
-        if not (s.is_array and s.is_static):
-            raise NotCompiled(f"a state element is {s}")
-        out.append((s.element_type, tuple(int(d) for d in s.dims)))
-    return out
-
-
 def _passed_on(body):
     """The state elements ``body``'s root tuple returns as it got them."""
     root, params = body.root, body.parameters
@@ -821,18 +791,7 @@ class CompiledScan:
             elif item.lines:
                 lines.append(f"{ind * 2}for i in range({item.count}):")
                 lines += [ind * 3 + x for x in item.lines]
-        if new_scalars:
-            lines.append(f"{ind * 2}{', '.join(a for a, _ in new_scalars)} = "
-                         f"{', '.join(x for _, x in new_scalars)}")
-        for j, s in enumerate(slots):
-            if s == "w":
-                lines += [f"{ind * 2}old{j} = cur{j}", f"{ind * 2}cur{j} = nxt{j}",
-                          f"{ind * 2}nxt{j} = b{j} if k == 0 else old{j}"]
-        lines.append(f"{ind * 2}k += 1")
-        for j, s in enumerate(slots):
-            if s == "s":
-                lines.append(f"{ind}sc{j}[0] = s{j}")
-        lines.append(f"{ind}return k, done")
+        lines += _loop_end(slots, new_scalars)
         return (assumed, b.names("\n".join(lines) + "\n"), tuple(slots), b.work, tuple(b.consts),
                 frozenset(flushed_anew))
 
@@ -860,9 +819,9 @@ class CompiledScan:
         got = self._function(fpenv._mode)
         if type(got) is not list:
             return None
-        global _as_carrier, _from_carrier, _blas_enter, _blas_leave, _flush_denormals
+        global _as_carrier, _blas_enter, _blas_leave, _flush_denormals
         if _as_carrier is None:
-            from .numba_executor import _as_carrier, _from_carrier
+            from .numba_executor import _as_carrier
             from .cpu.linalg import _blas_enter, _blas_leave
             from .cpu.elementwise import flush_denormals as _flush_denormals
         for variant, (assumed, fn, slots, work, consts) in enumerate(got):
@@ -913,47 +872,23 @@ class CompiledScan:
                 if k:
                     for j, s in enumerate(slots):
                         if s == "w":
-                            a, bb = env[f"a{j}"], env[f"b{j}"]
-                            cur = a if k % 2 else bb
-                            env[f"x{j}"], env[f"a{j}"], env[f"b{j}"] = cur, (bb if cur is a else a), cur
+                            _turn(env, j, k)
         finally:
             _blas_leave()
         if ran == 0:
             return state
-        out = []
-        for j, v, s, dims, dt in zip(itertools.count(), state, slots, self.dims, self.dtypes):
-            if s == "r":
-                out.append(v)
-                continue
-            if s == "s":
-                arr = env[f"sc{j}"]
-            elif s == "u":
-                arr = env[f"x{j}"]
-            else:
-                arr = (env[f"a{j}"] if k % 2 else env[f"b{j}"]) if k else env[f"x{j}"]
-            arr = arr if arr.dtype == dt else _from_carrier(arr, dt)
-            out.append(arr.reshape(dims))
-        return tuple(out)
+        return _results(state, slots, env, k, self.dims, self.dtypes, {"u": "x"})
 
 
 #: what the generated module imports beside ``cpu.fused._HEADER``
 _CALLS = ("from xla_explorer.executors.cpu.blas_call import gemm32, gemm64, gemv32, gemv64\n"
           "from xla_explorer.executors.cpu.linalg import _matvec_rows, _vecmat_cols\n")
 
-_as_carrier = _from_carrier = _blas_enter = _blas_leave = _flush_denormals = None   # (imported on first use)
+_as_carrier = _blas_enter = _blas_leave = _flush_denormals = None   # (imported on first use)
 
 _scans = weakref.WeakKeyDictionary()   # while instruction -> its CompiledScan or why not
 
 
 def compiled_scan(inst, backend):
     """The CompiledScan of a while ``inst`` on ``backend``, or None where it does not qualify."""
-    if not ENABLED or backend.layer != "cpu" or not backend.fuse:
-        return None
-    cached = _scans.get(inst)
-    if cached is None:
-        try:
-            cached = CompiledScan(inst)
-        except NotCompiled as e:
-            cached = e
-        _scans[inst] = cached
-    return None if isinstance(cached, Exception) else cached
+    return _cached(_scans, CompiledScan, ENABLED, inst, backend)

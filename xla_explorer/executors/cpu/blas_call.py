@@ -47,6 +47,13 @@ def gemm_addresses():
     return _found or None
 
 
+def _widen(builder):
+    """A function of an LLVM integer value: it as i64 (sign-extended)."""
+    from llvmlite import ir
+    i64 = ir.IntType(64)
+    return lambda v: builder.sext(v, i64) if v.type.width < 64 else builder.trunc(v, i64) if v.type.width > 64 else v
+
+
 def _gemm_intrinsic(double):
     from llvmlite import ir
 
@@ -59,8 +66,7 @@ def _gemm_intrinsic(double):
             i32, i64, i8p = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
             real = ir.DoubleType() if double else ir.FloatType()
 
-            def as64(v):
-                return builder.sext(v, i64) if v.type.width < 64 else builder.trunc(v, i64) if v.type.width > 64 else v
+            as64 = _widen(builder)
             fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, i8p, i64, i8p, i64, real,
                                                    i8p, i64])
             addr_, ta_, tb_, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_ = args
@@ -94,8 +100,7 @@ def _gemv_intrinsic(double):
             i32, i64, i8p = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
             real = ir.DoubleType() if double else ir.FloatType()
 
-            def as64(v):
-                return builder.sext(v, i64) if v.type.width < 64 else builder.trunc(v, i64) if v.type.width > 64 else v
+            as64 = _widen(builder)
             fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i64, i64, real, i8p, i64, i8p, i64, real, i8p, i64])
             addr_, ta_, m_, n_, a_, lda_, x_, y_ = args
             fn = builder.inttoptr(as64(addr_), fnty.as_pointer())
