@@ -299,3 +299,37 @@ def test_scans_without_products():
     _check(ema, *small, compiled=True)
     big = (rng.standard_normal(1 << 18, dtype=np.float32), rng.standard_normal((3, 1 << 18), dtype=np.float32))
     _check(ema, *big, compiled=False)
+
+
+def test_convergence_loops_with_orderless_reduces():
+    """Jacobi iterations until ``max(abs(x_new - x))`` is small (a float maximum carried and
+    tested), a condition that folds a whole array itself, integer and pred folds; with NaNs
+    and signed zeros in the folded values."""
+    rng = np.random.default_rng(12)
+    n = 48
+    a = rng.standard_normal((n, n), dtype=np.float32) * np.float32(0.02) + np.eye(n, dtype=np.float32) * 4
+    bvec = rng.standard_normal(n, dtype=np.float32)
+
+    def jacobi(a, bvec):
+        d = jnp.diag(a)
+        r = a - jnp.diag(d)
+
+        def body(c):
+            x, _, k = c
+            xn = (bvec - r @ x) / d
+            return xn, jnp.max(jnp.abs(xn - x)), k + 1
+        return lax.while_loop(lambda c: (c[1] > 1e-6) & (c[2] < 100), body, (jnp.zeros_like(bvec), jnp.inf, 0))
+    _check(jacobi, a, bvec, compiled=True)
+
+    def folds(a, bvec):
+        def body(c):
+            x, k, m, i = c
+            x = jnp.tanh(a @ x) * 2.0 - 0.0
+            return x, k + jnp.sum((x > 0).astype(jnp.int32)), m | jnp.any(jnp.isnan(x)), i + 1
+        return lax.while_loop(lambda c: (jnp.min(c[0]) > -1.9) & (c[1] < 500) & (c[3] < 40), body,
+                              (bvec, jnp.int32(0), jnp.bool_(False), jnp.int32(0)))
+    _check(folds, a, bvec, compiled=True)
+    zeros = bvec * 0.0
+    zeros[::2] = -0.0
+    _check(folds, a * 0.0, zeros, compiled=True)
+    _check(folds, a, np.where(np.arange(n) == 5, np.nan, bvec).astype(np.float32), compiled=True)

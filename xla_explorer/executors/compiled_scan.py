@@ -29,7 +29,11 @@ others, step by step, where they are made of:
 * ``dynamic-update-slice`` of a carried array read by nothing else (``numba_control``'s
   ``carried_updates`` rule): written in place into the loop's own copy of it.
 
-The condition is scalars only.  Carried arrays the body computes anew are two buffers
+The condition is made of the same steps.  A reduce of a whole array to a scalar whose
+combiner folds to one value in any order (float maximum / minimum, integer and pred
+combiners: ``_reduce``) is a fold in its operand's loop -- a ``max(abs(delta))``
+convergence test; float sums, whose bits depend on the kernel's order, are not compiled
+(a NaN's payload may differ from the kernel's where several differ).  Carried arrays the body computes anew are two buffers
 written in turn; the first iteration reads the caller's arrays and never writes them.
 Values are the run program's, bit for bit (the same emitters, flushes and BLAS calls;
 ``tests/test_compiled_scan.py``).  The function runs in one thread: loops with more than
@@ -372,6 +376,9 @@ def _inline(b, computation, args, depth=0):
         if op == "dot":
             values[inst] = _dot(b, inst, ops, dims, t, flushing, _FTZ)
             continue
+        if op == "reduce":
+            values[inst] = _reduce(b, inst, ops, t, flushing, _FTZ)
+            continue
         if not can_emit(inst):
             raise NotCompiled(f"{op} ({inst.name}) has no scalar emitter")
         arrays = [v for v in ops if isinstance(v, _Arr)]
@@ -419,6 +426,44 @@ def _array_constant(b, inst, dims, t):
     a.buf, a.inv = _Buf(b, name, prod(dims), None, "const"), True
     b.consts.append((name, arr))
     return a
+
+
+#: reduce combiners whose fold gives one value whatever the order (float maximum and minimum:
+#: NaN propagates, +0 > -0 -- ``scalar_lib.fmax`` -- so only a NaN's payload may depend on it;
+#: integers wrap, so their sums too), by type kind
+_ORDERLESS = {"float": ("maximum", "minimum"), "int": ("maximum", "minimum", "add", "multiply", "and", "or", "xor"),
+              "pred": ("and", "or", "maximum", "minimum")}
+
+
+def _reduce(b, inst, ops, t, flushing, ftz):
+    """A reduce of a whole array to a scalar whose combiner folds to the same value in any
+    order (``_ORDERLESS``): a fold in the element-wise loop of its operand, the result
+    flushed after in ``"flush"`` mode as the reduce kernel's rule for maximum and minimum
+    does (the maximum of flushed values is the flushed maximum)."""
+    from .emit import emit, finish
+    region = inst.attrs.get("computation")
+    if len(ops) != 2 or not isinstance(ops[0], _Arr) or not isinstance(ops[1], _Scalar) or inst.shape.rank != 0 \
+            or region is None or len(region.parameters) != 2:
+        raise NotCompiled(f"{inst.name}: a reduce that is not one array's to a scalar")
+    root = region.root
+    kind = "pred" if t == "pred" else "float" if t in ("f32", "f64", "bf16", "f16") else \
+        "int" if t[0] in "su" and t[1:].isdigit() else None
+    if kind is None or root.opcode not in _ORDERLESS[kind] or list(root.operands) != list(region.parameters) \
+            or ops[0].type != t or ops[1].type != t:
+        raise NotCompiled(f"{inst.name}: a reduce whose fold depends on its order")
+    v, init = ops
+    acc = b.name("r")
+    b.scalar_line(f"{acc} = {init.name}")
+    g = b.group(v.count)
+    e = b.elem(v, g)
+    g = b.group(v.count)
+    g.lines.append(f"{acc} = {finish(emit(root, acc, e, flushed=[0, 1]), t)}")
+    b.open = None   # (the fold's value is whole after its loop)
+    if flushing and t in ftz and kind == "float":
+        name = b.name()
+        b.line(f"{name} = {ftz[t]}({acc})")
+        return _Scalar(name, t, True)
+    return _Scalar(acc, t)
 
 
 def _scalar_array(name, dims, t, flushed):
@@ -663,6 +708,18 @@ def _passed_on(body):
             if o.opcode == "get-tuple-element" and o.operands[0] is params[0] and o.attrs["index"] == j}
 
 
+def _rendered(items):
+    """The iteration's lines of ``items`` (statements, and groups as loops over ``i``)."""
+    ind, lines = "    ", []
+    for item in items:
+        if isinstance(item, str):
+            lines.append(ind * 2 + item)
+        elif item.lines:
+            lines.append(f"{ind * 2}for i in range({item.count}):")
+            lines += [ind * 3 + x for x in item.lines]
+    return lines
+
+
 class CompiledScan:
     """A while instruction's loop as one function (see the module's doc); ``run(state)``:
     the loop's result, or None where the caller must run it the old way."""
@@ -717,9 +774,9 @@ class CompiledScan:
                 a.inv = True
             state.append(a)
         c = _inline(b, cond, [tuple(state)])
-        if not isinstance(c, _Scalar) or c.type != "pred" or any(not isinstance(x, str) for x in b.items):
-            raise NotCompiled("the condition is not a scalar pred of scalars")
-        cond_lines, b.items, b.open = b.items, [], None
+        if not isinstance(c, _Scalar) or c.type != "pred":
+            raise NotCompiled("the condition is not a scalar pred")
+        cond_items, b.items, b.open = b.items, [], None
         root = _inline(b, body, [tuple(state)])
         if not isinstance(root, tuple) or len(root) != len(state):
             raise NotCompiled("the body's root is not the state's tuple")
@@ -783,14 +840,9 @@ class CompiledScan:
                 lines.append(f"{ind}{buf} = np.empty({buf.count}, {buf.carrier})")
         lines += [ind + x for x in b.prologue]
         lines += [f"{ind}k = 0", f"{ind}done = False", f"{ind}while k < limit:"]
-        lines += [ind * 2 + x for x in cond_lines]
+        lines += _rendered(cond_items)
         lines += [f"{ind * 2}if not {c.name}:", f"{ind * 3}done = True", f"{ind * 3}break"]
-        for item in b.items:
-            if isinstance(item, str):
-                lines.append(ind * 2 + item)
-            elif item.lines:
-                lines.append(f"{ind * 2}for i in range({item.count}):")
-                lines += [ind * 3 + x for x in item.lines]
+        lines += _rendered(b.items)
         lines += _loop_end(slots, new_scalars)
         return (assumed, b.names("\n".join(lines) + "\n"), tuple(slots), b.work, tuple(b.consts),
                 frozenset(flushed_anew))
