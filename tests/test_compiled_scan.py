@@ -333,3 +333,30 @@ def test_convergence_loops_with_orderless_reduces():
     zeros[::2] = -0.0
     _check(folds, a * 0.0, zeros, compiled=True)
     _check(folds, a, np.where(np.arange(n) == 5, np.nan, bvec).astype(np.float32), compiled=True)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # (NumPy's, of the NaNs' products)
+@pytest.mark.parametrize("mode", ["flush", "ieee"])
+def test_training_loop_with_sums(mode):
+    """A training loop's reduces through the kernel's own fold: the loss's sum (carried),
+    the bias gradient's column sums, row maxima; denormals in the folded values (a float
+    sum that meets one folds the flushed operand again), NaNs of several payloads."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((64, 16), dtype=np.float32)
+    y = rng.standard_normal((64, 4), dtype=np.float32)
+    w = rng.standard_normal((16, 4), dtype=np.float32) * np.float32(0.1)
+    x[3, :5] = np.float32(1e-39)
+
+    def train(w, x, y):
+        def body(i, c):
+            w, bias, loss = c
+            err = x @ w + bias - y
+            g = x.T @ err / 64.0
+            return w - 0.1 * g, bias - 0.1 * err.sum(axis=0) / 64.0, loss + jnp.sum(err * err) + jnp.max(err, axis=1)[0]
+        return lax.fori_loop(0, 20, body, (w, jnp.zeros(4, jnp.float32), jnp.float32(0)))
+    with xe.float_env(denormals=mode):
+        _check(train, w, x, y, compiled=True, rtol=1e-4)
+        nan = np.array([0x7FC00001, 0xFFC00002, 0x7FA00003], np.uint32).view(np.float32)
+        x2 = x.copy()
+        x2[[1, 7, 40], 0] = nan
+        _check(train, w, x2, y, compiled=True)

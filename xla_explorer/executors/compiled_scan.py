@@ -29,11 +29,10 @@ others, step by step, where they are made of:
 * ``dynamic-update-slice`` of a carried array read by nothing else (``numba_control``'s
   ``carried_updates`` rule): written in place into the loop's own copy of it.
 
-The condition is made of the same steps.  A reduce of a whole array to a scalar whose
-combiner folds to one value in any order (float maximum / minimum, integer and pred
-combiners: ``_reduce``) is a fold in its operand's loop -- a ``max(abs(delta))``
-convergence test; float sums, whose bits depend on the kernel's order, are not compiled
-(a NaN's payload may differ from the kernel's where several differ).  Carried arrays the body computes anew are two buffers
+The condition is made of the same steps.  A reduce with a standard combiner over one
+block of dimensions of a small array calls the reduce kernel's own serial fold
+(``_reduce``): a ``max(abs(delta))`` convergence test, a loss's sum, a bias gradient's
+column sums.  Carried arrays the body computes anew are two buffers
 written in turn; the first iteration reads the caller's arrays and never writes them.
 Values are the run program's, bit for bit (the same emitters, flushes and BLAS calls;
 ``tests/test_compiled_scan.py``).  The function runs in one thread: loops with more than
@@ -428,42 +427,74 @@ def _array_constant(b, inst, dims, t):
     return a
 
 
-#: reduce combiners whose fold gives one value whatever the order (float maximum and minimum:
-#: NaN propagates, +0 > -0 -- ``scalar_lib.fmax`` -- so only a NaN's payload may depend on it;
-#: integers wrap, so their sums too), by type kind
-_ORDERLESS = {"float": ("maximum", "minimum"), "int": ("maximum", "minimum", "add", "multiply", "and", "or", "xor"),
-              "pred": ("and", "or", "maximum", "minimum")}
-
-
 def _reduce(b, inst, ops, t, flushing, ftz):
-    """A reduce of a whole array to a scalar whose combiner folds to the same value in any
-    order (``_ORDERLESS``): a fold in the element-wise loop of its operand, the result
-    flushed after in ``"flush"`` mode as the reduce kernel's rule for maximum and minimum
-    does (the maximum of flushed values is the flushed maximum)."""
-    from .emit import emit, finish
+    """A reduce with one standard combiner over one block of dimensions, of fewer than
+    ``MOVE_PARALLEL_THRESHOLD`` elements: the reduce kernel's own serial fold
+    (``cpu.reduction._arb_chunk``, what its ``_reduce_standard`` runs in one thread there,
+    with P = 1 part a row), called from the generated code -- so the same bits, NaN
+    payloads and float sums' rounding included.  In ``"flush"`` mode as the kernel: a float
+    sum checks its operand as it folds and, where it met a denormal, folds the flushed
+    operand again; a product folds the flushed operand; maximum and minimum fold it as it
+    is; the init is flushed and so is the result (the executor's rule for the kernel)."""
+    from ..ops import registry
+    from .numba_setup import MOVE_PARALLEL_THRESHOLD
+    from .cpu import reduction as red
+    from .emit import carrier
+    from .numba_executor import CompiledRegion, _denormal_rule_of
     region = inst.attrs.get("computation")
-    if len(ops) != 2 or not isinstance(ops[0], _Arr) or not isinstance(ops[1], _Scalar) or inst.shape.rank != 0 \
-            or region is None or len(region.parameters) != 2:
-        raise NotCompiled(f"{inst.name}: a reduce that is not one array's to a scalar")
-    root = region.root
-    kind = "pred" if t == "pred" else "float" if t in ("f32", "f64", "bf16", "f16") else \
-        "int" if t[0] in "su" and t[1:].isdigit() else None
-    if kind is None or root.opcode not in _ORDERLESS[kind] or list(root.operands) != list(region.parameters) \
-            or ops[0].type != t or ops[1].type != t:
-        raise NotCompiled(f"{inst.name}: a reduce whose fold depends on its order")
+    if len(ops) != 2 or not isinstance(ops[0], _Arr) or not isinstance(ops[1], _Scalar) or not inst.shape.is_array \
+            or region is None or ops[0].type != t or ops[1].type != t:
+        raise NotCompiled(f"{inst.name}: a reduce of one array")
     v, init = ops
-    acc = b.name("r")
-    b.scalar_line(f"{acc} = {init.name}")
-    g = b.group(v.count)
-    e = b.elem(v, g)
-    g = b.group(v.count)
-    g.lines.append(f"{acc} = {finish(emit(root, acc, e, flushed=[0, 1]), t)}")
-    b.open = None   # (the fold's value is whole after its loop)
-    if flushing and t in ftz and kind == "float":
+    shim = CompiledRegion(region, None, None)   # (its combiner, as the kernel reads it; never called here)
+    code = red._standard_code(shim, t)
+    if code is None or t in red._NARROW and code not in (red.MAX, red.MIN):
+        raise NotCompiled(f"{inst.name}: a reduce without a standard combiner the kernel folds")
+    reduced = frozenset(int(d) for d in inst.attrs["dimensions"])
+    groups = red._reduce_groups(tuple(v.dims), reduced)
+    block = [k for k, (_, r) in enumerate(groups) if r]
+    n = v.count
+    if len(block) != 1 or n >= MOVE_PARALLEL_THRESHOLD:
+        raise NotCompiled(f"{inst.name}: a reduce of several blocks, or one the kernel shares among threads")
+    i = block[0]
+    A, R, B = prod(g for g, _ in groups[:i]), groups[i][0], prod(g for g, _ in groups[i + 1:])
+    mask, result = _denormal_rule_of(registry.get("reduce"), inst, {"computation": shim}) if flushing \
+        else ((), False)
+    c = carrier(t)
+    x = b.contiguous(v)
+    at = x.offset or 0
+    xv = f"{x.buf}[{at}:{at} + {n}]"
+    if mask and mask[0] and code == red.MUL:   # (the kernel folds the flushed operand)
+        f = b.scratch_buf(n, t)
+        g = b.group(n)
+        g.lines.append(f"{f}[i] = {ftz[t]}({b.elem(x, g)})")
+        b.open = None
+        xv = str(f)
+    start = f"{ftz[t]}({init.name})" if len(mask) > 1 and mask[1] and not init.flushed and t in ftz else init.name
+    out, den = b.scratch_buf(A * B, t), b.name("den")
+    checked = bool(mask) and mask[0] and code == red.ADD and t in ("f32", "f64")
+    tiny = f"{c}({fpenv.TINY[t]!r})" if checked else f"{c}(0)"
+    call = f"_arb_chunk(0, {A}, {{x}}, {A}, {R}, {B}, 1, {code}, {c}({start}), True, {out}, {{tiny}}, {den})"
+    b.line(f"{den} = np.zeros({A}, np.bool_)")
+    b.line(call.format(x=xv, tiny=tiny))
+    if checked:   # (a denormal met: the flushed operand folded again)
+        f = b.scratch_buf(n, t)
+        b.line(f"if {den}.any():")
+        b.line(f"    for i in range({n}):")
+        b.line(f"        {f}[i] = {ftz[t]}({x.buf}[{at} + i])")
+        b.line("    " + call.format(x=f, tiny=f"{c}(0)"))
+    b.moved(n)
+    rdims = tuple(int(d) for d in inst.shape.dims)
+    if not rdims:
         name = b.name()
-        b.line(f"{name} = {ftz[t]}({acc})")
-        return _Scalar(name, t, True)
-    return _Scalar(acc, t)
+        b.line(f"{name} = {ftz[t]}({out}[0])" if result and t in ftz else f"{name} = {out}[0]")
+        return _Scalar(name, t, bool(result))
+    if result and t in ftz:
+        g = b.group(A * B)
+        g.lines.append(f"{out}[i] = {ftz[t]}({out}[i])")   # (the next element-wise steps join this loop)
+    a = _Arr(rdims, t, bool(result))
+    a.buf = out
+    return a
 
 
 def _scalar_array(name, dims, t, flushed):
@@ -934,7 +965,8 @@ class CompiledScan:
 
 #: what the generated module imports beside ``cpu.fused._HEADER``
 _CALLS = ("from xla_explorer.executors.cpu.blas_call import gemm32, gemm64, gemv32, gemv64\n"
-          "from xla_explorer.executors.cpu.linalg import _matvec_rows, _vecmat_cols\n")
+          "from xla_explorer.executors.cpu.linalg import _matvec_rows, _vecmat_cols\n"
+          "from xla_explorer.executors.cpu.reduction import _arb_chunk\n")
 
 _as_carrier = _blas_enter = _blas_leave = _flush_denormals = None   # (imported on first use)
 
