@@ -60,6 +60,16 @@ def workloads(rng):
         z = jnp.zeros((xs.shape[1], wh.shape[0]), xs.dtype)
         return lax.scan(step, (z, z), xs)[1]
 
+    def _mlp_train(w1, w2, x, y):
+        def loss(p):
+            h = jax.nn.relu(x @ p[0])
+            return jnp.mean(jax.nn.log_softmax(h @ p[1]) * y)
+
+        def body(i, p):
+            g = jax.grad(loss)(p)
+            return jax.tree_util.tree_map(lambda a, b: a - 0.01 * b, p, g)
+        return lax.fori_loop(0, 50, body, (w1, w2))[0]
+
     return {
         "reduce sum, middle dimension of [64,256,64]": (lambda x: x.sum(axis=1), [f32(64, 256, 64)]),
         "reduce sum of everything, [1024,1024]": (lambda x: x.sum(), [f32(1024, 1024)]),
@@ -132,6 +142,8 @@ def workloads(rng):
             lambda w, x, y: lax.fori_loop(
                 0, 200, lambda i, w: w - 0.1 * x.T @ (jax.nn.sigmoid(x @ w) - (y > 0)) / 512, w),
             [np.zeros(32, np.float32), f32(512, 32), f32(512)]),
+        "MLP training loop, 50 SGD steps, [128,32] -> 64 -> 10": (
+            _mlp_train, [f32(32, 64) * 0.1, f32(64, 10) * 0.1, f32(128, 32), f32(128, 10)]),
         "LSTM scan, 32 steps, batch 16, 64 in, 128 hidden": (
             _lstm, [f32(32, 16, 64), f32(64, 512) * 0.1, f32(128, 512) * 0.1, f32(512) * 0.1]),
         "take_along_axis, 64 of each row of [2048,2048]": (

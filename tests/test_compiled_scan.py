@@ -360,3 +360,24 @@ def test_training_loop_with_sums(mode):
         x2 = x.copy()
         x2[[1, 7, 40], 0] = nan
         _check(train, w, x2, y, compiled=True)
+
+
+def test_mlp_training_loop():
+    """``jax.grad`` of a two-layer MLP's log-softmax loss in a ``fori_loop``: products with
+    transposed operands, relu's select, row maxima and sums, a reduce over a dimension of
+    size 1 (``_init_each``), the mean."""
+    rng = np.random.default_rng(14)
+
+    def f32(*s):
+        return rng.standard_normal(s, dtype=np.float32)
+
+    def train(w1, w2, x, y):
+        def loss(p):
+            h = jax.nn.relu(x @ p[0])
+            return jnp.mean(jax.nn.log_softmax(h @ p[1]) * y)
+
+        def body(i, p):
+            g = jax.grad(loss)(p)
+            return jax.tree_util.tree_map(lambda a, b: a - 0.01 * b, p, g)
+        return lax.fori_loop(0, 5, body, (w1, w2))
+    _check(train, f32(8, 16) * 0.1, f32(16, 5) * 0.1, f32(12, 8), f32(12, 5), compiled=True)

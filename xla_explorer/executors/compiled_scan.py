@@ -428,10 +428,11 @@ def _array_constant(b, inst, dims, t):
 
 
 def _reduce(b, inst, ops, t, flushing, ftz):
-    """A reduce with one standard combiner over one block of dimensions, of fewer than
-    ``MOVE_PARALLEL_THRESHOLD`` elements: the reduce kernel's own serial fold
-    (``cpu.reduction._arb_chunk``, what its ``_reduce_standard`` runs in one thread there,
-    with P = 1 part a row), called from the generated code -- so the same bits, NaN
+    """A reduce with one standard combiner over one block of dimensions (or only dimensions
+    of size 1), of fewer than ``MOVE_PARALLEL_THRESHOLD`` elements: the reduce kernel's own
+    serial fold (``cpu.reduction._arb_chunk`` / ``_init_each``, what its
+    ``_reduce_standard`` runs in one thread there, with P = 1 part a row), called from the
+    generated code -- so the same bits, NaN
     payloads and float sums' rounding included.  In ``"flush"`` mode as the kernel: a float
     sum checks its operand as it folds and, where it met a denormal, folds the flushed
     operand again; a product folds the flushed operand; maximum and minimum fold it as it
@@ -454,10 +455,13 @@ def _reduce(b, inst, ops, t, flushing, ftz):
     groups = red._reduce_groups(tuple(v.dims), reduced)
     block = [k for k, (_, r) in enumerate(groups) if r]
     n = v.count
-    if len(block) != 1 or n >= MOVE_PARALLEL_THRESHOLD:
+    if len(block) > 1 or n >= MOVE_PARALLEL_THRESHOLD:
         raise NotCompiled(f"{inst.name}: a reduce of several blocks, or one the kernel shares among threads")
-    i = block[0]
-    A, R, B = prod(g for g, _ in groups[:i]), groups[i][0], prod(g for g, _ in groups[i + 1:])
+    if block:
+        i = block[0]
+        A, R, B = prod(g for g, _ in groups[:i]), groups[i][0], prod(g for g, _ in groups[i + 1:])
+    else:   # (only dimensions of size 1 reduced: each element combined with the init, ``_init_each``)
+        A, R, B = n, 1, 1
     mask, result = _denormal_rule_of(registry.get("reduce"), inst, {"computation": shim}) if flushing \
         else ((), False)
     c = carrier(t)
@@ -474,7 +478,10 @@ def _reduce(b, inst, ops, t, flushing, ftz):
     out, den = b.scratch_buf(A * B, t), b.name("den")
     checked = bool(mask) and mask[0] and code == red.ADD and t in ("f32", "f64")
     tiny = f"{c}({fpenv.TINY[t]!r})" if checked else f"{c}(0)"
-    call = f"_arb_chunk(0, {A}, {{x}}, {A}, {R}, {B}, 1, {code}, {c}({start}), True, {out}, {{tiny}}, {den})"
+    if block:
+        call = f"_arb_chunk(0, {A}, {{x}}, {A}, {R}, {B}, 1, {code}, {c}({start}), True, {out}, {{tiny}}, {den})"
+    else:
+        call = f"_init_each(0, {n}, {{x}}, {code}, {c}({start}), {out}, {{tiny}}, {den})"
     b.line(f"{den} = np.zeros({A}, np.bool_)")
     b.line(call.format(x=xv, tiny=tiny))
     if checked:   # (a denormal met: the flushed operand folded again)
@@ -966,7 +973,7 @@ class CompiledScan:
 #: what the generated module imports beside ``cpu.fused._HEADER``
 _CALLS = ("from xla_explorer.executors.cpu.blas_call import gemm32, gemm64, gemv32, gemv64\n"
           "from xla_explorer.executors.cpu.linalg import _matvec_rows, _vecmat_cols\n"
-          "from xla_explorer.executors.cpu.reduction import _arb_chunk\n")
+          "from xla_explorer.executors.cpu.reduction import _arb_chunk, _init_each\n")
 
 _as_carrier = _blas_enter = _blas_leave = _flush_denormals = None   # (imported on first use)
 
