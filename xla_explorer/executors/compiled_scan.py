@@ -88,10 +88,12 @@ class _Buf:
 
 
 class _Scalar:
-    __slots__ = ("name", "type", "flushed")
+    """A scalar value; ``const``: a loop invariant (a constant, or computed from constants),
+    defined in the prologue."""
+    __slots__ = ("name", "type", "flushed", "const")
 
-    def __init__(self, name, t, flushed=False):
-        self.name, self.type, self.flushed = name, t, flushed
+    def __init__(self, name, t, flushed=False, const=False):
+        self.name, self.type, self.flushed, self.const = name, t, flushed, const
 
 
 class _Arr:
@@ -316,8 +318,8 @@ def _inline(b, computation, args, depth=0):
                 values[inst] = _array_constant(b, inst, dims, t)
                 continue
             name = b.name()
-            b.scalar_line(f"{name} = {_literal(inst.attrs['literal'], t)}")
-            values[inst] = _Scalar(name, t, _not_denormal(inst.attrs["literal"], t))
+            b.prologue.append(f"{name} = {_literal(inst.attrs['literal'], t)}")   # (once a call)
+            values[inst] = _Scalar(name, t, _not_denormal(inst.attrs["literal"], t), const=True)
             continue
         if op in _PASS + ("broadcast",) and len(ops) == 1 and ops[0].type == t:
             v = ops[0]
@@ -328,7 +330,7 @@ def _inline(b, computation, args, depth=0):
                 continue
             if isinstance(v, _Scalar):
                 a = _Arr(dims, t, v.flushed)
-                a.scalar = v.name
+                a.scalar, a.inv = v.name, v.const
                 values[inst] = a
                 continue
             if prod(dims) == v.count and (op != "broadcast" or list(inst.attrs["broadcast_dimensions"])
@@ -344,6 +346,7 @@ def _inline(b, computation, args, depth=0):
                         raise NotCompiled(f"{inst.name}: a broadcast of a view")
                     a = _Arr(dims, t, v.flushed)
                     a.run = (src.buf if src.buf is not None else src, prod(dims[kept[-1] + 1:]), v.count)
+                    a.inv = src.inv
                     values[inst] = a
                     continue
             raise NotCompiled(f"{inst.name}: {op} that moves elements")
@@ -392,12 +395,28 @@ def _inline(b, computation, args, depth=0):
                 raise NotCompiled(f"{inst.name}: an array of scalars")
             expr = finish(emit(inst, *[v.name for v in ops], flushed=[k for k, v in enumerate(ops) if v.flushed]), t)
             name = b.name()
-            b.scalar_line(f"{name} = {expr}")
-            values[inst] = _Scalar(name, t, clean) if shape.rank == 0 else _scalar_array(name, dims, t, clean)
+            const = all(v.const for v in ops)
+            if const:   # (of constants only: once a call)
+                b.prologue.append(f"{name} = {expr}")
+            else:
+                b.scalar_line(f"{name} = {expr}")
+            values[inst] = _Scalar(name, t, clean, const) if shape.rank == 0 else \
+                _scalar_array(name, dims, t, clean, const)
             continue
         count = prod(dims)
         if shape.rank == 0 or any(v.count != count for v in arrays):
             raise NotCompiled(f"{inst.name}: operands of other element counts")
+        if all(v.const if isinstance(v, _Scalar) else v.inv for v in ops):
+            # of loop invariants only (JAX's ``0.01 * x.T`` in a gradient step): once a call,
+            # into a buffer of the prologue -- the same values as an iteration's
+            expr = finish(emit(inst, *[b.elem(v) for v in ops], flushed=[k for k, v in enumerate(ops) if v.flushed]), t)
+            dst = _Buf(b, b.name("p"), count, None, "prologue")
+            b.prologue += [f"{dst} = np.empty({count}, {_carrier_of(t)})", f"for i in range({count}):",
+                           f"    {dst}[i] = {expr}"]
+            a = _Arr(dims, t, clean)
+            a.buf, a.inv = dst, True
+            values[inst] = a
+            continue
         g = b.group(count)
         args = [b.elem(v, g) for v in ops]
         g = b.group(count)   # (reading a broadcast or a lazy value of another loop may have closed it)
@@ -504,9 +523,9 @@ def _reduce(b, inst, ops, t, flushing, ftz):
     return a
 
 
-def _scalar_array(name, dims, t, flushed):
+def _scalar_array(name, dims, t, flushed, const=False):
     a = _Arr(dims, t, flushed)
-    a.scalar = name
+    a.scalar, a.inv = name, const
     return a
 
 
