@@ -381,3 +381,18 @@ def test_mlp_training_loop():
             return jax.tree_util.tree_map(lambda a, b: a - 0.01 * b, p, g)
         return lax.fori_loop(0, 5, body, (w1, w2))
     _check(train, f32(8, 16) * 0.1, f32(16, 5) * 0.1, f32(12, 8), f32(12, 5), compiled=True)
+
+
+@pytest.mark.parametrize("mode", ["flush", "ieee"])
+def test_gradient_descent_hoists_invariants(mode):
+    """``0.01 * x.T`` of the loop's invariant x computed once a call (its bits those of an
+    iteration's), x with denormals; constants used by the condition and the body."""
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((40, 6), dtype=np.float32)
+    x[::5, 2] = np.float32(3e-39)
+    y = rng.standard_normal(40, dtype=np.float32)
+
+    def gd(w, x, y):
+        return lax.fori_loop(0, 30, lambda i, w: w - 0.01 * x.T @ (x @ w - y) / 40 + 1e-39, w)
+    with xe.float_env(denormals=mode):
+        _check(gd, np.zeros(6, np.float32), x, y, compiled=True)
