@@ -396,3 +396,29 @@ def test_gradient_descent_hoists_invariants(mode):
         return lax.fori_loop(0, 30, lambda i, w: w - 0.01 * x.T @ (x @ w - y) / 40 + 1e-39, w)
     with xe.float_env(denormals=mode):
         _check(gd, np.zeros(6, np.float32), x, y, compiled=True)
+
+
+def test_unsigned_and_out_of_range_starts():
+    """Dynamic slices and updates at u32 / u64 / s64 starts, some past the ends (huge
+    unsigned ones clamp to the last start, as XLA clamps them)."""
+    from jax import config
+    config.update("jax_enable_x64", True)
+    try:
+        rng = np.random.default_rng(16)
+        xs = rng.standard_normal((6, 4), dtype=np.float32)
+        w = rng.standard_normal((4, 4), dtype=np.float32)
+
+        def f(xs, w):
+            def body(i, c):
+                out, h = c
+                s64 = jnp.int64(7) * i - 9
+                u64 = jnp.where(i > 2, jnp.uint64(0xFFFFFFFFFFFFFFFF), i.astype(jnp.uint64))
+                u32 = (i * 3).astype(jnp.uint32)
+                x = lax.dynamic_slice(xs, (u64, jnp.uint64(0)), (1, 4))
+                h = jnp.tanh(h @ w + x + lax.dynamic_slice(xs, (s64, jnp.int64(0)), (1, 4)))
+                out = lax.dynamic_update_slice(out, h, (u32, jnp.uint32(0)))
+                return out, h
+            return lax.fori_loop(0, 6, body, (jnp.zeros((6, 4), jnp.float32), jnp.ones((1, 4), jnp.float32)))
+        _check(f, xs, w, compiled=True)
+    finally:
+        config.update("jax_enable_x64", False)

@@ -241,7 +241,10 @@ def _clamped_starts(b, starts, dims, sizes):
             raise NotCompiled("a start index that is not a scalar")
         top = int(d) - int(n)
         name = b.name("o")
-        b.scalar_line(f"{name} = min(max(np.int64({s.name}), 0), {top})")
+        if s.type.startswith("u"):   # (a huge unsigned start clamps to the top, not through a negative int64)
+            b.scalar_line(f"{name} = np.int64(min(np.uint64({s.name}), np.uint64({top})))")
+        else:
+            b.scalar_line(f"{name} = min(max(np.int64({s.name}), 0), {top})")
         out.append(name)
     return out
 
