@@ -53,8 +53,8 @@ import numpy as np
 
 from .. import dtypes, fpenv, progress, shapes
 from ..shapes import prod
-from .compiled_loop import (NotCompiled, _cached, _live, _loop_end, _not_denormal, _results, _state_types, _structural,
-                            _turn)
+from .compiled_loop import (_PASS, NotCompiled, _cached, _live, _loop_end, _not_denormal, _results,
+                            _state_types, _structural, _turn)
 
 #: (an A/B switch for benchmarks and tests) whether while steps try the compiled scan
 ENABLED = True
@@ -68,7 +68,6 @@ _CHUNK_WORK = 1 << 25
 #: the run program costs 10-40 us, about this much single-threaded work)
 _MAX_SERIAL = 1 << 17
 
-_PASS = ("reshape", "bitcast", "copy")
 _BAD_TYPES = ("c64", "c128", "s4", "s2", "u4", "u2")
 
 
@@ -139,8 +138,6 @@ class _Builder:
         self.uses = {}           # id(value) -> (value, operand uses)
         self.work = 1
         self.serial = 0
-        self.dots = set()        # the BLAS widths called ("32", "64")
-        self.invariant = {}      # state index -> the value, for elements the body passes on unchanged
         self.flushed_copies = {}  # id(an invariant's buffer) -> its flushed copy
         self.bufs = []           # token number -> buffer
         self.consts = []         # (parameter name, array) of the array constants
@@ -702,7 +699,6 @@ def _dot(b, inst, ops, dims, t, flushing, ftz):
         else:
             b.line(f"_matvec_rows(0, {-(-mr // 4)}, {mat}, {vec}, {out}, {tiny}, False, {mx})")
         b.work += mr * mc + M * N
-        b.dots.add(width)
         res = _Arr(dims, t, bool(flushing))   # (FTZ: no denormal result)
         res.buf = out
         return res
@@ -749,7 +745,6 @@ def _dot(b, inst, ops, dims, t, flushing, ftz):
             raise NotCompiled(f"{inst.name}: a product of a matrix and its own transpose (NumPy's syrk)")
         b.line(f"gemm{width}(addr{width}, {112 if ta else 111}, {112 if tb else 111}, {M}, {N}, {K}, {ptr(a)}, "
                f"{ld[1]}, {ptr(w)}, {rd[1]}, np.int64({out}.ctypes.data), {N})")
-    b.dots.add(width)
     b.work += M * N * K // 16 + M * N
     res = _Arr(dims, t, bool(result))
     res.buf = out
@@ -816,8 +811,9 @@ class CompiledScan:
 
     def _build(self, assumed):
         """(assumed, source text, slots, work per iteration, the array constants (name,
-        array), the computed-anew arrays whose new value is flushed): slots per state element "s" a scalar, "r" passed on unchanged,
-        "w" computed anew (two buffers in turn), "u" updated in place (the loop's own copy)."""
+        array), the computed-anew arrays whose new value is flushed): slots per state element
+        "s" a scalar, "r" passed on unchanged, "w" computed anew (two buffers in turn), "u"
+        updated in place (the loop's own copy)."""
         inst = self.inst
         cond, body = inst.attrs["condition"], inst.attrs["body"]
         b = _Builder()
@@ -829,9 +825,7 @@ class CompiledScan:
                 continue
             a = _Arr(dims, t, j in assumed)
             a.buf, a.state = _Buf(b, f"cur{j}", prod(dims), None, "state"), j
-            if j in passed:
-                b.invariant[j] = a
-                a.inv = True
+            a.inv = j in passed
             state.append(a)
         c = _inline(b, cond, [tuple(state)])
         if not isinstance(c, _Scalar) or c.type != "pred":
@@ -875,9 +869,6 @@ class CompiledScan:
                 v.buf.name, v.buf.kind = f"nxt{j}", "state"   # (the step writes its result there)
             else:
                 tail.append((j, v))
-        for j, s in enumerate(slots):
-            if s != "r" and j in b.invariant:
-                raise NotCompiled("an invariant that is not one")   # (not reached)
         for j, v in tail:
             g = b.group(v.count)
             g.lines.append(f"nxt{j}[i] = {b.elem(v, g)}")

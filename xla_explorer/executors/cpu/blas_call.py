@@ -36,7 +36,8 @@ def gemm_addresses():
             for path in paths:
                 lib = ctypes.CDLL(path)
                 for prefix, suffix in (("scipy_cblas_", "64_"), ("cblas_", "64_")):
-                    fns = [getattr(lib, f"{prefix}{name}{suffix}", None) for name in ("sgemm", "dgemm", "sgemv", "dgemv")]
+                    fns = [getattr(lib, f"{prefix}{name}{suffix}", None)
+                           for name in ("sgemm", "dgemm", "sgemv", "dgemv")]
                     if all(f is not None for f in fns):
                         _found = tuple(ctypes.cast(f, ctypes.c_void_p).value for f in fns)
                         break
