@@ -422,3 +422,28 @@ def test_unsigned_and_out_of_range_starts():
         _check(f, xs, w, compiled=True)
     finally:
         config.update("jax_enable_x64", False)
+
+
+@pytest.mark.parametrize("case", ["returned elsewhere", "through a reshape", "input kept"])
+def test_updates_in_place_only_of_the_carried_value(case):
+    """A dynamic-update-slice of a carried array is written in place only where the loop
+    returns it as that array's next value and nothing else reads the old one: an update of
+    one array returned in another's place, one through a reshape, one of an array the loop
+    also passes on unchanged leave the caller's arrays as they were."""
+    rng = np.random.default_rng(17)
+    w = rng.standard_normal((4, 4), dtype=np.float32)
+    stack = rng.standard_normal((5, 2, 4), dtype=np.float32)
+    keep = stack.copy()
+
+    def f(stack, w):
+        def body(i, c):
+            s, t, h = c
+            h = jnp.tanh(h @ w)
+            if case == "returned elsewhere":
+                return t, lax.dynamic_update_slice(s, h[None], (i, 0, 0)), h
+            if case == "through a reshape":
+                return lax.dynamic_update_slice(s.reshape(5, 2, 4), h[None], (i, 0, 0)), t, h
+            return s, lax.dynamic_update_slice(s, h[None], (i, 0, 0)), h
+        return lax.fori_loop(0, 5, body, (stack, stack * 2.0, jnp.ones((2, 4), jnp.float32)))
+    _check(f, stack, w, compiled=case == "through a reshape")
+    np.testing.assert_array_equal(stack, keep)

@@ -115,8 +115,7 @@ class _Arr:
         a = _Arr(dims, self.type, self.flushed)
         a.group, a.var, a.buf, a.offset, a.scalar, a.run = self.group, self.var, self.buf, self.offset, self.scalar, \
             self.run
-        a.state = self.state if tuple(dims) == self.dims else None
-        a.inv = self.inv
+        a.inv = self.inv   # (not ``state``: only the carried value itself is updated in place)
         return a
 
 
@@ -139,6 +138,7 @@ class _Builder:
         self.work = 1
         self.serial = 0
         self.flushed_copies = {}  # id(an invariant's buffer) -> its flushed copy
+        self.updates = []        # the values of the in-place dynamic-update-slices
         self.bufs = []           # token number -> buffer
         self.consts = []         # (parameter name, array) of the array constants
 
@@ -650,6 +650,7 @@ def _dynamic_update(b, inst, ops, dims, t):
     # (the open loop stays open: only the root reads the updated array, ``_build`` checks)
     a = _Arr(dims, t, False)
     a.buf, a.dus = x.buf, x.state
+    b.updates.append(a)
     return a
 
 
@@ -869,6 +870,10 @@ class CompiledScan:
                 v.buf.name, v.buf.kind = f"nxt{j}", "state"   # (the step writes its result there)
             else:
                 tail.append((j, v))
+        if any(slots[a.dus] != "u" or root[a.dus] is not a for a in b.updates):
+            # (an update in place of a carried array the loop does not return as that update:
+            # it would write the caller's array, or one another step reads)
+            raise NotCompiled("an array updated in place that is not the carried value's update")
         for j, v in tail:
             g = b.group(v.count)
             g.lines.append(f"nxt{j}[i] = {b.elem(v, g)}")
