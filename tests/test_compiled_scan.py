@@ -424,7 +424,7 @@ def test_unsigned_and_out_of_range_starts():
         config.update("jax_enable_x64", False)
 
 
-@pytest.mark.parametrize("case", ["returned elsewhere", "through a reshape", "input kept"])
+@pytest.mark.parametrize("case", ["returned elsewhere", "through a reshape", "input kept", "old value returned"])
 def test_updates_in_place_only_of_the_carried_value(case):
     """A dynamic-update-slice of a carried array is written in place only where the loop
     returns it as that array's next value and nothing else reads the old one: an update of
@@ -443,6 +443,8 @@ def test_updates_in_place_only_of_the_carried_value(case):
                 return t, lax.dynamic_update_slice(s, h[None], (i, 0, 0)), h
             if case == "through a reshape":
                 return lax.dynamic_update_slice(s.reshape(5, 2, 4), h[None], (i, 0, 0)), t, h
+            if case == "old value returned":   # (the update's operand returned beside it)
+                return lax.dynamic_update_slice(s, h[None], (i, 0, 0)), s, h
             return s, lax.dynamic_update_slice(s, h[None], (i, 0, 0)), h
         return lax.fori_loop(0, 5, body, (stack, stack * 2.0, jnp.ones((2, 4), jnp.float32)))
     _check(f, stack, w, compiled=case == "through a reshape")

@@ -854,7 +854,7 @@ class CompiledScan:
                 continue
             if v.dus == j:
                 # in place: the carried array read by its update alone, the update by the root alone
-                if b.used(state[j]) != 1 or b.used(v) != 0 or root.count(v) != 1:
+                if b.used(state[j]) != 1 or b.used(v) != 0 or root.count(v) != 1 or any(r is state[j] for r in root):
                     raise NotCompiled("an updated array read by other steps")
                 slots.append("u")
                 continue
