@@ -40,16 +40,24 @@ def _open_in_notebook7(notebook, path):
     status = page.locator(".jp-Notebook-ExecutionIndicator")
     page.wait_for_function("() => ['idle', 'busy'].includes(document.querySelector("
                            "'.jp-Notebook-ExecutionIndicator')?.getAttribute('data-status'))", timeout=60_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.locator('li[data-command="runmenu:run-all"]').click()
+    def run_all():
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.locator('li[data-command="runmenu:run-all"]').click()
+        return time.monotonic()
+    clicked = run_all()
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while time.monotonic() < deadline:
         prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
         errors = [t for t in page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
                   .all_inner_texts() if "Traceback (most recent call last)" in t]
         assert not errors, "a cell raised in Notebook 7:\n" + errors[0]
-        if all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts) and status.get_attribute("data-status") == "idle":
+        idle = status.get_attribute("data-status") == "idle"
+        if all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts) and idle:
             break
+        if idle and time.monotonic() - clicked > 30 and all(p.strip() == "[ ]:" for p in prompts):
+            # (nothing queued, nothing run, the kernel idle: the menu's click was lost -- seen
+            # once on a loaded CI machine, every prompt still empty after 900 s -- so again)
+            clicked = run_all()
         time.sleep(0.25)
     else:
         raise AssertionError(f"notebook 03 did not finish in {RUN_TIMEOUT_S:.0f} s in Notebook 7: {prompts}")
