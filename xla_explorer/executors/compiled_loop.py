@@ -309,20 +309,30 @@ def _state_types(shape):
     return out
 
 
+#: types no loop is generated for (no carrier with a scalar emitter)
+_BAD_TYPES = ("c64", "c128", "s4", "s2", "u4", "u2")
+
+
+def _state_of(loop, inst):
+    """Set ``loop``'s while ``inst``, state ``types`` ((type, dims) per element), their
+    ``carriers``, ``dims`` and NumPy ``dtypes``; NotCompiled for a type with no carrier."""
+    from .emit import carrier_dtype, supported_type
+    loop.inst = inst
+    loop.types = _state_types(inst.shape)
+    for t, _ in loop.types:
+        if not supported_type(t) or t in _BAD_TYPES:
+            raise NotCompiled(f"a state element of type {t}")
+    loop.carriers = [carrier_dtype(t) for t, _ in loop.types]
+    loop.dims = [d for _, d in loop.types]
+    loop.dtypes = [np.dtype(dtypes.to_numpy(t)) for t, _ in loop.types]
+
+
 class CompiledLoop:
     """A while instruction's loop as one function (see the module's doc); ``run(state)``:
     the loop's result, or None where the caller must run it the old way."""
 
     def __init__(self, inst):
-        from .emit import carrier_dtype, supported_type
-        self.inst = inst
-        self.types = _state_types(inst.shape)
-        for t, dims in self.types:
-            if not supported_type(t) or t in ("c64", "c128", "s4", "s2", "u4", "u2"):
-                raise NotCompiled(f"a state element of type {t}")
-        self.carriers = [carrier_dtype(t) for t, _ in self.types]
-        self.dims = [dims for _, dims in self.types]
-        self.dtypes = [np.dtype(dtypes.to_numpy(t)) for t, _ in self.types]
+        _state_of(self, inst)
         self._functions = {}   # mode -> (function, written slots) or an exception
         self._source()   # (raises NotCompiled for a loop that does not qualify)
 

@@ -51,10 +51,10 @@ import weakref
 
 import numpy as np
 
-from .. import dtypes, fpenv, progress, shapes
+from .. import fpenv, progress, shapes
 from ..shapes import prod
-from .compiled_loop import (_PASS, NotCompiled, _cached, _live, _loop_end, _not_denormal, _results,
-                            _state_types, _structural, _turn)
+from .compiled_loop import (_BAD_TYPES, _PASS, NotCompiled, _cached, _live, _loop_end, _not_denormal, _results,
+                            _state_of, _structural, _turn)
 
 #: (an A/B switch for benchmarks and tests) whether while steps try the compiled scan
 ENABLED = True
@@ -68,7 +68,6 @@ _CHUNK_WORK = 1 << 25
 #: the run program costs 10-40 us, about this much single-threaded work)
 _MAX_SERIAL = 1 << 17
 
-_BAD_TYPES = ("c64", "c128", "s4", "s2", "u4", "u2")
 
 
 class _Buf:
@@ -781,16 +780,8 @@ class CompiledScan:
     the loop's result, or None where the caller must run it the old way."""
 
     def __init__(self, inst):
-        from .emit import carrier_dtype, supported_type
         from .cpu.blas_call import gemm_addresses
-        self.inst = inst
-        self.types = _state_types(inst.shape)
-        for t, _ in self.types:
-            if not supported_type(t) or t in _BAD_TYPES:
-                raise NotCompiled(f"a state element of type {t}")
-        self.carriers = [carrier_dtype(t) for t, _ in self.types]
-        self.dims = [d for _, d in self.types]
-        self.dtypes = [np.dtype(dtypes.to_numpy(t)) for t, _ in self.types]
+        _state_of(self, inst)
         self.addresses = gemm_addresses()
         self._functions = {}
         self._source()
