@@ -497,9 +497,10 @@ def _reduce(b, inst, ops, t, flushing, ftz):
     checked = bool(mask) and mask[0] and code == red.ADD and t in ("f32", "f64")
     tiny = f"{c}({fpenv.TINY[t]!r})" if checked else f"{c}(0)"
     if block:
-        call = f"_arb_chunk(0, {A}, {{x}}, {A}, {R}, {B}, 1, {code}, {c}({start}), True, {out}, {{tiny}}, {den})"
+        call = (f"_arb_chunk(I(0), I({A}), {{x}}, I({A}), I({R}), I({B}), I(1), I({code}), {c}({start}), "
+                f"np.bool_(True), {out}, {{tiny}}, {den})")
     else:
-        call = f"_init_each(0, {n}, {{x}}, {code}, {c}({start}), {out}, {{tiny}}, {den})"
+        call = f"_init_each(I(0), I({n}), {{x}}, I({code}), {c}({start}), {out}, {{tiny}}, {den})"
     b.line(f"{den} = np.zeros({A}, np.bool_)")
     b.line(call.format(x=xv, tiny=tiny))
     if checked:   # (a denormal met: the flushed operand folded again)
@@ -695,9 +696,9 @@ def _dot(b, inst, ops, dims, t, flushing, ftz):
         mat = f"{m.buf}[{m.offset or 0}:{m.offset or 0} + {mr * mc}].reshape(({mr}, {mc}))"
         vec = f"{v.buf}[{v.offset or 0}:{v.offset or 0} + {v.count}]"
         if by_columns:
-            b.line(f"_vecmat_cols(0, {mc}, {mat}, {vec}, {out}, {tiny}, False, {mx})")
+            b.line(f"_vecmat_cols(I(0), I({mc}), {mat}, {vec}, {out}, {tiny}, np.bool_(False), I({mx}))")
         else:
-            b.line(f"_matvec_rows(0, {-(-mr // 4)}, {mat}, {vec}, {out}, {tiny}, False, {mx})")
+            b.line(f"_matvec_rows(I(0), I({-(-mr // 4)}), {mat}, {vec}, {out}, {tiny}, np.bool_(False), I({mx}))")
         b.work += mr * mc + M * N
         res = _Arr(dims, t, bool(flushing))   # (FTZ: no denormal result)
         res.buf = out
@@ -982,7 +983,10 @@ class CompiledScan:
 #: what the generated module imports beside ``cpu.fused._HEADER``
 _CALLS = ("from xla_explorer.executors.cpu.blas_call import gemm32, gemm64, gemv32, gemv64\n"
           "from xla_explorer.executors.cpu.linalg import _matvec_rows, _vecmat_cols\n"
-          "from xla_explorer.executors.cpu.reduction import _arb_chunk, _init_each\n")
+          "from xla_explorer.executors.cpu.reduction import _arb_chunk, _init_each\n"
+          # (the kernels called with the types their Python callers pass -- int64, not Numba's
+          # literal ints, bool -- so that no second specialisation of them is compiled)
+          "I = np.int64\n")
 
 _as_carrier = _blas_enter = _blas_leave = _flush_denormals = None   # (imported on first use)
 
