@@ -268,6 +268,17 @@ def _last(env, j, k):
     return (env[f"a{j}"] if k % 2 else env[f"b{j}"]) if k else env[f"x{j}"]
 
 
+def _given_up(loop, e, ran):
+    """Whether exception ``e`` of the first call (``ran`` == 0) of ``loop``'s generated code
+    is Numba not compiling it: then the mode's function is remembered as NotCompiled (the
+    run program's steps from now on) and the caller returns None."""
+    from .cpu.reduction import _NumbaError
+    if isinstance(e, _NumbaError) and ran == 0:
+        loop._functions[fpenv._mode] = NotCompiled(f"did not compile: {e}")
+        return True
+    return False
+
+
 def _results(state, slots, env, k, dims, dts, own):
     """The loop's state after its last call (k iterations) from the buffers in ``env``: "r"
     slots the caller's values, "s" the scalars' cells, "w" the buffer written last, and
@@ -540,10 +551,8 @@ class CompiledLoop:
                     for fn, count, params in leaves:
                         _in_threads(fn, count, count * k >= _PARALLEL_WORK and count >= 8 * BLOCK, k,
                                     *[env[p] for p in params], compiled=ran > 0)
-            except Exception as e:   # (generated code Numba does not compile: the old way from now on)
-                from .cpu.reduction import _NumbaError
-                if isinstance(e, _NumbaError) and ran == 0:
-                    self._functions[fpenv._mode] = NotCompiled(f"did not compile: {e}")
+            except Exception as e:
+                if _given_up(self, e, ran):
                     return None
                 raise
             ran += k

@@ -53,8 +53,8 @@ import numpy as np
 
 from .. import fpenv, progress, shapes
 from ..shapes import prod
-from .compiled_loop import (_BAD_TYPES, _PASS, NotCompiled, _cached, _live, _loop_end, _not_denormal, _results,
-                            _state_of, _structural, _turn)
+from .compiled_loop import (_BAD_TYPES, _PASS, NotCompiled, _cached, _given_up, _live, _loop_end, _not_denormal,
+                            _results, _state_of, _structural, _turn)
 
 #: (an A/B switch for benchmarks and tests) whether while steps try the compiled scan
 ENABLED = True
@@ -960,10 +960,8 @@ class CompiledScan:
             while True:
                 try:
                     k, done = fn(*[env[p] for p in names])
-                except Exception as e:   # (generated code Numba does not compile: the old way from now on)
-                    from .cpu.reduction import _NumbaError
-                    if isinstance(e, _NumbaError) and ran == 0:
-                        self._functions[fpenv._mode] = NotCompiled(f"did not compile: {e}")
+                except Exception as e:
+                    if _given_up(self, e, ran):
                         return None
                     raise
                 ran += k

@@ -31,9 +31,8 @@ def gemm_addresses():
     if _found is None:
         _found = ()
         try:
-            with open("/proc/self/maps") as f:
-                paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
-            for path in paths:
+            from .linalg import openblas_paths
+            for path in openblas_paths():
                 lib = ctypes.CDLL(path)
                 for prefix, suffix in (("scipy_cblas_", "64_"), ("cblas_", "64_")):
                     fns = [getattr(lib, f"{prefix}{name}{suffix}", None)

@@ -72,6 +72,13 @@ _opts = dict(cache=True, nogil=True, error_model="numpy")
 _blas = None
 
 
+def openblas_paths():
+    """The OpenBLAS libraries this process has loaded (Linux's /proc/self/maps), sorted by
+    path; OSError elsewhere."""
+    with open("/proc/self/maps") as f:
+        return sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
+
+
 def _openblas_threads():
     """(set, get) of the OpenBLAS NumPy is linked with, or None (another BLAS)."""
     global _blas
@@ -79,9 +86,7 @@ def _openblas_threads():
         _blas = ()
         try:
             import ctypes
-            with open("/proc/self/maps") as f:
-                paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
-            for path in paths:
+            for path in openblas_paths():
                 lib = ctypes.CDLL(path)
                 for name in ("scipy_openblas{}64_", "openblas{}64_", "scipy_openblas{}", "openblas{}"):
                     setter = getattr(lib, name.format("_set_num_threads"), None)
