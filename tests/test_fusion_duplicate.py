@@ -108,9 +108,11 @@ def test_the_switch_gives_the_old_plan():
 
 
 def _two_readers(op_text, readers=2, extra_params=""):
-    """y = op(...) read by ``readers`` loops (each an exp of y plus a parameter: not cheap,
-    so each reader is a loop of its own), their results a tuple."""
-    lines = [f"  r{k} = f32[32,40] exponential(y)\n  u{k} = f32[32,40] add(r{k}, p)" for k in range(readers)]
+    """y = op(...) read by ``readers`` loops (each a transcendental of y plus a parameter:
+    not cheap, so each reader is a loop of its own; a different one each, so that no two
+    are one value to ``fusion.merge_duplicates``), their results a tuple."""
+    ops = ["exponential", "tanh", "sine", "cosine", "logistic"]
+    lines = [f"  r{k} = f32[32,40] {ops[k]}(y)\n  u{k} = f32[32,40] add(r{k}, p)" for k in range(readers)]
     outs = ", ".join(f"u{k}" for k in range(readers))
     types = ", ".join("f32[32,40]" for _ in range(readers))
     return f"""

@@ -215,12 +215,18 @@ class FusionPlan:
         #: instruction -> index of the last step that reads it (buffers are freed after it)
         self.last_use = last_use
         self._origin = getattr(computation, "origin", None)
+        self._merged = getattr(computation, "merged", None) or {}
 
     def reported(self, inst):
         """The instruction of the original computation whose value ``inst``'s (a step's) is,
         or None where that is no instruction of it (an inlined call's inside)."""
         origin = self._origin
         return inst if origin is None else origin.get(inst, inst)
+
+    def merged(self, inst):
+        """The original computation's instructions whose values are ``inst``'s (a step's)
+        besides ``reported(inst)``: those ``merge_duplicates`` read as it."""
+        return self._merged.get(inst, ())
 
     @property
     def groups(self):
@@ -453,7 +459,7 @@ def plan_module(module, fuse=True):
     module's compile time is bounded, however many computations it has.  Remembered on
     the module until its entry changes."""
     key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS, INLINE_CALLS, MAX_INLINED,
-           FOLD_RESHAPES, DUPLICATE_CHEAP)
+           FOLD_RESHAPES, DUPLICATE_CHEAP, MERGE_DUPLICATES)
     if module.__dict__.get("_fusion_planned") == key:
         return
     kinds = {}
@@ -476,6 +482,8 @@ def fusion_plan(computation, fuse=True, kinds=None):
         computation = inline_calls(computation)
     if fuse and FOLD_RESHAPES:
         computation = fold_reshapes(computation)
+    if fuse and MERGE_DUPLICATES:
+        computation = merge_duplicates(computation)
     insts = computation.instructions
     order = {inst: k for k, inst in enumerate(insts)}
     users = {inst: [] for inst in insts}
@@ -838,3 +846,148 @@ def fold_reshapes(computation):
         out = [i for i in out if id(i) not in gone]
         read = {id(root)} | {id(o) for i in out for o in i.operands}
     return InlinedComputation(base, out, root, origin)
+
+
+#: (a switch for A/B measurements) instructions that compute the same value as an earlier
+#: one planned as that one (``merge_duplicates``)
+MERGE_DUPLICATES = True
+#: ops never merged: their value is not a function of their operands and attributes alone
+#: (effects, random state), or they run computations of their own (control flow), or their
+#: buffer is updated in place (a while body's dynamic-update-slice, a copy of a carried value)
+_NOT_MERGED = (_EFFECTS | {"parameter", "while", "conditional", "call", "fusion", "tuple", "get-tuple-element",
+                           "copy", "copy-start", "copy-done", "dynamic-update-slice", "rng-get-and-update-state",
+                           "rng-bit-generator", "domain", "optimization-barrier", "add-dependency"})
+#: ops whose computations are not compared (each caller runs its own)
+_STATEFUL = _EFFECTS | {"rng-get-and-update-state", "rng-bit-generator"}
+#: the largest constant compared by value (larger ones are never merged)
+_MERGED_CONSTANT_BYTES = 1 << 12
+
+
+class _Unmergeable(Exception):
+    pass
+
+
+def _value_key(v, memo):
+    """A hashable key of attribute value ``v`` equal for equal values (a called computation
+    by its structure, an array by its bytes); ``_Unmergeable`` for what has none."""
+    import numpy as np
+    from ..shapes import Shape
+    if v is None or isinstance(v, (bool, int, str)):
+        return (type(v).__name__, v)
+    if isinstance(v, float):
+        return ("float", repr(v))   # (nan equal to nan, -0.0 apart from 0.0)
+    if isinstance(v, Shape):
+        return ("shape", _shape_key(v))
+    if isinstance(v, (np.ndarray, np.generic)):
+        a = np.asarray(v)
+        if a.nbytes > _MERGED_CONSTANT_BYTES or a.dtype.hasobject:
+            raise _Unmergeable
+        return ("array", a.dtype.str, a.shape, a.tobytes())
+    if isinstance(v, HloComputation):
+        return ("computation", _computation_key(v, memo))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__,) + tuple(_value_key(x, memo) for x in v)
+    if isinstance(v, dict):
+        return ("dict",) + tuple(sorted((str(k), _value_key(x, memo)) for k, x in v.items()))
+    raise _Unmergeable
+
+
+def _shape_key(s):
+    if s.is_tuple:
+        return ("tuple",) + tuple(_shape_key(t) for t in s.tuple_shapes)
+    layout = s.layout
+    return (s.element_type, tuple(s.dims), None if s.bounds is None else tuple(s.bounds),
+            None if layout is None else repr(layout))
+
+
+def _computation_key(comp, memo):
+    """``comp``'s structure: each instruction's opcode, shape, operands (by position) and
+    attributes, its parameters' numbers and its root (names do not count)."""
+    key = memo.get(id(comp))
+    if key is None:
+        if any(inst.opcode in _STATEFUL for inst in comp.instructions):
+            raise _Unmergeable   # (effects or state inside: each caller its own)
+        memo[id(comp)] = ("recursive", id(comp))   # (a computation calling itself: only itself)
+        pos = {inst: k for k, inst in enumerate(comp.instructions)}
+        key = (tuple((inst.opcode, _shape_key(inst.shape), tuple(pos.get(o, -1) for o in inst.operands),
+                      _attrs_key(inst, memo)) for inst in comp.instructions),
+               tuple(pos.get(p, -1) for p in comp.parameters), pos.get(comp.root, -1))
+        memo[id(comp)] = key
+    return key
+
+
+def _attrs_key(inst, memo):
+    return (tuple(sorted((k, _value_key(v, memo)) for k, v in inst.attrs.items())),
+            tuple(sorted((k, repr(v)) for k, v in inst.extra.items() if k != "metadata")))
+
+
+def merge_duplicates(computation):
+    """``computation`` (or the ``InlinedComputation`` the passes before made of it) with
+    each instruction that computes what an earlier one does (the same opcode, operands,
+    shape, layout and attributes; called computations compared by structure) read as that
+    earlier one, as XLA's common-subexpression elimination does: JAX's lowering computes
+    ``x.sum`` again inside ``jnp.var`` after ``jnp.mean`` did, and once inlined the two are
+    one pass over ``x``.  Never the root, nor ops in ``_NOT_MERGED``, nor two values the
+    computation returns.  Planned, not changed:
+    ``merged`` names, for each kept instruction, the original instructions whose values are
+    its value (reported with it)."""
+    insts = computation.instructions
+    if isinstance(computation, InlinedComputation):
+        base, origin = computation.original, dict(computation.origin)
+        merged = {k: list(v) for k, v in getattr(computation, "merged", {}).items()}
+    else:
+        base, origin, merged = computation, {}, {}
+    seen, remap, memo, out = {}, {}, {}, []
+    root = computation.root
+    params = set(computation.parameters)
+    # the values the computation returns (the root, the tuples' elements under it): two of
+    # them are never made one array (a caller may write one; a loop updates one in place)
+    outputs, stack = set(), [root]
+    while stack:
+        v = stack.pop()
+        if v not in outputs:
+            outputs.add(v)
+            if v.opcode == "tuple":
+                stack.extend(v.operands)
+    returned = set()   # the kept instructions whose value is returned
+    n = 0
+    for inst in insts:
+        operands = [remap.get(o, o) for o in inst.operands]
+        key = None
+        if inst.opcode not in _NOT_MERGED and inst is not root and inst not in params:
+            try:
+                key = (inst.opcode, _shape_key(inst.shape), tuple(id(o) for o in operands), _attrs_key(inst, memo))
+            except _Unmergeable:
+                key = None
+        first = None if key is None else seen.get(key)
+        if first is not None and inst in outputs:
+            if first in returned:
+                first = None   # (both returned: two arrays)
+            else:
+                returned.add(first)
+        if first is not None:   # the same value as ``first``'s: read as it
+            n += 1
+            remap[inst] = first
+            was = origin.get(inst, inst)
+            same = ([] if was is None else [was]) + merged.pop(inst, [])
+            if same:   # (the originals whose value this is; none for an inlined call's inside)
+                merged.setdefault(first, []).extend(same)
+            continue
+        kept = inst
+        if any(a is not b for a, b in zip(operands, inst.operands)):
+            kept = Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.extra)
+            kept.line = inst.line
+            remap[inst] = kept
+            origin[kept] = origin.get(inst, inst)
+            if inst in merged:
+                merged[kept] = merged.pop(inst)
+        if key is not None:
+            seen.setdefault(key, kept)
+        if inst in outputs:
+            returned.add(kept)
+        out.append(kept)
+    if not n:
+        return computation
+    result = InlinedComputation(base, out, remap.get(root, root), origin)
+    result.merged = merged
+    return result

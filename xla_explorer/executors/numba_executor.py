@@ -864,6 +864,8 @@ def _evaluate(computation, plan, args, ctx, backend, on_value, task, clean_param
             reported = plan.reported(inst)
             if reported is not None:
                 on_value(reported, value)
+            for same in plan.merged(inst):   # (instructions computing the same value: merged)
+                on_value(same, value)
         reads = step.group.inputs if step.group is not None else inst.operands
         for o in reads:
             if plan.last_use.get(o) == k and o is not root and o in env:
