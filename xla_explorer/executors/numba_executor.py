@@ -607,14 +607,39 @@ def _clean_after(inst, step, clean):
             from .emit import flushes_result
             flushed = step.group.__dict__["_flushes_result"] = flushes_result(step.group.root)
         # (an input the loop flushes wherever it reads it is as good as clean there)
-        return flushed or all(o in clean or _flushes_on_read(step.group, o) for o in _value_inputs(step.group))
+        return flushed or _never_denormal(step.group.root) or all(
+            o in clean or _flushes_on_read(step.group, o) for o in _value_inputs(step.group))
     if inst.opcode == "constant":
         return _clean_literal(inst)
+    if _never_denormal(inst):
+        return True
     rule = _RULES.get(inst)
     if rule is None or not inst.shape.is_array:
         return False
     mask, flush_result = rule
     return flush_result or (not any(mask) and all(o in clean for o in inst.operands))
+
+
+def _never_denormal(inst):
+    """Whether ``inst`` is a convert whose every result is zero or at least the smallest
+    normal of its type, whatever its operand holds: from an integer or pred, or from a float
+    type whose smallest denormal is that large (f16 and the f8 types into f32 / f64: ``x.mean``
+    of f16 sums its f32 convert, which needs no flushing then)."""
+    if inst.opcode != "convert" or not inst.shape.is_array or inst.shape.element_type not in fpenv.TINY:
+        return False
+    src = inst.operands[0].shape
+    if not src.is_array:
+        return False
+    s = src.element_type
+    if s == "pred" or s in dtypes.INTEGRAL:
+        return True
+    if s.startswith("c"):
+        return False
+    try:
+        smallest = float(dtypes.finfo(s).smallest_subnormal)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return False
+    return smallest >= fpenv.TINY[inst.shape.element_type]
 
 
 def _flushes_on_read(group, x):
