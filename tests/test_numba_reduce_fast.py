@@ -322,6 +322,12 @@ def test_whole_row_maximum_folds_each_row_as_fold_does(t, name):
                     want = np.empty(A, dt)
                     fold_rows(code, x, A, R, s, init, use_init, want, lanes)
                     np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=f"{R} {kind} {use_init} {init}")
+                    # (a thread's part of the rows: [lo, hi) with lo > 0 keeps each row's bits)
+                    half = np.empty(A, dt)
+                    for lo, hi in ((0, A // 2), (A // 2, A)):
+                        kred._arb_chunk(lo, hi, x, A, R, 1, 1, code, init, use_init, half, dt.type(0),
+                                        np.zeros(A, np.bool_))
+                    np.testing.assert_array_equal(_bits(half), _bits(want), err_msg=f"{R} {kind} halves")
 
 
 @pytest.mark.parametrize("name", ["argmax", "argmin"])

@@ -961,32 +961,25 @@ def _has_denormal(xs, tiny):
 _MAX_PAIR_MIN = 1024
 
 
-@njit(inline="always", **_opts)
-def _max_finish(code, x, t, R, s, acc, best, high, inf, sign, mag, scratch, sbits, lanes, out):
-    """out[t] from row t's key maximum ``best`` and magnitude maximum ``high`` (as
-    ``_max_keys``), or by ``_fold`` where a NaN or a zero result needs its rules."""
-    if high <= inf:
-        sbits[0] = best ^ ((best >> sign) & mag)
-        res = _op(code, acc, scratch[0])
-        if res != 0:
-            out[t] = res
-            return
-    out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)   # a NaN or a zero: its rules
-
-
 @njit(**_opts)
 def _max_rows_float(lo, hi, x, R, s, code, init, use_init, out, lanes, pair_min):
     """Rows [lo, hi) of x[A, R] folded by maximum / minimum (floats) as ``_fold`` folds each
-    (``_max_keys``, else ``_fold``'s own path): the integer view and the decoding scratch
-    made once, not per row (their slices cost ~40 ns a row: half a row of 256's time);
-    rows of ``pair_min`` and more two a loop (each row's keys its own: the same bits)."""
+    (``_max_keys``, else ``_fold``'s own path): the integer view made once, not per row
+    (its slices cost ~40 ns a row: half a row of 256's time); rows of ``pair_min`` and more
+    two a loop (each row's keys its own: the same bits).  Each row's key and magnitude
+    maxima are kept, then decoded for all rows in one loop and combined with the init after
+    it (that work done per row after its key loop, through a one-element scratch, cost as
+    much as the loop on rows of 256: f32[4096, 256], one thread, 0.16 -> 0.09 ms)."""
+    if R - s < 32:
+        for t in range(lo, hi):
+            out[t] = _fold(code, x, t * R + s, (t + 1) * R, init if use_init else x[t * R], lanes)
+        return
     bits, mag, inf, sign = _key_bits(x)
-    scratch = np.empty(1, x.dtype)
-    sbits = _key_bits(scratch)[0]
+    n = hi - lo
+    keys = np.empty(max(n, 0), bits.dtype)
+    highs = np.empty(max(n, 0), bits.dtype)
     t = lo
-    while R - s >= max(32, pair_min) and t + 1 < hi:
-        a0 = init if use_init else x[t * R]
-        a1 = init if use_init else x[(t + 1) * R]
+    while R - s >= pair_min and t + 1 < hi:
         r0 = bits[t * R + s:(t + 1) * R]
         r1 = bits[(t + 1) * R + s:(t + 2) * R]
         b0 = _narrow(r0[0] ^ ((r0[0] >> sign) & mag), mag)
@@ -1009,14 +1002,10 @@ def _max_rows_float(lo, hi, x, R, s, code, init, use_init, out, lanes, pair_min)
                 h0 = max(h0, _narrow(u & mag, mag))
                 b1 = min(b1, _narrow(v ^ ((v >> sign) & mag), mag))
                 h1 = max(h1, _narrow(v & mag, mag))
-        _max_finish(code, x, t, R, s, a0, b0, h0, inf, sign, mag, scratch, sbits, lanes, out)
-        _max_finish(code, x, t + 1, R, s, a1, b1, h1, inf, sign, mag, scratch, sbits, lanes, out)
+        keys[t - lo], highs[t - lo] = b0, h0
+        keys[t + 1 - lo], highs[t + 1 - lo] = b1, h1
         t += 2
     for t in range(t, hi):
-        acc = init if use_init else x[t * R]
-        if R - s < 32:
-            out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
-            continue
         row = bits[t * R + s:(t + 1) * R]
         best = _narrow(row[0] ^ ((row[0] >> sign) & mag), mag)
         high = _narrow(row[0] & mag, mag)
@@ -1030,7 +1019,23 @@ def _max_rows_float(lo, hi, x, R, s, code, init, use_init, out, lanes, pair_min)
                 b = row[i]
                 best = min(best, _narrow(b ^ ((b >> sign) & mag), mag))
                 high = max(high, _narrow(b & mag, mag))
-        _max_finish(code, x, t, R, s, acc, best, high, inf, sign, mag, scratch, sbits, lanes, out)
+        keys[t - lo], highs[t - lo] = best, high
+    # the keys decoded into the results' bits, then each combined with its init (or first
+    # element), or folded by ``_fold``'s rules where a NaN or a zero result needs them
+    dec = np.empty(max(n, 0), x.dtype)
+    db = _key_bits(dec)[0]
+    for k in range(n):
+        key = keys[k]
+        db[k] = key ^ ((key >> sign) & mag)
+    for k in range(n):
+        t = lo + k
+        acc = init if use_init else x[t * R]
+        if highs[k] <= inf:
+            res = _op(code, acc, dec[k])
+            if res != 0:
+                out[t] = res
+                continue
+        out[t] = _fold(code, x, t * R + s, (t + 1) * R, acc, lanes)
 
 
 def _max_rows(lo, hi, x, R, s, code, init, use_init, out, lanes):
