@@ -604,7 +604,7 @@ def _float_fn(f32_fn, f64_fn, complex_fn=None):
 
 for _op, _fns in {
         "exponential": ("exp_f32", "np.exp", "cexp"),
-        "exponential-minus-one": ("np.expm1", "np.expm1", "cexpm1"),
+        "exponential-minus-one": ("expm1_f32", "np.expm1", "cexpm1"),
         "log": ("log_f32", "np.log", "clog"),
         "log-plus-one": ("log1p_f32", "np.log1p", "clog1p"),
         "sqrt": ("np.sqrt", "np.sqrt", "csqrt"),
@@ -613,7 +613,7 @@ for _op, _fns in {
         "tan": ("np.tan", "np.tan"),
         "tanh": ("tanh_f32", "np.tanh"),
         "logistic": ("logistic_f32", "logistic_f64", "clogistic"),
-        "erf": ("math.erf", "math.erf"),
+        "erf": ("erf_f32", "math.erf"),
         "floor": ("np.floor", "np.floor"),
         "ceil": ("np.ceil", "np.ceil"),
         "round-nearest-even": ("np.rint", "np.rint"),

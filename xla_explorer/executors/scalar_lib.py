@@ -715,6 +715,66 @@ def tanh_f32(x):
         np.float32)
 
 
+#: erf_f32's rational function x P(x^2) / Q(x^2) on [-4, 4] (fitted here: relative least
+#: squares on Chebyshev nodes, reweighted toward the worst point, with mpmath's erf as the
+#: truth; the coefficients of the powers of x^2, lowest first)
+_ERF_P = (1.128379225730896, 0.1843213438987732, 0.05439048632979393, 0.003838249947875738,
+          0.00038724756450392306, 4.909519248030847e-06, -1.4299875950030128e-08)
+_ERF_Q = (1.0, 0.4966840445995331, 0.11376268416643143, 0.015465887263417244, 0.001315522356890142,
+          6.523732008645311e-05)
+
+
+@njit(**_poly_opts)
+def erf_f32(x):
+    """erf for f32 as one rational function of x clamped into [-4, 4] (erf(3.92) rounds to 1
+    already), in selects (a loop calling it vectorises: Numba's ``math.erf`` is a library
+    call an element, ~25x XLA's time); results above 1 in magnitude cut to 1; +-0 and NaN
+    are returned as they are.  Within 6 ulp of erf (3.6e-7 relative: near 1, where its ulp is
+    2^-24; ``tests/test_numba_elementwise.py``)."""
+    x = np.float32(x)
+    c = np.float32(4.0) if x > np.float32(4.0) else x
+    c = np.float32(-4.0) if c < np.float32(-4.0) else c   # (a NaN stays NaN: the result's)
+    z = c * c
+    p = np.float32(_ERF_P[6])
+    p = p * z + np.float32(_ERF_P[5])
+    p = p * z + np.float32(_ERF_P[4])
+    p = p * z + np.float32(_ERF_P[3])
+    p = p * z + np.float32(_ERF_P[2])
+    p = p * z + np.float32(_ERF_P[1])
+    p = p * z + np.float32(_ERF_P[0])
+    q = np.float32(_ERF_Q[5])
+    q = q * z + np.float32(_ERF_Q[4])
+    q = q * z + np.float32(_ERF_Q[3])
+    q = q * z + np.float32(_ERF_Q[2])
+    q = q * z + np.float32(_ERF_Q[1])
+    q = q * z + np.float32(_ERF_Q[0])
+    y = c * p / q
+    y = np.float32(1.0) if y > np.float32(1.0) else y
+    return np.float32(-1.0) if y < np.float32(-1.0) else y
+
+
+#: expm1_f32's polynomial (fitted as ``_ERF_SMALL``): (e^x - 1 - x - x^2/2) / x^3 on [-0.5, 0.5]
+_EXPM1 = (0.16666666, 0.041666184, 0.008333431, 0.0013966463, 0.00019867036)
+
+
+@njit(**_poly_opts)
+def expm1_f32(x):
+    """e^x - 1 for f32 in selects (Numba's ``np.expm1`` of an f32 is a library call an
+    element, ~12x XLA's time): |x| < 0.5: x + x^2 (1/2 + x Q(x)); else ``exp_f32``(x) - 1
+    (overflow to Inf, -1 below); +-0 and NaN are returned as they are.  Within 3 ulp of
+    e^x - 1 (``tests/test_numba_elementwise.py``)."""
+    x = np.float32(x)
+    q = np.float32(_EXPM1[4])
+    q = q * x + np.float32(_EXPM1[3])
+    q = q * x + np.float32(_EXPM1[2])
+    q = q * x + np.float32(_EXPM1[1])
+    q = q * x + np.float32(_EXPM1[0])
+    small = x + x * x * (np.float32(0.5) + x * q)
+    large = exp_f32(x) - np.float32(1.0)
+    y = small if abs(x) < np.float32(0.5) else large
+    return x if (x == 0) | (x != x) else y
+
+
 @njit(**_poly_opts)
 def logistic_f32(x):
     """1 / (1 + e^-x) for f32, as e / (1 + e) with e = e^-|x| <= 1 for x < 0 (no overflow:
