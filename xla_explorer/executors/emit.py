@@ -603,15 +603,15 @@ def _float_fn(f32_fn, f64_fn, complex_fn=None):
 
 
 for _op, _fns in {
-        "exponential": ("exp_f32", "np.exp", "cexp"),
-        "exponential-minus-one": ("expm1_f32", "np.expm1", "cexpm1"),
+        "exponential": ("exp_f32", "exp_f64", "cexp"),
+        "exponential-minus-one": ("expm1_f32", "expm1_f64", "cexpm1"),
         "log": ("log_f32", "np.log", "clog"),
         "log-plus-one": ("log1p_f32", "np.log1p", "clog1p"),
         "sqrt": ("np.sqrt", "np.sqrt", "csqrt"),
         "sine": ("np.sin", "np.sin", "csin"),
         "cosine": ("np.cos", "np.cos", "ccos"),
         "tan": ("np.tan", "np.tan"),
-        "tanh": ("tanh_f32", "np.tanh"),
+        "tanh": ("tanh_f32", "tanh_f64"),
         "logistic": ("logistic_f32", "logistic_f64", "clogistic"),
         "erf": ("erf_f32", "math.erf"),
         "floor": ("np.floor", "np.floor"),

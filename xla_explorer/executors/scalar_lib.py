@@ -849,9 +849,95 @@ def log1p_f32(x):
     return x + x if ((x != x) | (x == np.float32(np.inf))) else y
 
 
+# -- f64 transcendentals without branches --------------------------------------------------------
+# As the f32 ones: Numba's np.exp / np.expm1 / np.tanh of an f64 are a library call an element
+# (4M elements: 4.6 / 12 / 18 ms, XLA's 1.1 / 2.3 / 1.1); these vectorise.
+
+#: ln 2 in two parts, the first with 32 trailing zero bits (k * _LN2_HI is exact for every k
+#: of the range), and exp_f64's polynomial P of e^r = 1 + r + r^2 P(r) on |r| <= ln2/2
+#: (fitted here: relative least squares on Chebyshev nodes, mpmath's exp as the truth)
+_LN2_HI, _LN2_LO = 0.6931467056274414, 4.7493250390316726e-07
+_EXP64 = (0.5000000000000001, 0.1666666666666664, 0.041666666666624386, 0.008333333333360084,
+          0.0013888888917104204, 0.00019841269772982644, 2.4801521445661873e-05, 2.7557368517088595e-06,
+          2.7620024539571695e-07, 2.5063341564076658e-08)
+
+
+@njit(inline="always", **_poly_opts)
+def _exp_core_f64(xc):
+    """e^xc for an f64 xc already clamped into [-746, 710]: x = k ln2 + r, |r| <= ln2/2,
+    e^r = 1 + r + r^2 P(r), times 2^k in two factors (2^k may be denormal or above the
+    largest f64) whose bits are built from k in f64 arithmetic."""
+    t = xc * 1.4426950408889634 + 6755399441055744.0   # (1.5 * 2^52: rounds to an integer)
+    kf = t - 6755399441055744.0
+    r = xc - kf * _LN2_HI
+    r = r - kf * _LN2_LO
+    p = _EXP64[9] * r + _EXP64[8]
+    p = p * r + _EXP64[7]
+    p = p * r + _EXP64[6]
+    p = p * r + _EXP64[5]
+    p = p * r + _EXP64[4]
+    p = p * r + _EXP64[3]
+    p = p * r + _EXP64[2]
+    p = p * r + _EXP64[1]
+    p = p * r + _EXP64[0]
+    p = 1.0 + r + (r * r) * p
+    k1 = np.floor(kf * 0.5)
+    s1 = np.int64(k1 * 4503599627370496.0 + 4607182418800017408.0).view(np.float64)
+    s2 = np.int64((kf - k1) * 4503599627370496.0 + 4607182418800017408.0).view(np.float64)
+    return (p * s1) * s2
+
+
+@njit(**_poly_opts)
+def exp_f64(x):
+    """e^x for f64 (``_exp_core_f64``): within 1 ulp; +Inf above 709.78, 0 below -745.13."""
+    xc = x if x < 710.0 else 710.0
+    xc = xc if xc > -746.0 else -746.0
+    y = _exp_core_f64(xc)
+    return y if x == x else x
+
+
+#: expm1_f64's polynomial (fitted as ``_EXP64``): (e^x - 1 - x - x^2/2) / x^3 on [-0.5, 0.5]
+_EXPM1_64 = (0.16666666666666666, 0.04166666666666679, 0.008333333333333222, 0.0013888888888792872,
+             0.00019841269841585144, 2.4801587517052012e-05, 2.755731894245117e-06, 2.7557121995360896e-07,
+             2.5052171394646236e-08, 2.0955691088282387e-09, 1.6080528187867588e-10)
+
+
+@njit(inline="always", **_poly_opts)   # (else too large for LLVM to inline into a loop: a call an element)
+def expm1_f64(x):
+    """e^x - 1 for f64: |x| < 0.5: x + x^2 (1/2 + x Q(x)); else ``exp_f64``(x) - 1; +-0 and
+    NaN are returned as they are.  Within 3 ulp."""
+    q = _EXPM1_64[10] * x + _EXPM1_64[9]
+    q = q * x + _EXPM1_64[8]
+    q = q * x + _EXPM1_64[7]
+    q = q * x + _EXPM1_64[6]
+    q = q * x + _EXPM1_64[5]
+    q = q * x + _EXPM1_64[4]
+    q = q * x + _EXPM1_64[3]
+    q = q * x + _EXPM1_64[2]
+    q = q * x + _EXPM1_64[1]
+    q = q * x + _EXPM1_64[0]
+    small = x + x * x * (0.5 + x * q)
+    xc = x if x < 710.0 else 710.0
+    xc = xc if xc > -746.0 else -746.0
+    large = _exp_core_f64(xc) - 1.0
+    y = small if abs(x) < 0.5 else large
+    return x if (x == 0) | (x != x) else y
+
+
+@njit(inline="always", **_poly_opts)   # (else too large for LLVM to inline into a loop: a call an element)
+def tanh_f64(x):
+    """tanh for f64 as -u / (u + 2) with u = e^(-2|x|) - 1 (``expm1_f64``: no cancellation
+    near 0), x's sign put back on; +-0 and NaN are returned as they are.  Within 4 ulp."""
+    a = abs(x)
+    u = expm1_f64(-(a + a))
+    y = -u / (u + 2.0)
+    y = -y if x < 0 else y
+    return x if (x == 0) | (x != x) else y
+
+
 @njit(**_opts)
 def logistic_f64(x):
-    return 1.0 / (1.0 + np.exp(-x))
+    return 1.0 / (1.0 + exp_f64(-x))
 
 
 # -- complex (in complex128; the loop's cast narrows c64 results) ------------------------------
