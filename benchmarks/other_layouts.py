@@ -208,6 +208,13 @@ def workloads(rng):
             lambda x: lax.cond(x.sum() > 0, lambda y: y * 2.0, lambda y: y - 1.0, x), [f32(1 << 20)]),
         "vmap'd dot of 4096 vectors of 64": (
             jax.vmap(lambda a, b: jnp.dot(a, b)), [f32(4096, 64), f32(4096, 64)]),
+        # added 7 Dec 2026: transcendental ops JAX emits as one HLO instruction
+        # (jax.scipy.special.erf, jnp.expm1; jnp.sinh is expm1 and exp), and a max-reduce
+        # over short rows (softmax's first pass)
+        "erf [4M]": (jax.scipy.special.erf, [f32(1 << 22)]),
+        "expm1 [4M]": (jnp.expm1, [f32(1 << 22)]),
+        "sinh [4M]": (jnp.sinh, [f32(1 << 22)]),
+        "row maxima of [4096,256]": (lambda x: x.max(axis=1), [f32(4096, 256)]),
     }
 
 

@@ -663,3 +663,27 @@ def test_order_free_reduces_fold_the_earlier_reduced_dimension_first(t, name):
             assert not moved
         if shape == (64, 32, 128) and name != "add":
             assert moved
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_pred_argmax_of_jnp_select_is_recognised(axis, monkeypatch):
+    """jnp.select folds its stacked conditions (pred) by JAX's argmax region: recognised
+    (pred values as the bytes 0 and 1), the first true condition's index, 0 where none is
+    true; the columns' fold (axis 0: jnp.select's) and the rows'; the reference's values,
+    and the kernel's path taken (no region tree)."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((5, 3000)).astype(np.float32) * 2
+    x[:, :4] = [[3.0], [-3.0], [0.0], [np.nan], [0.5]] if axis == 0 else x[:, :4]
+    stacked = lambda v: jnp.stack([v > 1, v < -1, v != v, v > 0.25]) if axis == 0 else v > 0.75  # noqa: E731
+    comp = xe.from_jax(lambda v: jnp.argmax(stacked(v), axis=axis), x[0] if axis == 0 else x)
+    arg = x[0] if axis == 0 else x
+    seen = []
+    real = kred._argminmax
+    monkeypatch.setattr(kred, "_argminmax", lambda *a, **k: seen.append(1) or real(*a, **k))
+    got = comp.run(arg, backend="numba")
+    np.testing.assert_array_equal(got, comp.run(arg))
+    assert seen
+    sel = xe.from_jax(lambda v: jnp.select([v > 1, v < -1], [v, -v], 0.0), x[0])
+    np.testing.assert_array_equal(sel.run(x[0], backend="numba"), sel.run(x[0]))

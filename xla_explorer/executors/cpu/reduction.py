@@ -2905,15 +2905,15 @@ def _match_argminmax(comp):
     vt, it = av.shape.element_type, ai.shape.element_type
     if bv.shape.element_type != vt or bi.shape.element_type != it:
         return None
-    if it not in dtypes.INTEGRAL or not (vt in dtypes.INTEGRAL or vt in ("f16", "bf16", "f32", "f64")):
-        return None
+    if it not in dtypes.INTEGRAL or not (vt in dtypes.INTEGRAL or vt in ("pred", "f16", "bf16", "f32", "f64")):
+        return None   # (pred: jnp.select's argmax over its stacked conditions)
     sv, si = root.operands
     if sv.opcode != "select" or si.opcode != "select":
         return None
     if sv.operands[1:] != [av, bv] or si.operands[1:] != [ai, bi]:
         return None
     p, q = sv.operands[0], si.operands[0]
-    floats = vt not in dtypes.INTEGRAL
+    floats = vt not in dtypes.INTEGRAL and vt != "pred"
     # p: compare(a_v, b_v, GT | LT), or (floats) that or'ed with compare(a_v, a_v, NE)
     nan_check = False
     strict = _compare_of(p, av, bv)
@@ -2934,11 +2934,12 @@ def _match_argminmax(comp):
 
 @njit(inline="always", **_opts)
 def _arg_pick(av, ai, bv, bi, is_max, nan_check):
-    """The recognised region itself: (value, index) of a combined with b."""
+    """The recognised region itself: (value, index) of a combined with b (bitwise ``|`` and
+    ``&``, not Python's ``or`` and ``and``: no branch an element)."""
     p = (av > bv) if is_max else (av < bv)
     if nan_check:
-        p = p or av != av
-    q = p or (av == bv and ai < bi)
+        p = p | (av != av)
+    q = p | ((av == bv) & (ai < bi))
     return (av if p else bv), (ai if q else bi)
 
 
@@ -3053,40 +3054,72 @@ def _argminmax_cols(lo, hi, x, idx, R, B, nblk, shared, is_max, nan_check, tiny,
     """Tasks [lo, hi) of x[A, R, B] folded over R: task t is a block of up to 256 columns
     of row t // nblk, folded left to right by the region as vectors (its own order of
     combination is one the tree is equal to: see above).  ``shared``: idx is idx[R], the
-    index of every column's element r (JAX's iota along R)."""
+    index of every column's element r (JAX's iota along R).  The running pairs are kept in
+    scratch rows of the task's own (not in slices of the results, which LLVM cannot tell
+    apart from x: it kept the loop scalar), the region's picks written out, and the rows
+    checked for denormals (``tiny`` > 0) in loops of their own: 2-6x faster (f32[3, 2M]:
+    3.6 -> 1.7 ms; jnp.select's pred argmax: 7.3 -> 0.6 ms)."""
     W = 256
+    check = tiny > 0
+    vs = np.empty(W, x.dtype)
+    ix = np.empty(W, idx.dtype)
     for t in range(lo, hi):
         a = t // nblk
         b0 = (t - a * nblk) * W
         w = min(W, B - b0)
         base = a * R * B + b0
-        vs = vout[a * B + b0:a * B + b0 + w]
-        ix = iout[a * B + b0:a * B + b0 + w]
         den = False
         row = x[base:base + w]
-        for j in range(w):
-            vs[j] = row[j]
-            ix[j] = idx[0] if shared else idx[base + j]
-            den |= _is_denormal(row[j], tiny)
+        if shared:
+            i0 = idx[0]
+            for j in range(w):
+                vs[j] = row[j]
+                ix[j] = i0
+        else:
+            irow = idx[base:base + w]
+            for j in range(w):
+                vs[j] = row[j]
+                ix[j] = irow[j]
+        if check:
+            for j in range(w):
+                den |= _is_denormal(row[j], tiny)
         for r in range(1, R):
             row = x[base + r * B:base + r * B + w]
             if shared:
                 ci = idx[r]
                 for j in range(w):
                     bv = row[j]
-                    vs[j], ix[j] = _arg_pick(vs[j], ix[j], bv, ci, is_max, nan_check)
-                    den |= _is_denormal(bv, tiny)
-                continue
-            irow = idx[base + r * B:base + r * B + w]
-            for j in range(w):
-                bv = row[j]
-                vs[j], ix[j] = _arg_pick(vs[j], ix[j], bv, irow[j], is_max, nan_check)
-                den |= _is_denormal(bv, tiny)
+                    av = vs[j]
+                    ai = ix[j]
+                    p = (av > bv) if is_max else (av < bv)
+                    if nan_check:
+                        p = p | (av != av)
+                    q = p | ((av == bv) & (ai < ci))
+                    vs[j] = av if p else bv
+                    ix[j] = ai if q else ci
+            else:
+                irow = idx[base + r * B:base + r * B + w]
+                for j in range(w):
+                    bv = row[j]
+                    bi = irow[j]
+                    av = vs[j]
+                    ai = ix[j]
+                    p = (av > bv) if is_max else (av < bv)
+                    if nan_check:
+                        p = p | (av != av)
+                    q = p | ((av == bv) & (ai < bi))
+                    vs[j] = av if p else bv
+                    ix[j] = ai if q else bi
+            if check:
+                for j in range(w):
+                    den |= _is_denormal(row[j], tiny)
         if den:
             bad[t] = True
             continue
+        vo = vout[a * B + b0:a * B + b0 + w]
+        io = iout[a * B + b0:a * B + b0 + w]
         for j in range(w):
-            vs[j], ix[j] = _arg_pick(initv, initi, vs[j], ix[j], is_max, nan_check)
+            vo[j], io[j] = _arg_pick(initv, initi, vs[j], ix[j], is_max, nan_check)
 
 
 def _shared_line(ix, reduced):
@@ -3107,12 +3140,15 @@ def _argminmax(plan, types, operands, inits, A, R, B, reduced=()):
     read as one line of R)."""
     is_max, nan_check = plan
     x = _to_carrier(operands[0], types[0]).reshape(-1)
+    pred = x.dtype == np.bool_   # (folded as the bytes 0 and 1: False < True)
+    if pred:
+        x = np.ascontiguousarray(x).view(np.uint8)
     line = _shared_line(operands[1], reduced) if reduced else None
     shared = line is not None
     idx = _to_carrier(line if shared else operands[1], types[1]).reshape(-1)
     initv = x.dtype.type(_to_carrier(inits[0], types[0])[()])
     initi = idx.dtype.type(_to_carrier(inits[1], types[1])[()])
-    flushing = types[0] not in dtypes.INTEGRAL and fpenv.flushing(types[0])
+    flushing = types[0] not in dtypes.INTEGRAL and not pred and fpenv.flushing(types[0])
     tiny = x.dtype.type(fpenv.TINY[types[0]] if flushing else 0)
     vout = np.empty(A * B, x.dtype)
     iout = np.empty(A * B, idx.dtype)
@@ -3128,7 +3164,7 @@ def _argminmax(plan, types, operands, inits, A, R, B, reduced=()):
                    nan_check, tiny, initv, initi, vout, iout, bad)
     if bad.any():
         return None
-    return [vout, iout]
+    return [vout.view(np.bool_) if pred else vout, iout]
 
 
 # ---------------------------------------------------------------------------------------
