@@ -348,7 +348,7 @@ def _neg(inst, a):
 def _abs(inst, a):
     t = _ot(inst)
     if _is_complex(t):
-        return f"cabs({_wide(t, a)})"
+        return f"{'cabs_c64' if t == 'c64' else 'cabs'}({_wide(t, a)})"
     if _is_int(t):
         return f"abs(np.int64({a}))"
     return Exact(f"abs({a})")
