@@ -418,7 +418,8 @@ def test_kernels_are_registered_with_notes():
     for name in ("add", "maximum"):
         check(lambda p, q, v: xe.Scatter(p, q, v, _region(name), **dims), x, i, u)
     # (one per floating-point environment: in XLA:CPU's default the combiners flush denormals)
-    mode = () if xe.get_float_env().denormals == "ieee" else ("flush",)
+    # (and, flushing, whether its adds run in the DAZ mode: ``cpu.indexing._DAZ_ADD``)
+    mode = () if xe.get_float_env().denormals == "ieee" else ("flush", cpu_indexing._daz_add("f32"))
     kernels = cpu_indexing._generated[("standard", "f32") + mode]
     assert kernels is not None and len([k for k in cpu_indexing._generated if k[1] == "f32"]) == 1
 
