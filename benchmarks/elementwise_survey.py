@@ -11,15 +11,13 @@ Interleaved medians (``run.interleaved``), compile excluded; results checked aga
 (``run._same``).  Timings are not tests.
 """
 import os
-import statistics
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import _same, interleaved  # noqa: E402  (puts the repository first on sys.path)
+from run import against_jax  # noqa: E402  (puts the repository first on sys.path)
 
-import xla_explorer as xe  # noqa: E402
 
 N = 1 << 21
 
@@ -70,24 +68,15 @@ def main(argv=None):
     import jax
     if f64:
         jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
     rows = []
     for name, (f, args) in cases(f64).items():
         if only and not any(o in name for o in only):
             continue
         try:
-            comp = xe.from_jax(f, *args)
-            jf = jax.jit(f)
-            jargs = [jnp.asarray(a) for a in args]
-            want = np.asarray(jf(*jargs))
-            got = comp.run(*args, backend="numba")
-            tn, tj = interleaved(lambda: comp.run(*args, backend="numba"),
-                                 lambda: jf(*jargs).block_until_ready(), budget=1.0)
+            n, j, agrees = against_jax(f, args, budget=1.0)
         except Exception as e:  # noqa: BLE001 - a failing op is reported, the others run
             print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
-        n, j = statistics.median(tn), statistics.median(tj)
-        agrees = _same(got, want)
         rows.append((name, n, j, agrees))
         print(f"{name:30s} numba {n * 1e3:8.3f} ms  jax {j * 1e3:8.3f} ms  numba/jax {n / j:6.2f}"
               + ("" if agrees else "  DIFFERS FROM JAX"), flush=True)

@@ -14,15 +14,13 @@ line select workloads by substring.  Results are checked against JAX's (``run._s
 Timings are not tests.
 """
 import os
-import statistics
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import _same, interleaved  # noqa: E402  (puts the repository first on sys.path)
+from run import against_jax  # noqa: E402  (puts the repository first on sys.path)
 
-import xla_explorer as xe  # noqa: E402
 
 
 def workloads(rng):
@@ -219,27 +217,17 @@ def workloads(rng):
 
 
 def main(argv=None):
-    import jax
-    import jax.numpy as jnp
     only = (argv if argv is not None else sys.argv[1:])
     rows = []
     for name, (f, args) in workloads(np.random.default_rng(0)).items():
         if only and not any(o in name for o in only):
             continue
         try:
-            comp = xe.from_jax(f, *args)
-            jf = jax.jit(f)
-            jargs = [jnp.asarray(a) for a in args]
-            want = np.asarray(jf(*jargs))
-            got = comp.run(*args, backend="numba")
-            tn, tj = interleaved(lambda: comp.run(*args, backend="numba"),
-                                 lambda: jf(*jargs).block_until_ready(), budget=1.5)
+            n, j, agrees = against_jax(f, args, budget=1.5)
         except Exception as e:  # noqa: BLE001 - a failing workload is reported, the others run
             print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
-        n, j = statistics.median(tn), statistics.median(tj)
         load = os.getloadavg()[0]
-        agrees = _same(got, want)
         rows.append((name, n, j, load, agrees))
         print(f"{name:60s} numba {n * 1e3:8.3f} ms  jax {j * 1e3:8.3f} ms  numba/jax {n / j:5.2f}  load {load:.1f}"
               + ("" if agrees else "  DIFFERS FROM JAX"), flush=True)

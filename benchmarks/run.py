@@ -66,6 +66,22 @@ def interleaved(fa, fb, budget=2.0, min_reps=5, max_reps=60):
     return ta, tb
 
 
+def against_jax(f, args, budget=1.5):
+    """(numba's median, JAX's median, whether their results agree) of ``f`` on ``args``:
+    the HLO JAX lowers it to run by ``backend="numba"``, interleaved with ``jax.jit`` of it
+    (compile excluded: each is run once first)."""
+    import jax
+    import jax.numpy as jnp
+    comp = xe.from_jax(f, *args)
+    jf = jax.jit(f)
+    jargs = [jnp.asarray(a) for a in args]
+    want = np.asarray(jf(*jargs))
+    got = comp.run(*args, backend="numba")
+    tn, tj = interleaved(lambda: comp.run(*args, backend="numba"), lambda: jf(*jargs).block_until_ready(),
+                         budget=budget)
+    return statistics.median(tn), statistics.median(tj), _same(got, want)
+
+
 def machine():
     info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()}
     try:

@@ -815,6 +815,17 @@ def test_flushed_exp_loop_with_ftz_pos32(t, serial_loops, monkeypatch):
     np.testing.assert_allclose(g.astype(np.float64), want.astype(np.float64), rtol=2e-2 if t == "bf16" else 1e-6)
 
 
+def _each(f):
+    """A compiled loop applying the scalar function ``f`` to every element of x into out."""
+    import numba
+
+    @numba.njit(error_model="numpy")
+    def run(x, out):
+        for i in range(x.size):
+            out[i] = f(x[i])
+    return run
+
+
 def test_f32_erf_and_expm1_are_within_their_ulps():
     """``scalar_lib.erf_f32`` (a rational function, 6 ulp) and ``expm1_f32`` (a polynomial
     below 0.5, e^x - 1 above: 3 ulp) against the f64 functions rounded, over random bit
@@ -822,15 +833,7 @@ def test_f32_erf_and_expm1_are_within_their_ulps():
     (+-0 and NaN kept, +-Inf, the overflow of e^x - 1, denormals)."""
     import math
 
-    import numba
     from xla_explorer.executors import scalar_lib
-
-    def each(f):
-        @numba.njit(error_model="numpy")
-        def run(x, out):
-            for i in range(x.size):
-                out[i] = f(x[i])
-        return run
 
     rng = np.random.default_rng(21)
     x = np.concatenate([rng.integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),
@@ -841,7 +844,7 @@ def test_f32_erf_and_expm1_are_within_their_ulps():
     for name, f, want_of, most in (("erf", scalar_lib.erf_f32, np.vectorize(math.erf), 6),
                                    ("expm1", scalar_lib.expm1_f32, np.expm1, 3)):
         got = np.empty_like(x)
-        each(f)(x, got)
+        _each(f)(x, got)
         with np.errstate(all="ignore"):
             want = want_of(x.astype(np.float64)).astype(np.float32)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
@@ -861,15 +864,7 @@ def test_f64_exp_expm1_tanh_are_within_their_ulps():
     specials (+-0 kept, +-Inf, NaN)."""
     import math
 
-    import numba
     from xla_explorer.executors import scalar_lib
-
-    def each(f):
-        @numba.njit(error_model="numpy")
-        def run(x, out):
-            for i in range(x.size):
-                out[i] = f(x[i])
-        return run
 
     rng = np.random.default_rng(22)
     x = np.concatenate([rng.integers(0, 2 ** 64, 100_000, dtype=np.uint64).view(np.float64),
@@ -889,7 +884,7 @@ def test_f64_exp_expm1_tanh_are_within_their_ulps():
                                  ("expm1", scalar_lib.expm1_f64, exact(math.expm1), 4),
                                  ("tanh", scalar_lib.tanh_f64, exact(math.tanh), 5)):
         got = np.empty_like(x)
-        each(f)(x, got)
+        _each(f)(x, got)
         with np.errstate(all="ignore"):
             want = truth(x)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
