@@ -939,7 +939,6 @@ def merge_duplicates(computation):
         base, origin, merged = computation, {}, {}
     seen, remap, memo, out = {}, {}, {}, []
     root = computation.root
-    params = set(computation.parameters)
     # the values the computation returns (the root, the tuples' elements under it): two of
     # them are never made one array (a caller may write one; a loop updates one in place)
     outputs, stack = set(), [root]
@@ -954,7 +953,7 @@ def merge_duplicates(computation):
     for inst in insts:
         operands = [remap.get(o, o) for o in inst.operands]
         key = None
-        if inst.opcode not in _NOT_MERGED and inst is not root and inst not in params:
+        if inst.opcode not in _NOT_MERGED and inst is not root:   # (parameters are in _NOT_MERGED)
             try:
                 key = (inst.opcode, _shape_key(inst.shape), tuple(id(o) for o in operands), _attrs_key(inst, memo))
             except _Unmergeable:
