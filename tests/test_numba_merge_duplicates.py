@@ -186,7 +186,7 @@ ENTRY main {
     assert comp.fusion_plan().steps[-1].inst.name == "b"
 
 
-def test_layouts_tell_bitcasts_apart():
+def test_layouts_tell_transposes_apart():
     text = """
 HloModule lay
 ENTRY main {

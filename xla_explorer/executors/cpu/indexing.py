@@ -1073,7 +1073,7 @@ def _daz_add(t):
     return DAZ_ADD and _X86 and t in ("f32", "f64") and fpenv.flushing(t)
 
 
-def _flushed_rerun(out, t):
+def _flushed_rerun(out):
     """Whether the result ``out`` of a ``_DAZ_ADD`` kernel holds a denormal (then the
     scatter runs again with the flushing code: see above)."""
     from .elementwise import _any_denormal, _word_masks
@@ -1402,7 +1402,7 @@ def scatter(*values, shape, update_computation, update_window_dims, inserted_win
         rest = (plan.K, plan.inner, plan.imap, plan.bmap, plan.W, plan.umap, plan.wl, plan.span, plan.nsc)
         idx = _indices(scatter_indices)
         run(nthreads, total, _DAZ_ADD if daz else code, *outs, idx, *upds, *rest)
-        if daz and _flushed_rerun(outs[0], types[0]):
+        if daz and _flushed_rerun(outs[0]):
             outs = [_carried_copy(x, carrier_dtype(t)) for x, t in zip(inputs, types)]
             run(nthreads, total, code, *outs, idx, *upds, *rest)
     except NumbaError:
@@ -1482,7 +1482,7 @@ def _scatter_prepare(operand_shapes, *, shape, update_computation, update_window
         kernel = par if wide and nthreads > 1 and total >= 2 * nthreads else ser
         idx = indices.reshape(-1)
         kernel(nthreads, total, fast_code, out, idx, u, *args)
-        if daz and _flushed_rerun(out, t):   # (see ``_DAZ_ADD``)
+        if daz and _flushed_rerun(out):   # (see ``_DAZ_ADD``)
             again = out.view(x.dtype)
             if big:
                 strided_copy(again, 0, (1,), x, 0, (1,), (total,))
