@@ -571,6 +571,29 @@ def _convert(inst, a):
     return a
 
 
+#: the types a loop bitcasts between (``bitcast-convert`` of one width): those whose carrier
+#: holds the type's bits as they are (f16, bf16 and f8 are carried as f32 values, not bits)
+_BITCAST_GROUPS = ({"f32", "s32", "u32"}, {"f64", "s64", "u64"}, {"s16", "u16"}, {"s8", "u8"})
+
+
+@emitter("bitcast-convert")
+def _bitcast(inst, a):
+    """The same bits read as the other type: a view of the scalar (no instruction)."""
+    src, dst = _ot(inst), _t(inst)
+    if src == dst:
+        return Exact(a)
+    return f"{_CARRIER[src]}({a}).view({_CARRIER[dst]})"
+
+
+def _bitcast_accepts(inst):
+    src, dst = _ot(inst), _t(inst)
+    return inst.shape.dims == inst.operands[0].shape.dims and any(
+        src in g and dst in g for g in _BITCAST_GROUPS)
+
+
+_bitcast.accepts = _bitcast_accepts
+
+
 @emitter("reduce-precision")
 def _reduce_precision(inst, a):
     t = _t(inst)

@@ -61,7 +61,7 @@ MAX_FUSED_LOOPS = 16
 #: the most work (``loop_cost``) of the distinct fused loops of one module together: what
 #: 16 loops of 32 instructions, the budget before work was counted, could hold
 MAX_FUSED_WORK = 16 * 32
-_NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "bitcast-convert", "rng", "after-all"}
+_NOT_FUSED = {"parameter", "tuple", "get-tuple-element", "rng", "after-all"}
 #: (a switch for A/B measurements) calls of small computations planned inlined
 INLINE_CALLS = True
 #: (a switch for A/B measurements) cheap element-wise ops read by several fused loops
@@ -78,6 +78,11 @@ _EFFECTS = ({"custom-call", "infeed", "outfeed", "send", "recv", "send-done", "r
             | set(registry.CATEGORIES["rng"]) | set(registry.CATEGORIES["collective"]))
 
 
+#: (an A/B switch) a bitcast-convert between types of one width carried as bits is a loop's
+#: member (``emit``'s view of the scalar), not a step of its own between two loops
+BITCASTS = True
+
+
 def fusible(inst):
     if inst.opcode in _NOT_FUSED or not inst.shape.is_array:
         return False
@@ -90,6 +95,8 @@ def fusible(inst):
         return inst.shape.rank == 0
     if inst.opcode in _INDEX_OPS:
         return True
+    if inst.opcode == "bitcast-convert":   # (one width, types carried as bits: a view)
+        return BITCASTS and can_emit(inst)
     if inst.opcode not in registry.CATEGORIES["elementwise"]:
         return False
     return all(o.shape.is_array for o in inst.operands) and can_emit(inst)
@@ -459,7 +466,7 @@ def plan_module(module, fuse=True):
     module's compile time is bounded, however many computations it has.  Remembered on
     the module until its entry changes."""
     key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS, INLINE_CALLS, MAX_INLINED,
-           FOLD_RESHAPES, DUPLICATE_CHEAP, MERGE_DUPLICATES)
+           FOLD_RESHAPES, DUPLICATE_CHEAP, MERGE_DUPLICATES, BITCASTS)
     if module.__dict__.get("_fusion_planned") == key:
         return
     kinds = {}

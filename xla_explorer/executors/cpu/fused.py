@@ -61,6 +61,7 @@ import cmath
 import numpy as np
 from numba import njit, prange
 from xla_explorer.executors.scalar_lib import *
+from xla_explorer.executors.cpu.bits import shift_left, shift_right_logical, shift_right_arithmetic
 from xla_explorer.executors.cpu.half import f16_bits_to_f32, f32_to_f16_bits
 """
 #: what a loop with a fast pass (``RowLoopSource.fast_pass``) adds to ``_HEADER``
