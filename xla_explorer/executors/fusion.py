@@ -466,7 +466,7 @@ def plan_module(module, fuse=True):
     module's compile time is bounded, however many computations it has.  Remembered on
     the module until its entry changes."""
     key = (module.entry, len(module.entry.instructions), fuse, MAX_FUSED_LOOPS, INLINE_CALLS, MAX_INLINED,
-           FOLD_RESHAPES, DUPLICATE_CHEAP, MERGE_DUPLICATES, BITCASTS)
+           FOLD_RESHAPES, DUPLICATE_CHEAP, MERGE_DUPLICATES, BITCASTS, UNIT_REDUCES)
     if module.__dict__.get("_fusion_planned") == key:
         return
     kinds = {}
@@ -489,6 +489,8 @@ def fusion_plan(computation, fuse=True, kinds=None):
         computation = inline_calls(computation)
     if fuse and FOLD_RESHAPES:
         computation = fold_reshapes(computation)
+    if fuse and UNIT_REDUCES:
+        computation = unit_reduces(computation)
     if fuse and MERGE_DUPLICATES:
         computation = merge_duplicates(computation)
     insts = computation.instructions
@@ -853,6 +855,92 @@ def fold_reshapes(computation):
         out = [i for i in out if id(i) not in gone]
         read = {id(root)} | {id(o) for i in out for o in i.operands}
     return InlinedComputation(base, out, root, origin)
+
+
+#: (a switch for A/B measurements) a reduce over dimensions of size 1 only planned as the
+#: element-wise op it is (``unit_reduces``)
+UNIT_REDUCES = True
+#: the combiners ``unit_reduces`` plans as their op: commutative, so f(init, x) whichever
+#: parameter the region names first
+_UNIT_COMBINERS = {"add", "multiply", "and", "or", "xor", "maximum", "minimum"}
+
+
+def _unit_combiner(reduce):
+    """The opcode of ``reduce``'s region when it is one commutative op of its two parameters
+    on pred or integers (whose op is exact: no rounding, no denormal rule), else None."""
+    comp = reduce.attrs.get("computation")
+    if comp is None or len(comp.parameters) != 2:
+        return None
+    root = comp.root
+    if root.opcode not in _UNIT_COMBINERS or len(root.operands) != 2 or set(root.operands) != set(comp.parameters):
+        return None
+    t = reduce.shape.element_type if reduce.shape.is_array else None
+    if t is None or not (t == "pred" or t[0] in "su" and t[1:].isdigit()):
+        return None
+    if any(p.shape.element_type != t or p.shape.rank for p in comp.parameters) or root.shape.element_type != t:
+        return None
+    return root.opcode
+
+
+def unit_reduces(computation):
+    """``computation`` (or the ``InlinedComputation`` the passes before made of it) with each
+    reduce whose reduced dimensions all have size 1 planned as what it computes, f(init, x)
+    element by element: a reshape of x dropping those dimensions (its elements keep their
+    row-major order), a broadcast of init and the region's op (pred and integer types, one
+    commutative op: ``_unit_combiner``), which a fused loop then computes with its readers.
+    JAX's ``take_along_axis`` checks its indices' bounds so (``reduce_and`` over the index
+    vector's dimension of size 1: a step of its own, and a pass over the positions, before).
+    Planned, not changed, as ``fold_reshapes``' copies are (``origin``: the op computes the
+    reduce's value)."""
+    from ..shapes import Shape
+    if isinstance(computation, InlinedComputation):
+        base, origin = computation.original, dict(computation.origin)
+    else:
+        base, origin = computation, {}
+    new = {}
+    for r in computation.instructions:
+        if r.opcode != "reduce" or len(r.operands) != 2 or not r.shape.is_array or not r.shape.is_static:
+            continue
+        x, init = r.operands
+        if not x.shape.is_array or not x.shape.is_static or init.shape.rank != 0 or r.shape.rank == 0:
+            continue
+        dims = sorted(int(d) for d in r.attrs.get("dimensions", ()))
+        if not dims or any(x.shape.dims[d] != 1 for d in dims):
+            continue
+        op = _unit_combiner(r)
+        if op is None or x.shape.element_type != r.shape.element_type:
+            continue
+        odims = tuple(int(d) for d in r.shape.dims)
+        if tuple(int(n) for k, n in enumerate(x.shape.dims) if k not in dims) != odims:
+            continue
+        t = r.shape.element_type
+        flat = Instruction(f"{r.name}.x", "reshape", Shape(t, odims), [x], {"new_sizes": odims})
+        start = Instruction(f"{r.name}.init", "broadcast", Shape(t, odims), [init],
+                            {"broadcast_dimensions": (), "out_dim_size": odims})
+        value = Instruction(f"{r.name}.op", op, r.shape, [start, flat])
+        new[r] = [flat, start, value]
+    if not new:
+        return computation
+    remap, out = {}, []
+    for inst in computation.instructions:
+        if inst in new:
+            made = new[inst]
+            out += made
+            remap[inst] = made[-1]
+            origin[made[-1]] = origin.get(inst, inst)
+            for m in made[:-1]:
+                origin[m] = None
+            continue
+        operands = [remap.get(o, o) for o in inst.operands]
+        if all(a is b for a, b in zip(operands, inst.operands)):
+            out.append(inst)
+            continue
+        copy = Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.extra)
+        copy.line = inst.line
+        remap[inst] = copy
+        origin[copy] = origin.get(inst, inst)
+        out.append(copy)
+    return InlinedComputation(base, out, remap.get(computation.root, computation.root), origin)
 
 
 #: (a switch for A/B measurements) instructions that compute the same value as an earlier
