@@ -895,3 +895,102 @@ def test_f64_exp_expm1_tanh_are_within_their_ulps():
         if name != "exp":
             zeros = x == 0
             assert np.array_equal(np.signbit(got[zeros]), np.signbit(x[zeros])), name
+
+
+def _each2(f):
+    """A compiled loop applying the scalar function ``f`` of two operands elementwise (a
+    Python lambda is compiled first)."""
+    import numba
+    f = f if hasattr(f, "py_func") else numba.njit(error_model="numpy")(f)
+
+    @numba.njit(error_model="numpy")
+    def run(a, b, out):
+        for i in range(a.size):
+            out[i] = f(a[i], b[i])
+    return run
+
+
+def test_f32_pow_is_the_f64_pow_rounded():
+    """``scalar_lib.pow_f32`` (f64 arithmetic, no library call) against the reference's rule
+    (C's pow of the operands widened to f64, rounded to f32): the same bits over every pair
+    of special values (zeros of both signs, +-1, +-Inf, NaN, integers odd and even, the
+    2^24 edge where every f32 is even, denormals, the extremes, exact powers on an f32
+    rounding midpoint: 88^7, 4097^2, 2^-150), random bit patterns, bases
+    near 1 with large exponents and negative bases with integer exponents; NaNs where the
+    reference's are, the default NaN (sign set) for a negative base and a fraction."""
+    from xla_explorer.executors import scalar_lib
+
+    sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1e-45, -1e-45,
+                   1e-40, 1.1754944e-38, 3.4e38, -3.4e38, 1.0000001, 0.99999994, 2.5, -2.5, 16777216.0, 16777218.0,
+                   -16777217.0, 1e10, -1e10, 7.0, -7.0, 0.1, 88.0, -150.0, 149.0, 4097.0, 33.0, -63.0, 63.0], np.float32)
+    A, B = (v.ravel() for v in np.meshgrid(sp, sp))
+    rng = np.random.default_rng(24)
+    words = lambda n: rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)  # noqa: E731
+    a = np.concatenate([A, words(300_000), 1 + rng.standard_normal(50_000).astype(np.float32) * 1e-4,
+                        rng.standard_normal(50_000).astype(np.float32) * 4])
+    b = np.concatenate([B, words(300_000), rng.standard_normal(50_000).astype(np.float32) * 1e5,
+                        rng.integers(-40, 40, 50_000).astype(np.float32)])
+    with np.errstate(all="ignore"):
+        want = np.power(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    got = np.empty_like(a)
+    _each2(lambda x, y: scalar_lib.pow_f32(x, y, 32, False))(a, b, got)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+    n = len(A)   # the specials' NaNs: the operand's (quieted), or the default NaN
+    np.testing.assert_array_equal(got[:n][nan[:n]].view(np.uint32), want[:n][nan[:n]].view(np.uint32))
+    # pow(1, sNaN) and pow(sNaN, 0): NaN (fpow's rule for f32), a quiet NaN 1 for narrow floats
+    snan = np.array([0x7FA00001], np.uint32).view(np.float32)
+    one, zero = np.float32([1.0]), np.float32([0.0])
+    for x, y in ((one, snan), (snan, zero)):
+        got = np.empty(1, np.float32)
+        _each2(lambda p, q: scalar_lib.pow_f32(p, q, 32, False))(x, y, got)
+        assert np.isnan(got[0])
+        _each2(lambda p, q: scalar_lib.pow_f32(p, q, 0, False))(x, y, got)
+        assert got[0] == 1
+
+
+def test_f32_pow_reads_a_denormal_base_as_xla_does_under_daz():
+    """In ``"flush"`` mode a denormal base reads as 2^-150 in magnitude (XLA:CPU's pow under
+    DAZ): ``pow_f32(..., daz=True)`` gives ``fpow_of_denormal``'s values rounded, and the
+    normal bases' values as without it."""
+    from xla_explorer.executors import scalar_lib
+
+    rng = np.random.default_rng(25)
+    d = (rng.integers(1, 2 ** 23, 2000).astype(np.uint32) | (rng.integers(0, 2, 2000).astype(np.uint32) << 31))
+    a = np.concatenate([d.view(np.float32), rng.standard_normal(2000).astype(np.float32)])
+    b = np.concatenate([rng.standard_normal(2000).astype(np.float32) * 0.01, rng.integers(-3, 4, 2000).astype(np.float32)])
+    b[:20] = [0, 1, -1, 2, 3, np.nan, np.inf, -np.inf, 0.5, -0.5] * 2
+    got = np.empty_like(a)
+    _each2(lambda x, y: scalar_lib.pow_f32(x, y, 32, True))(a, b, got)
+    with np.errstate(all="ignore"):
+        xw, yw = a.astype(np.float64), b.astype(np.float64)
+        den = (xw != 0) & (np.abs(xw) < 2.0 ** -126)
+        sign = np.power(np.copysign(1.0, xw), yw)
+        want = np.where(den, sign * np.exp2(-150 * yw), np.power(xw, yw)).astype(np.float32)
+        want = np.where(b == 0, np.float32(1), want)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize("denormals", ["flush", "ieee"])
+@pytest.mark.parametrize("t", ["float32", "bfloat16"])
+def test_pow_loops_match_the_reference(denormals, t):
+    """Fused loops of ``x ** y`` (f32, and bf16 computed in f32) against the reference, bit
+    for bit, in both floating-point modes, denormal bases included."""
+    from jax import lax
+    import ml_dtypes  # noqa: F401  (bf16 for NumPy)
+
+    rng = np.random.default_rng(26)
+    x = np.concatenate([np.abs(rng.standard_normal(3000)) * 3, -rng.integers(1, 5, 100), [0, -0.0, 1e-40, -1e-40, 2.0 ** -130]])
+    y = np.concatenate([rng.standard_normal(3000) * 3, rng.integers(-4, 5, 100), [0.5, 3, -1, 2, 0.25]])
+    x, y = x.astype(t), y.astype(t)
+    with xe.float_env(denormals=denormals):
+        comp = xe.from_jax(lambda a, b: lax.pow(a * 1, b), x, y)
+        want = np.asarray(comp.run(x, y, backend="numpy"))
+        got = np.asarray(comp.run(x, y, backend="numba"))
+    word = np.uint32 if t == "float32" else np.uint16
+    nan = np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
+    np.testing.assert_array_equal(got[~nan].view(word), want[~nan].view(word))

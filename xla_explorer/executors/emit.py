@@ -392,6 +392,11 @@ def _min(inst, a, b):
 _min.picks_an_operand = True
 
 
+#: (an A/B switch) f32 and narrower pow computed by ``scalar_lib.pow_f32`` (else ``fpow``,
+#: NumPy's power: a library call an element)
+POW_F32 = True
+
+
 @emitter("power")
 def _pow(inst, a, b):
     t = _t(inst)
@@ -407,6 +412,8 @@ def _pow(inst, a, b):
         return f"cpow({a}, {b}, {f}(0.5), {f}(1.0))"
     f = "np.float32" if _f32ish(t) else "np.float64"
     bits = {"f32": 32, "f64": 64}.get(t, 0)  # whose signaling NaNs fpow checks
+    if _f32ish(t) and POW_F32:   # (in f64 without a library call: it vectorises)
+        return f"pow_f32({a}, {b}, {bits}, {bool(fpenv.flushing(t))})"
     if fpenv.flushing(t):   # a denormal base as XLA:CPU's pow reads it
         tiny, e = ("1.1754943508222875e-38", -150) if _f32ish(t) else ("2.2250738585072014e-308", -1075)
         return (f"(fpow_of_denormal({a}, {b}, {f}(1.0), {e}) if {a} != 0 and abs({a}) < {f}({tiny}) "
