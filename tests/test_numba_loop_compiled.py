@@ -181,3 +181,75 @@ def test_pass_through_denormal_state_is_not_flushed():
     b = np.linspace(1, 2, 500, dtype=np.float32)
     f = lambda a, b: lax.fori_loop(0, 4, lambda i, c: (c[1], c[0]), (a, b))  # noqa: E731
     _same(xe.from_jax(f, a, b), a, b)
+
+
+# -- leaves in the processor's DAZ mode ---------------------------------------------------------
+
+def _leaf_source(comp):
+    loops = [i for c in comp.computations for i in c.instructions if i.opcode == "while"]
+    return cl.CompiledLoop(loops[0])._source()[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_daz_leaves_keep_the_flush_rules(dtype, monkeypatch):
+    """A leaf of arithmetic in ``"flush"`` mode runs with MXCSR's DAZ bit set (x86) and its
+    operands read by arithmetic are not flushed first: denormals the loop makes, denormals
+    of the caller's array and of a scalar it reads, results that round to the smallest
+    normal or below it: the reference's bits, as with the switch off (then every operand is
+    flushed in the code)."""
+    tiny = np.finfo(dtype).tiny
+    x = np.concatenate([np.array([tiny * 0.5, -tiny * 0.25, tiny, -tiny * 1.5, 0.0, -0.0, np.inf, np.nan, 1.0]),
+                        np.random.default_rng(4).standard_normal(4000) * tiny * 8]).astype(dtype)
+    s = dtype(tiny * 0.75)   # (a denormal scalar operand)
+
+    def f(x, s):
+        return lax.fori_loop(0, 6, lambda i, c: c * dtype(0.6) + s - c * c * dtype(1e-3) / dtype(1.0001), x)
+
+    def build():
+        import jax
+        with jax.enable_x64(dtype == np.float64):
+            return xe.from_jax(f, x, s)
+    comp = build()
+    src = _leaf_source(comp)
+    if cl._X86:
+        assert "_mxcsr_or(" in src
+    _same(comp, x, s, compiled=True)
+    monkeypatch.setattr(cl, "DAZ", False)
+    assert "_mxcsr_or(" not in _leaf_source(comp)
+    comp = build()
+    _same(comp, x, s, compiled=True)
+
+
+def test_daz_leaves_only_where_every_op_allows_it():
+    """tanh reads a denormal operand as itself (its rule): a leaf with it keeps the flushes
+    and the mode off; in ``"ieee"`` mode nothing is flushed and the mode is never set."""
+    x = np.linspace(-1e-37, 1e-37, 3000, dtype=np.float32)
+    f = lambda x: lax.fori_loop(0, 4, lambda i, c: jnp.tanh(c * 0.5) * 1.5, x)  # noqa: E731
+    comp = xe.from_jax(f, x)
+    assert "_mxcsr_or(" not in _leaf_source(comp)
+    _same(comp, x, compiled=True)
+    with xe.float_env(denormals="ieee"):
+        g = lambda x: lax.fori_loop(0, 4, lambda i, c: c * 0.5 + 1e-39, x)  # noqa: E731
+        comp = xe.from_jax(g, x)
+        assert "_mxcsr_or(" not in _leaf_source(comp)
+        _same(comp, x, compiled=True)
+
+
+@pytest.mark.parametrize("chunk", [1, 3000, 1 << 24])
+def test_calls_cut_by_the_chunk_size_give_the_same_bits(chunk, monkeypatch):
+    """The loop's iterations cut into calls of ``_CHUNK_ELEMENTS`` element steps (one
+    iteration a call, a few, all in one): leaf arrays updated in place, control arrays
+    turned between buffers and the recorded scalars carried from call to call, as one
+    call computes them."""
+    monkeypatch.setattr(cl, "_CHUNK_ELEMENTS", chunk)
+    x = np.linspace(-3, 3, 1000, dtype=np.float32)
+    t1, t2 = np.array([13, 15, 26, 6], np.uint32), np.array([17, 29, 16, 24], np.uint32)
+    u = np.arange(1000, dtype=np.uint32) * np.uint32(2654435761)
+
+    def f(x, t1, t2, u):
+        def body(i, st):
+            x, t1, t2, u = st
+            r = lax.squeeze(lax.slice(t1, (0,), (1,)), (0,))
+            return x * 0.9 + i.astype(jnp.float32), t2, t1 + 1, (u << r) | (u >> (np.uint32(32) - r))
+        return lax.fori_loop(0, 11, body, (x, t1, t2, u))
+    _same(xe.from_jax(f, x, t1, t2, u), x, t1, t2, u, compiled=True)

@@ -31,7 +31,7 @@ iterations on a block of ``BLOCK`` elements at a time, in cache and in place (an
 and written at the same index vectorises; two buffers written in turn did not: 0.38 ->
 0.04 ms for that ``fori_loop``), on several threads (``cpu.shape.in_threads``) for large
 arrays.  Scalars are carried in one-element arrays, read at the start and written at the
-end (no boxing of NaN payloads).  A call runs at most ``limit`` iterations (about 2^22
+end (no boxing of NaN payloads).  A call runs at most ``limit`` iterations (about 2^24
 elements of work, at most ``_MAX_RECORDED`` recorded): between calls Python can deliver a
 Ctrl-C.
 
@@ -55,11 +55,32 @@ ENABLED = True
 #: fused loops' threads)
 MAX_ELEMENTS = 1 << 16
 
-#: the work of one call of the compiled function, in array elements (a chunk's iterations)
-_CHUNK_ELEMENTS = 1 << 22
+#: the work of one call of the compiled function, in array elements (a chunk's iterations).
+#: Each call is a pass of the leaves over their arrays: 2^22 cut 9 iterations of f32[1M]
+#: into 3 passes over 8 MiB, 0.94 ms against 0.39 in one (jax 0.64; threefry's 5 rounds
+#: of a jax.random.uniform [1M]: 3.5 -> 1.7 ms, jax 3.1).  A call of 2^24 element steps
+#: takes milliseconds (0.2 s of library calls at most): Ctrl-C waits that long
+_CHUNK_ELEMENTS = 1 << 24
 
 #: arrays of at most this many elements are the loop's control (run iteration by iteration)
 SMALL = 64
+
+#: (an A/B switch for benchmarks and tests) leaves whose ops allow it run in the processor's
+#: denormals-are-zero mode in ``"flush"`` mode, their lazily read operands not flushed
+#: (``CompiledLoop._source``)
+DAZ = True
+_DAZ_BIT = 0x40   # (MXCSR's DAZ bit: ``cpu.linalg._DAZ``)
+_DAZ_IMPORT = "from xla_explorer.executors.cpu.linalg import _mxcsr_or, _mxcsr_load\n"
+_X86 = __import__("platform").machine().lower() in ("x86_64", "amd64", "x86", "i386", "i686")
+_FLUSH_CALL = re.compile(r"\bc?ftz(?:_pos)?(?:32|64)\(")
+
+
+class _Members:
+    """A leaf's instructions as ``loopgen.daz_safe`` reads a group: ``members``."""
+    __slots__ = ("members",)
+
+    def __init__(self, members):
+        self.members = members
 
 #: a leaf function's block of elements, run through all of a call's iterations in cache
 BLOCK = 256
@@ -133,9 +154,13 @@ class _Array:
 
 
 class _Generator:
-    def __init__(self):
+    def __init__(self, daz_counts=()):
         self.scalar_lines = []      # the condition's or the body's scalar statements
         self.groups = {}            # element count -> the statements of its loop
+        self.members = {}           # element count -> the instructions of its loop
+        #: element counts whose loops run in DAZ mode (leaf functions: ``_source``): an
+        #: operand their ops read lazily (``loopgen.reads_lazily``) is not flushed
+        self.daz_counts = frozenset(daz_counts)
         self.n = 0
         self.types = {}             # scalar name -> its XLA type
         self.constants = {}         # scalar name -> its statement, for a constant's scalars
@@ -215,8 +240,12 @@ class _Generator:
             if any(o.shape.element_type in ("c64", "c128") for o in inst.operands):
                 raise NotCompiled(f"{inst.name}: a complex operand")
             arrays = [v for v in ops if isinstance(v, _Array)]
+            flushed = [k for k, v in enumerate(ops) if v.flushed]
+            if arrays and arrays[0].count in self.daz_counts:
+                from .loopgen import reads_lazily
+                flushed = sorted(set(flushed) | {k for k in range(len(ops)) if reads_lazily(inst, k)})
             expr = finish(emit(inst, *[v.name if isinstance(v, _Scalar) else v.expr for v in ops],
-                               flushed=[k for k, v in enumerate(ops) if v.flushed]), t)
+                               flushed=flushed), t)
             clean = flushes_result(inst)
             name = self._name()
             if not arrays:
@@ -234,6 +263,7 @@ class _Generator:
             if shape.rank == 0 or any(v.count != count for v in arrays):
                 raise NotCompiled(f"{inst.name}: operands of other element counts")
             self.groups.setdefault(count, []).append(f"{name} = {expr}")
+            self.members.setdefault(count, []).append(inst)
             values[inst] = _Array(count, t, name, flushed=clean)
         return values[computation.root]
 
@@ -362,7 +392,30 @@ class CompiledLoop:
         iterations for a block of elements at a time, in cache and in place (loops over an
         array read and written at the same index vectorise; two buffers written in turn
         did not), on several threads for large arrays: the same operations on the same
-        values, so the same bits."""
+        values, so the same bits.
+
+        In ``"flush"`` mode on x86 a leaf whose ops all compute the same values with the
+        processor's denormals-are-zero bit set (``loopgen.daz_safe``: arithmetic, compares,
+        selects, the f32 functions checked for it; no tanh, whose rule reads a denormal
+        operand as itself) runs with it set (``DAZ``): its ops' operands read only by
+        arithmetic are not flushed first (``_Generator.daz_counts``; each result is flushed
+        as before), where that leaves a flush out."""
+        text, layout, leaf_members = self._source_with(())
+        if not (DAZ and _X86 and fpenv.flushing() and leaf_members):
+            return text, layout
+        from .loopgen import daz_safe
+        counts = {n for n, members in leaf_members.items()
+                  if daz_safe(_Members(members)) and not any(m.opcode == "tanh" for m in members)}
+        if not counts:
+            return text, layout
+        daz_text, daz_layout, _ = self._source_with(counts)
+        if len(_FLUSH_CALL.findall(daz_text)) >= len(_FLUSH_CALL.findall(text)):
+            return text, layout
+        return daz_text, daz_layout
+
+    def _source_with(self, daz_counts):
+        """``_source``'s (text, layout) with the leaves of ``daz_counts`` elements in DAZ
+        mode, and the instructions of each leaf (element count -> its loop's members)."""
         from .emit import carrier_dtype
         inst = self.inst
         cond, body = inst.attrs["condition"], inst.attrs["body"]
@@ -376,7 +429,7 @@ class CompiledLoop:
         c = gc.inline(cond, [tuple(state)])
         if not isinstance(c, _Scalar) or c.type != "pred" or gc.groups:
             raise NotCompiled("the condition is not a scalar pred of scalars")
-        gb = _Generator()
+        gb = _Generator(daz_counts)
         gb.n = gc.n
         root = gb.inline(body, [tuple(state)])
         if not isinstance(root, tuple) or len(root) != len(state):
@@ -436,6 +489,9 @@ class CompiledLoop:
             params += [f"tr_{m}" for m in traced]
             fname = f"leaf{n_leaf}"
             text = ["@njit(cache=True, nogil=True, error_model='numpy')", f"def {fname}({', '.join(params)}):"]
+            daz = count in daz_counts
+            if daz:   # (the mode is the calling thread's: set for the call, restored after it)
+                text.append(f"{ind}mx_ = _mxcsr_or({_DAZ_BIT})")
             text += [ind + x for x in consts]
             text += [f"{ind}for b0 in range(lo, hi, {BLOCK}):", f"{ind2}b1 = min(b0 + {BLOCK}, hi)"]
             # (the block as views indexed from 0: Numba then knows i >= 0 and leaves out the
@@ -450,6 +506,8 @@ class CompiledLoop:
             text += [f"{ind3}{m} = tr_{m}[kk]" for m in traced]
             text += [f"{ind3}for i in range(cur{outs[0][0]}.shape[0]):"]
             text += [ind4 + x for x in lines] + [f"{ind4}cur{j}[i] = w{j}" for j, _ in outs]
+            if daz:
+                text.append(f"{ind}_mxcsr_load(mx_)")
             text.append(f"{ind}return 0")
             leaf_text.append("\n".join(text))
             leaves.append((fname, count, tuple(params[3:])))
@@ -483,9 +541,11 @@ class CompiledLoop:
             lines += [ind2 + ind + x for x in gb.groups.get(count, []) + out]
         lines += _loop_end(slots, new_scalars)
         text = "\n".join(lines) + "\n\n\n" + "\n\n\n".join(leaf_text) + "\n"
+        if daz_counts:
+            text = _DAZ_IMPORT + text
         layout = _Layout(tuple(slots), tuple(params[1:]), tuple(leaves),
                          tuple((m, carrier_dtype(scalar_types[m])) for m in recorded))
-        return text, layout
+        return text, layout, {n: gb.members.get(n, []) for n in leaf_writes}
 
     def _function(self, mode):
         got = self._functions.get(mode)
