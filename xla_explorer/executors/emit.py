@@ -317,7 +317,42 @@ def _div(inst, a, b):
     if _is_complex(t):
         f32, ftz = _complex_flags(t)
         return f"cdiv({_wide(t, a)}, {_wide(t, b)}, {f32}, {ftz})"
+    r = _power_of_two_reciprocal(inst)
+    if r is not None:   # (the same value: both are the exact quotient rounded once)
+        return f"{a} * {'np.float64' if t == 'f64' else 'np.float32'}({r!r})"
     return f"{a} / {b}"
+
+
+#: (an A/B switch) a float division by a constant power of two written as the multiply by
+#: its reciprocal (XLA's simplifier does the same): a vector division costs several
+#: multiplies' time (an u8 image normalised, x / 255 and then / 0.25: one division left)
+POW2_DIVISORS = True
+
+
+def _power_of_two_reciprocal(inst):
+    """1/c where ``inst`` divides a real float by a scalar constant c (or a broadcast of one)
+    that is +-2^k with 1/c normal in the type (so that no flush mode sees a denormal
+    factor, and x * (1/c) is exactly x / c rounded, overflow and denormal results alike);
+    else None."""
+    if not POW2_DIVISORS or len(inst.operands) != 2:
+        return None
+    t = _t(inst)
+    if t not in ("f32", "f64") and t not in NARROW_FLOATS:
+        return None
+    from .loopgen import _scalar_constant
+    c = _scalar_constant(inst.operands[1])
+    if c is None or c == 0 or not np.isfinite(c):
+        return None
+    m, e = np.frexp(abs(c))   # c = m * 2^e, m in [0.5, 1)
+    if m != 0.5:
+        return None
+    k = int(e) - 1            # |c| = 2^k, 1/|c| = 2^-k
+    lo, hi = (-1022, 1023) if t == "f64" else (-126, 127)
+    if t in NARROW_FLOATS and t != "bf16":   # (narrow formats: the constant must be one of theirs too)
+        return None
+    if not lo <= -k <= hi:
+        return None
+    return float(np.copysign(2.0 ** -k, c))
 
 
 @emitter("remainder")
