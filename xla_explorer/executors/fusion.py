@@ -761,6 +761,33 @@ def _iota_terms(r):
     return None
 
 
+def _replaced(insts, new, origin):
+    """(instructions, remap): ``insts`` with each instruction of ``new`` replaced by its new
+    instructions (its value the last one's), the readers of a replaced value copied onto
+    the replacement; ``origin`` records what each new instruction and copy computes (a
+    replacement the original's value, its helpers None)."""
+    remap, out = {}, []
+    for inst in insts:
+        if inst in new:
+            made = new[inst]
+            out += made
+            remap[inst] = made[-1]
+            origin[made[-1]] = origin.get(inst, inst)
+            for m in made[:-1]:
+                origin[m] = None
+            continue
+        operands = [remap.get(o, o) for o in inst.operands]
+        if all(a is b for a, b in zip(operands, inst.operands)):
+            out.append(inst)
+            continue
+        copy = Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.extra)
+        copy.line = inst.line
+        remap[inst] = copy
+        origin[copy] = origin.get(inst, inst)
+        out.append(copy)
+    return out, remap
+
+
 def fold_reshapes(computation):
     """``computation`` (or the ``InlinedComputation`` inline_calls made of it) with each
     reshape of an expanding broadcast chain planned as one broadcast of the chain's source
@@ -822,25 +849,7 @@ def fold_reshapes(computation):
     if not new:
         return computation
     # the instructions, each folded reshape as its new ones, readers of it copied
-    remap, out = {}, []
-    for inst in insts:
-        if inst in new:
-            made = new[inst]
-            out += made
-            remap[inst] = made[-1]
-            origin[made[-1]] = origin.get(inst, inst)
-            for m in made[:-1]:
-                origin[m] = None
-            continue
-        operands = [remap.get(o, o) for o in inst.operands]
-        if all(a is b for a, b in zip(operands, inst.operands)):
-            out.append(inst)
-            continue
-        copy = Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.extra)
-        copy.line = inst.line
-        remap[inst] = copy
-        origin[copy] = origin.get(inst, inst)
-        out.append(copy)
+    out, remap = _replaced(insts, new, origin)
     root = remap.get(computation.root, computation.root)
     # what the folds left unread (the chains' broadcasts and reshapes, the iota) is not run
     read = {id(root)}
@@ -921,25 +930,7 @@ def unit_reduces(computation):
         new[r] = [flat, start, value]
     if not new:
         return computation
-    remap, out = {}, []
-    for inst in computation.instructions:
-        if inst in new:
-            made = new[inst]
-            out += made
-            remap[inst] = made[-1]
-            origin[made[-1]] = origin.get(inst, inst)
-            for m in made[:-1]:
-                origin[m] = None
-            continue
-        operands = [remap.get(o, o) for o in inst.operands]
-        if all(a is b for a, b in zip(operands, inst.operands)):
-            out.append(inst)
-            continue
-        copy = Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.extra)
-        copy.line = inst.line
-        remap[inst] = copy
-        origin[copy] = origin.get(inst, inst)
-        out.append(copy)
+    out, remap = _replaced(computation.instructions, new, origin)
     return InlinedComputation(base, out, remap.get(computation.root, computation.root), origin)
 
 
