@@ -863,14 +863,8 @@ _EXP64 = (0.5000000000000001, 0.1666666666666664, 0.041666666666624386, 0.008333
 
 
 @njit(inline="always", **_poly_opts)
-def _exp_core_f64(xc):
-    """e^xc for an f64 xc already clamped into [-746, 710]: x = k ln2 + r, |r| <= ln2/2,
-    e^r = 1 + r + r^2 P(r), times 2^k in two factors (2^k may be denormal or above the
-    largest f64) whose bits are built from k in f64 arithmetic."""
-    t = xc * 1.4426950408889634 + 6755399441055744.0   # (1.5 * 2^52: rounds to an integer)
-    kf = t - 6755399441055744.0
-    r = xc - kf * _LN2_HI
-    r = r - kf * _LN2_LO
+def _exp_poly_f64(r):
+    """e^r = 1 + r + r^2 P(r) for |r| <= ln2/2 (``_EXP64``'s P), within an ulp of f64."""
     p = _EXP64[9] * r + _EXP64[8]
     p = p * r + _EXP64[7]
     p = p * r + _EXP64[6]
@@ -881,6 +875,19 @@ def _exp_core_f64(xc):
     p = p * r + _EXP64[1]
     p = p * r + _EXP64[0]
     p = 1.0 + r + (r * r) * p
+    return p
+
+
+@njit(inline="always", **_poly_opts)
+def _exp_core_f64(xc):
+    """e^xc for an f64 xc already clamped into [-746, 710]: x = k ln2 + r, |r| <= ln2/2,
+    e^r = 1 + r + r^2 P(r), times 2^k in two factors (2^k may be denormal or above the
+    largest f64) whose bits are built from k in f64 arithmetic."""
+    t = xc * 1.4426950408889634 + 6755399441055744.0   # (1.5 * 2^52: rounds to an integer)
+    kf = t - 6755399441055744.0
+    r = xc - kf * _LN2_HI
+    r = r - kf * _LN2_LO
+    p = _exp_poly_f64(r)
     k1 = np.floor(kf * 0.5)
     s1 = np.int64(k1 * 4503599627370496.0 + 4607182418800017408.0).view(np.float64)
     s2 = np.int64((kf - k1) * 4503599627370496.0 + 4607182418800017408.0).view(np.float64)
@@ -958,16 +965,7 @@ def pow_f32(a, b, bits, daz):
     g = (whole_part - n) + frac_part
     g = g if t == tc else 0.0
     r = g * 0.6931471805599453
-    q = _EXP64[9] * r + _EXP64[8]
-    q = q * r + _EXP64[7]
-    q = q * r + _EXP64[6]
-    q = q * r + _EXP64[5]
-    q = q * r + _EXP64[4]
-    q = q * r + _EXP64[3]
-    q = q * r + _EXP64[2]
-    q = q * r + _EXP64[1]
-    q = q * r + _EXP64[0]
-    q = 1.0 + r + (r * r) * q
+    q = _exp_poly_f64(r)
     v = q * np.int64(n * 4503599627370496.0 + 4607182418800017408.0).view(np.float64)   # (times 2^n)
     whole = y == np.floor(y)
     h = y * 0.5
