@@ -1049,7 +1049,8 @@ class _Program:
                     j, loop_step, reduce_step, more = fused
                     steps[j] = (_ctx_free(loop_step, steps[j][0]),) + steps[j][1:]
                     fn = _ctx_free(reduce_step, fn)
-                    labels[j] += " folding its rows"
+                    labels[j] += " folding its columns" if getattr(loop_step, "columns", False) else \
+                        " folding its rows"
                     epilogues.update(more)
                     if more:
                         labels[j] += ", then " + ", ".join(e.name for e in more)
@@ -1230,12 +1231,14 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
     dims = tuple(x.shape.dims)
     reduced = tuple(sorted(int(d) for d in inst.attrs["dimensions"]))
     groups = red._reduce_groups(dims, frozenset(reduced))
-    if not groups or not groups[-1][1] or sum(1 for _, r in groups if r) != 1:
-        return None   # not one block of trailing reduced dimensions (B = 1)
-    R = groups[-1][0]
-    A = red.product([g for g, _ in groups[:-1]])
-    n = A * R
-    if n == 0:
+    block = [i for i, (_, r) in enumerate(groups) if r]
+    if len(block) != 1:
+        return None   # not one block of reduced dimensions
+    R = groups[block[0]][0]
+    A = red.product([g for g, _ in groups[:block[0]]])
+    B = red.product([g for g, _ in groups[block[0] + 1:]])
+    n = A * R * B
+    if n == 0 or B > 1 and not _COLUMN_FOLDS:
         return None
     flushing = fpenv.flushing()
     mask, flush_result = _RULES.get(inst, ((), False)) if flushing else ((), False)
@@ -1252,6 +1255,9 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
     if j is None:
         return None
     group = loop.group
+    if B > 1:
+        return _fused_cols(inst, x, plan, steps, j, group, clean if flushing else (), cpu, A, R, B, n, dtype,
+                           init_value, code, flush_result, backend, reduce_fn)
     mode = "flush" if flushing else "ieee"
     epi = _epilogue(inst, x, plan, backend, clean if flushing else (), A, R, dtype) if _EPILOGUES else None
     try:
@@ -1337,6 +1343,61 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
 
 #: (a switch for A/B measurements) a row fold runs the loop reading its rows and folds
 _EPILOGUES = True
+
+#: (a switch for A/B measurements and the tests) a Reduce folding columns of a fused loop's
+#: value (x as [A, R, B], B > 1) folds them as the loop computes them (``_fused_cols``)
+_COLUMN_FOLDS = True
+
+
+def _fused_cols(inst, x, plan, steps, j, group, clean, cpu, A, R, B, n, dtype, init_value, code, flush_result,
+                backend, reduce_fn):
+    """``_fused_reduce`` of a Reduce over one block of dimensions that kept ones follow (x as
+    [A, R, B]): the loop's step folds the columns as ``reduction._arb_pass`` does
+    (``cpu.fused.compile_reduce_cols_loop``: the same parts, ``row_parts``', the same
+    order, so the same bits) and the Reduce's step picks the folds up."""
+    red = cpu.reduction
+    try:
+        src, compiled, static = cpu.fused.compile_reduce_cols_loop(group, clean)
+    except Exception:   # (a loop Numba does not compile this way: the two steps as they were)
+        return None
+    keep = x is plan.computation.root or any(
+        x in (st.group.inputs if st.group is not None else st.inst.operands)
+        for st in plan.steps if st.inst is not inst)
+    wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
+    xdims, result_dims, final_dtype = x.shape.dims, inst.shape.dims, inst.shape.dtype
+    empty, run, arb, parts = cpu.shape.empty, cpu.fused.run_reduce_cols_loop, red.reduce_arb, red.row_parts
+    folded = {}
+
+    def loop_step(values, ctx, backend):
+        P = parts(A, R, n)   # (``_arb_pass``'s cut of the columns' rows)
+        out = empty(n, dtype) if keep else np.empty(0, dtype)   # (not kept: a token)
+        inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
+                  else _as_carrier(v, w) for v, w in zip(values, wants)]
+        folds = np.empty(A * P * B, dtype)
+        run(compiled, n, out, inputs, static, A, R, B, folds, init_value, code, keep, P)
+        if P > 1:   # the parts joined: [A, P, B] over P, from init
+            sums = np.empty(A * B, dtype)
+            arb(folds, A, P, B, 1, code, init_value, True, sums)
+            folds = sums
+        if keep:
+            out = out.reshape(xdims)
+        if len(folded) > 8:
+            folded.clear()
+        folded[id(out)] = (out, folds)
+        return out
+
+    loop_step.columns = True
+
+    def reduce_step(values, ctx, backend):
+        got = folded.pop(id(values[0]), None)
+        if got is None or got[0] is not values[0]:
+            return reduce_fn(values, ctx, backend)
+        res = got[1].reshape(result_dims)
+        if res.dtype != final_dtype:
+            res = res.astype(final_dtype)
+        return backend.flush(res) if flush_result else res
+
+    return j, loop_step, reduce_step, {}
 
 
 def _epilogue(inst, x, plan, backend, clean, A, R, dtype):

@@ -487,3 +487,106 @@ def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code, kee
             P, chunk, *extra)
     else:
         ser(n, out, *inputs, odims, inner, inner, *params, A, R, red, init, code, keep, 1, P, chunk, *extra)
+
+
+# -- a fused loop with the column reduction that reads it -------------------------------------
+#
+# The same for a Reduce over one block of dimensions followed by kept ones (x as [A, R, B],
+# B > 1: a softmax along axis 0, a mean over the batch): ``reduction._arb_pass`` folds
+# such columns row after row (``_cols_fold``: from init, or in P parts of ceil(R / P) rows
+# each from its first row, ``row_parts``' cut, joined by a second fold), and so does this
+# loop, a block of columns at a time: each row of the block is computed (into ``out``, or a
+# scratch row where the Reduce is the value's only reader) and combined at once into the
+# block's folds by ``_rows`` (maximum / minimum: ``_rows_plain``, NumPy's bits, which
+# ``_cols_fold`` gives too), the element-wise order of ``_cols_fold``'s.  The blocks of
+# columns change nothing of the bits: they only share the work among the threads.
+
+#: the column-fold loop's arguments after the loop's (``run_reduce_cols_loop`` passes them)
+_COLS_ARGUMENTS = ["A", "R", "B", "red", "init", "code", "keep", "P", "chunk", "per"]
+
+
+def _reduce_cols_text(src, name, parallel):
+    rng = "prange" if parallel else "range"
+    lines = [f"@njit(cache=True, nogil=True, parallel={parallel}, error_model='numpy')",
+             f"def {name}({', '.join(src.arguments() + _COLS_ARGUMENTS)}):",
+             "    nblk = (B + per - 1) // per",
+             f"    for task in {rng}(A * P * nblk):",
+             "        ap = task // nblk",
+             "        col0 = (task - ap * nblk) * per",
+             "        ncol = min(B, col0 + per) - col0",
+             "        a = ap // P",
+             "        p = ap - a * P",
+             "        r0 = p * chunk",
+             "        r1 = min(R, r0 + chunk)",
+             "        buf = np.empty(0 if keep else ncol, out.dtype)",
+             "        acc = red[ap * B + col0:ap * B + col0 + ncol]",
+             "        for r in range(r0, r1):",
+             "            lo = (a * R + r) * B + col0",
+             "            hi = lo + ncol",
+             "            i = lo",
+             "            while i < hi:",
+             "                row = i // inner",
+             "                j0 = i - row * inner",
+             "                j1 = min(inner, j0 + (hi - i))",
+             "                i0 = row * inner",
+             "                o_ = out[i0 + j0:i0 + j1] if keep else buf[i - lo:i - lo + (j1 - j0)]"]
+    lines += ["                " + line for line in src.prelude]
+    lines.append("                for j in range(j1 - j0):")
+    lines += ["                    " + line for line in src.body]
+    lines.append(f"                    o_[j] = {src.result}")
+    lines.append("                i += j1 - j0")
+    lines += ["            seg = out[lo:hi] if keep else buf",
+              "            if r == r0:",
+              "                for q in range(ncol):",
+              "                    acc[q] = seg[q] if P > 1 else init",
+              "                if P > 1:",
+              "                    continue",
+              "            if code == MAX_CODE or code == MIN_CODE:",
+              "                _rows_plain(code, seg, 0, acc, 0, ncol)",
+              "            else:",
+              "                _rows(code, seg, 0, acc, 0, ncol)"]
+    return "\n".join(lines) + "\n"
+
+
+def compile_reduce_cols_loop(group, clean=()):
+    """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of ``group``'s
+    loop folding the columns of its value viewed as [A, R, B] (see above); ``clean`` as for
+    ``compile_loop``."""
+    from . import reduction
+    numba()
+    src = RowLoopSource(group, clean)
+    head = (_HEADER + "from xla_explorer.executors.cpu.reduction import _rows, _rows_plain\n"
+            f"# reduction.py {reduction._SELF_HASH}\nMAX_CODE = {reduction.MAX}\nMIN_CODE = {reduction.MIN}\n")
+    text = head + f"\n{src.describe()}\n# its columns folded\n\n" + _reduce_cols_text(src, "cols_par", True) + \
+        "\n\n" + _reduce_cols_text(src, "cols_ser", False)
+    compiled = _compiled.get(text)
+    if compiled is None:
+        module = load_source("fusedcols", text)
+        compiled = _compiled[text] = (module.cols_par, module.cols_ser)
+    return src, compiled, _params(src)
+
+
+#: a column-fold loop with fewer parts than threads cuts its columns in blocks of at least
+#: this many for them
+COLS_BLOCK = 512
+
+
+def run_reduce_cols_loop(compiled, n, out, inputs, static, A, R, B, red, init, code, keep=True, P=1):
+    """The loop of ``compiled`` (``compile_reduce_cols_loop``) over n = A * R * B elements,
+    the columns of x[a] folded into red[a * P * B:][:P * B] (P parts of ceil(R / P) rows,
+    part p's folds at red[(a * P + p) * B:], each from its first row, without init; P = 1:
+    from init).  ``keep=False``: ``out`` is not written (it may be empty)."""
+    odims, inner, params, threshold = static
+    par, ser = compiled
+    chunk = -(-R // P)
+    if n >= threshold:
+        # whole rows of B a task when the parts are enough for the threads (a task then
+        # streams through memory: blocks of a row at the row's stride cost twice as much,
+        # 256 of 2048 columns at a time), else the columns cut in blocks for the threads
+        want = -(-threads() // (A * P))
+        per = min(B, max(COLS_BLOCK, -(-B // want)))
+        per = min(B, -(-per // 16) * 16)
+        if A * P * (-(-B // per)) > 1:
+            par(n, out, *inputs, odims, inner, inner, *params, A, R, B, red, init, code, keep, P, chunk, per)
+            return
+    ser(n, out, *inputs, odims, inner, inner, *params, A, R, B, red, init, code, keep, P, chunk, B)
