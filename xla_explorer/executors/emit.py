@@ -146,7 +146,7 @@ def emit(inst, *args, flushed=(), flush_result=True):
     args = [f"{_FTZ[t]}({a})" if m and k not in flushed else a
             for k, (a, m, t) in enumerate(zip(args, mask, types))]
     expr = emitter(inst, *args)
-    if result and flush_result and not getattr(emitter, "picks_an_operand", False):
+    if result and flush_result and not getattr(emitter, "picks_an_operand", False) and not isinstance(expr, Flushed):
         # exp_f32's values are +0, positive or NaN: their flush needs no sign (ftz_pos32);
         # nor a square's (x * x, f32 or bf16 in f32: two instructions an element, not four)
         square = (inst.opcode == "multiply" and len(inst.operands) == 2 and inst.operands[0] is inst.operands[1]
@@ -195,6 +195,11 @@ def flushes_result(inst):
 class Exact(str):
     """An expression whose value is one of its operands' values (select, max, negate, ...):
     a narrow float needs no rounding after it."""
+
+
+class Flushed(str):
+    """An expression whose value is already flushed as the op's rule flushes its result
+    (``emit`` wraps no flush around it)."""
 
 
 def finish(expr, t):
@@ -298,8 +303,14 @@ def _mul(inst, a, b):
         return f"({a} and {b})"
     if _is_complex(t):
         f32, ftz = _complex_flags(t)
+        if f32 and C64_MULTIPLY:   # (its result flushed by itself where the rule flushes it)
+            return Flushed(f"cmul_c64(np.complex64({a}), np.complex64({b}), {ftz})")
         return f"cmul({_wide(t, a)}, {_wide(t, b)}, {f32}, {ftz})"
     return f"{a} * {b}"
+
+
+#: (a switch for A/B measurements) a c64 multiply computed on f32 parts (``cmul_c64``)
+C64_MULTIPLY = True
 
 
 @emitter("divide")
