@@ -53,9 +53,12 @@ CASES = [((2, 3, 16, 16), (1, 1, 3, 3), (1, 1, 2, 2)),    # the image's phases a
 @pytest.mark.parametrize("t, name, init", [("f32", "max", -np.inf), ("f32", "min", np.inf), ("f32", "max", 0.25),
                                            ("f32", "min", -0.0), ("f64", "max", -np.inf), ("s32", "max", -7),
                                            ("s32", "min", 2 ** 31 - 1), ("f16", "max", -np.inf)])
-def test_fused_pooling_has_the_separable_passes_bits(dims, wd, ws, t, name, init, monkeypatch):
+@pytest.mark.parametrize("runs", [True, False])
+def test_fused_pooling_has_the_separable_passes_bits(dims, wd, ws, t, name, init, runs, monkeypatch):
     """The bits of the separable passes (whose folds tests/test_numba_windows.py checks),
-    signalling NaNs and signed zeros included; the reference's values."""
+    signalling NaNs and signed zeros included; the reference's values; short result rows
+    folded as one long run or row by row (``POOL_RUNS``)."""
+    monkeypatch.setattr(R, "POOL_RUNS", runs)
     rng = np.random.default_rng(len(dims) * 31 + sum(wd) + len(t))
     x = _values(rng, xe.Shape(t, ()).dtype, dims)
     comp = _rw(dims, t, name, init, wd, ws)

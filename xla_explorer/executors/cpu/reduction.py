@@ -2315,7 +2315,8 @@ def reduce_window_separable(x, in_dims, out_dims, wd, ws, pad, bd, wdl, code, in
     out_tiny = x.dtype.type(out_tiny) if x.dtype.kind == "f" else none
     if _pool_minor2(passes, code, items, item_in, item_out, x.shape[0]):
         in_threads(_pool2d, items, parallel, x, out, passes[1, 1], passes[0, 1], passes[1, 3], passes[0, 3],
-                   passes[1, 8], passes[0, 8], passes[1, 4], passes[0, 4], code, init, use_init, tiny, found)
+                   passes[1, 8], passes[0, 8], passes[1, 4], passes[0, 4], code, init, use_init, tiny, found,
+                   bool(POOL_RUNS and passes[0, 3] < 128 and passes[1, 4] <= 2))
         return bool(out_tiny > 0 and _has_denormal_threads(out, out_tiny))
     if any(_is_sliding(g) or _is_long_row(g) for g in passes):
         return _run_pass_plan(_pass_plan(items, passes), x, out, code, ident, init, use_init, parallel, tiny,
@@ -2374,8 +2375,13 @@ def _minmax_const(code, dst, v, n):
             dst[j] = _vmin(dst[j], v)
 
 
+#: (a switch for A/B measurements) short result rows of a pooling fold their window's rows
+#: as one long run (``_pool2d``'s ``long_runs``)
+POOL_RUNS = True
+
+
 @njit(**_opts)
-def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, tiny, found):
+def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, tiny, found, long_runs):
     """Items [lo, hi) ([H, W] images) of a maximum / minimum pooling with every window
     inside the image, both separable passes fused per image: each row's window folds
     (cells in window order) into a scratch of [H, OW] that stays in the first-level
@@ -2388,6 +2394,10 @@ def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, 
     rows = np.empty(H * L, x.dtype)   # row r's results at r * L
     whole = W % sw == 0   # (the image's phases are its rows' phases, one after the other)
     ph = np.empty(H * L * sw + 1 if whole else L * sw + 1, x.dtype)
+    # ``long_runs``: short result rows (LLVM's vector loop takes 64 f32 a turn: rows of 31
+    # ran as scalar code) fold the window's rows as one long run, at most twice the work
+    M = ((OH - 1) * sh + 1) * L
+    tmp = np.empty(M if long_runs else 0, x.dtype)
     for it in range(lo, hi):
         xb = it * H * W
         if tiny > 0 and _has_denormal(x[xb:xb + H * W], tiny):
@@ -2399,9 +2409,9 @@ def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, 
             if sw > 1:
                 _deinterleave(x[xb:xb + H * W], sw, ph, LL)
             else:
-                ph[:LL] = x[xb:xb + LL]
+                _copy_from(x, xb, ph[:LL])
             n = LL - (kw - 1) // sw
-            rows[:n] = ph[:n]
+            _copy_from(ph, 0, rows[:n])
             for w in range(1, kw):
                 c = ph[(w % sw) * LL + w // sw:(w % sw) * LL + w // sw + n]
                 _minmax_into(code, rows, c, n)
@@ -2415,6 +2425,19 @@ def _pool2d(lo, hi, x, out, H, W, OH, OW, kh, kw, sh, sw, code, init, use_init, 
                 for w in range(1, kw):
                     c = ph[(w % sw) * L + w // sw:(w % sw) * L + w // sw + OW]
                     _minmax_into(code, rb, c, OW)
+        if long_runs:
+            # the window's rows of all results at once: tmp[m] folds rows[m + k * L], k <
+            # kh, for m up to the last result row's end -- result row i at i * sh * L, the
+            # positions between (sh - 1 rows of L a result row) done for nothing
+            _copy_from(rows, 0, tmp)
+            for k in range(1, kh):
+                _minmax_into(code, tmp, rows[k * L:k * L + M], M)
+            if use_init:
+                _minmax_const(code, tmp, init, M)
+            for i in range(OH):
+                ob = out[(it * OH + i) * OW:(it * OH + i + 1) * OW]
+                _copy_from(tmp, i * sh * L, ob)
+            continue
         for i in range(OH):
             ob = out[(it * OH + i) * OW:(it * OH + i + 1) * OW]
             r0 = i * sh * L
