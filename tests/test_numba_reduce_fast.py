@@ -687,3 +687,29 @@ def test_pred_argmax_of_jnp_select_is_recognised(axis, monkeypatch):
     assert seen
     sel = xe.from_jax(lambda v: jnp.select([v > 1, v < -1], [v, -v], 0.0), x[0])
     np.testing.assert_array_equal(sel.run(x[0], backend="numba"), sel.run(x[0]))
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_parts_of_rows_have_the_same_bits_in_threads_or_not(t, monkeypatch):
+    """A whole-array fold cut in parts (``row_parts``) runs them in threads from
+    ``PARTS_PARALLEL`` elements on, in the calling thread below: the same parts, the
+    same bits, sums and maxima (NaNs of distinct payloads among the values)."""
+    dt = xe.Shape(t, ()).dtype
+    x = (np.random.default_rng(9).standard_normal(600_000) * 1e3).astype(dt)
+    with_nans = x.copy()
+    m = np.zeros(x.size, bool)
+    m[::977] = True
+    with_nans[m] = np.nan
+    with_nans.view(f"u{dt.itemsize}")[m] |= np.arange(1, int(m.sum()) + 1).astype(f"u{dt.itemsize}")
+    for code, v in ((kred.ADD, x), (kred.MAX, with_nans)):
+        for A, R in ((1, 600_000), (2, 300_000)):
+            assert kred.row_parts(A, R, v.size) > 1 or kred.split_threads() == 1
+            got = []
+            for threshold in (0, 1 << 40):
+                monkeypatch.setattr(kred, "PARTS_PARALLEL", threshold)
+                got.append(kred._arb_pass(v, A, R, 1, code, dt.type(0), True))
+            np.testing.assert_array_equal(_bits(got[0]), _bits(got[1]))
+            if code == kred.ADD:
+                np.testing.assert_allclose(got[0], v.reshape(A, R).sum(1, dtype=np.float64), rtol=1e-4)
+            else:
+                assert np.isnan(got[0]).all()

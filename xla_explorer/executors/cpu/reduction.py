@@ -1190,12 +1190,21 @@ def row_parts(A, R, n):
     return -(-R // -(-R // P))   # (parts of ceil(R / P): no part left empty)
 
 
+#: rows cut in parts (``row_parts``: a whole-array sum) run their parts in threads from this
+#: many elements on; below, in the calling thread -- the same parts, so the same bits.  A
+#: launch of the threads costs 14 us while they are busy, 65-75 us once they have idled a
+#: few milliseconds (this project's 2-core VM); the f32 sum of 1M elements, P = 8, median us
+#: serial / in threads: 49-60 / 94-140 in cache, 264-275 / 206-352 from memory; 2M 105-122 /
+#: 93-162; 4M 234-295 / 273-274; 8M 503-977 / 642-769
+PARTS_PARALLEL = 1 << 22
+
+
 def _arb_pass(x, A, R, B, code, init, use_init, tiny=None):
     """One reduction of x[A, R, B] over R; returns out[A, B] (flat), or None when ``tiny``
     (float sums under flushing: the smallest normal) is given and x holds a denormal."""
     n = A * R * B
     P = row_parts(A, R, n)
-    parallel = n >= MOVE_PARALLEL_THRESHOLD and A * P > 1
+    parallel = n >= (MOVE_PARALLEL_THRESHOLD if P == 1 else PARTS_PARALLEL) and A * P > 1
     if P == 1 and tiny is None and B >= 1024 and A < 4 * split_threads() and n >= MOVE_PARALLEL_THRESHOLD:
         # few long columns, R too short to cut: the columns cut in blocks (of 512 and more)
         # instead, a block a task (every column folded as one task would: the same bits)
