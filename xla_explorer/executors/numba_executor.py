@@ -1195,6 +1195,21 @@ def _argmax_iota(group, plan, backend, fn):
     return view, [(i, v) for i, v in zip(group.inputs, inputs) if i.opcode == "iota"]
 
 
+def _picked_up(folded, reduce_fn, result_dims, final_dtype, flush_result):
+    """A fused fold's Reduce step: the folds its loop's step left in ``folded`` (keyed by the
+    id of the loop's value), as the Reduce's result; the Reduce's own step where the value
+    is another (the loop's step ran its plain loop)."""
+    def reduce_step(values, ctx, backend):
+        got = folded.pop(id(values[0]), None)
+        if got is None or got[0] is not values[0]:
+            return reduce_fn(values, ctx, backend)
+        res = got[1].reshape(result_dims)
+        if res.dtype != final_dtype:
+            res = res.astype(final_dtype)
+        return backend.flush(res) if flush_result else res
+    return reduce_step
+
+
 def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
     """A Reduce folding the value of a fused loop along its trailing dimensions (a softmax's
     row sum of its exp) as the loop computes it (``cpu.fused.compile_reduce_loop``): (the
@@ -1319,14 +1334,7 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
             done[id(out)] = (out, eout.reshape(edims))
         return out
 
-    def reduce_step(values, ctx, backend):
-        got = folded.pop(id(values[0]), None)
-        if got is None or got[0] is not values[0]:
-            return reduce_fn(values, ctx, backend)
-        res = got[1].reshape(result_dims)
-        if res.dtype != final_dtype:
-            res = res.astype(final_dtype)
-        return backend.flush(res) if flush_result else res
+    reduce_step = _picked_up(folded, reduce_fn, result_dims, final_dtype, flush_result)
 
     epilogues = {}
     if epi is not None:
@@ -1388,14 +1396,7 @@ def _fused_cols(inst, x, plan, steps, j, group, clean, cpu, A, R, B, n, dtype, i
 
     loop_step.columns = True
 
-    def reduce_step(values, ctx, backend):
-        got = folded.pop(id(values[0]), None)
-        if got is None or got[0] is not values[0]:
-            return reduce_fn(values, ctx, backend)
-        res = got[1].reshape(result_dims)
-        if res.dtype != final_dtype:
-            res = res.astype(final_dtype)
-        return backend.flush(res) if flush_result else res
+    reduce_step = _picked_up(folded, reduce_fn, result_dims, final_dtype, flush_result)
 
     return j, loop_step, reduce_step, {}
 

@@ -394,6 +394,23 @@ def _epilogue_lines(epi, e_in, s_in):
     return lines
 
 
+def _segment_lines(src, ind):
+    """The loop's elements [lo, hi) (flat; across its rows of ``inner``) computed into ``out``
+    at their place, or into ``buf`` from 0 (``keep`` off), at indentation ``ind``."""
+    lines = ["i = lo",
+             "while i < hi:",
+             "    row = i // inner",
+             "    j0 = i - row * inner",
+             "    j1 = min(inner, j0 + (hi - i))",
+             "    i0 = row * inner",
+             "    o_ = out[i0 + j0:i0 + j1] if keep else buf[i - lo:i - lo + (j1 - j0)]"]
+    lines += ["    " + line for line in src.prelude]
+    lines.append("    for j in range(j1 - j0):")
+    lines += ["        " + line for line in src.body]
+    lines += [f"        o_[j] = {src.result}", "    i += j1 - j0"]
+    return [ind + line for line in lines]
+
+
 #: the reduce loop's arguments after the row loop's (``run_reduce_loop`` passes them)
 _REDUCE_ARGUMENTS = ["A", "R", "red", "init", "code", "keep", "nchunk", "P", "chunk"]
 
@@ -417,18 +434,7 @@ def _reduce_loop_text(src, name, parallel, epilogue=None):
              "            p = t - a * P",
              "            lo = a * R + p * chunk",
              "            hi = a * R + min(R, (p + 1) * chunk)",
-             "            i = lo",
-             "            while i < hi:",
-             "                row = i // inner",
-             "                j0 = i - row * inner",
-             "                j1 = min(inner, j0 + (hi - i))",
-             "                i0 = row * inner",
-             "                o_ = out[i0 + j0:i0 + j1] if keep else buf[i - lo:i - lo + (j1 - j0)]"]
-    lines += ["                " + line for line in src.prelude]
-    lines.append("                for j in range(j1 - j0):")
-    lines += ["                    " + line for line in src.body]
-    lines.append(f"                    o_[j] = {src.result}")
-    lines.append("                i += j1 - j0")
+             ] + _segment_lines(src, "            ")
     # _arb_chunk's whole-row case: out[t] = _sum_range(x[t * R:(t + 1) * R], init) for a sum,
     # else _fold(code, x, t * R, (t + 1) * R, init, lanes): the same calls on arrays of the
     # same types (1-D contiguous), so the same compiled folds
@@ -523,18 +529,7 @@ def _reduce_cols_text(src, name, parallel):
              "        for r in range(r0, r1):",
              "            lo = (a * R + r) * B + col0",
              "            hi = lo + ncol",
-             "            i = lo",
-             "            while i < hi:",
-             "                row = i // inner",
-             "                j0 = i - row * inner",
-             "                j1 = min(inner, j0 + (hi - i))",
-             "                i0 = row * inner",
-             "                o_ = out[i0 + j0:i0 + j1] if keep else buf[i - lo:i - lo + (j1 - j0)]"]
-    lines += ["                " + line for line in src.prelude]
-    lines.append("                for j in range(j1 - j0):")
-    lines += ["                    " + line for line in src.body]
-    lines.append(f"                    o_[j] = {src.result}")
-    lines.append("                i += j1 - j0")
+             ] + _segment_lines(src, "            ")
     lines += ["            seg = out[lo:hi] if keep else buf",
               "            if r == r0:",
               "                for q in range(ncol):",
