@@ -137,3 +137,23 @@ def test_a_fold_of_the_columns_alone_writes_no_value(monkeypatch):
     got = comp.run(x, backend="numba")
     assert made == [0]
     np.testing.assert_allclose(got, comp.run(x), rtol=1e-5)
+
+
+def test_reduces_of_one_loop_value_over_rows_and_columns():
+    """Several Reduces of one loop's value: the last one planned folds in the loop's step
+    (its label says which), the others reduce the value the loop writes; every result the
+    reference's."""
+    b = xe.XlaBuilder("two_folds")
+    x = xe.Parameter(b, 0, xe.Shape("f32", (300, 70)), "x")
+    e = xe.Exp(x)
+    s0 = xe.Reduce(e, xe.Constant(b, np.float32(0)), lambda p, q: xe.Add(p, q), [0])
+    m0 = xe.Reduce(e, xe.Constant(b, np.float32(-np.inf)), lambda p, q: xe.Max(p, q), [0])
+    s1 = xe.Reduce(e, xe.Constant(b, np.float32(0)), lambda p, q: xe.Add(p, q), [1])
+    comp = b.build(xe.Tuple(s0, m0, s1))
+    v = np.random.default_rng(3).standard_normal((300, 70)).astype(np.float32)
+    want = comp.run(v)
+    for _ in range(3):
+        for g, w in zip(comp.run(v, backend="numba"), want):
+            np.testing.assert_allclose(g, w, rtol=1e-5)
+    folds = [lab for lab in _labels(comp) if "folding" in lab]
+    assert folds == ["a fused loop of 1 ops folding its rows"], folds

@@ -1049,8 +1049,9 @@ class _Program:
                     j, loop_step, reduce_step, more = fused
                     steps[j] = (_ctx_free(loop_step, steps[j][0]),) + steps[j][1:]
                     fn = _ctx_free(reduce_step, fn)
-                    labels[j] += " folding its columns" if getattr(loop_step, "columns", False) else \
-                        " folding its rows"
+                    # (a second Reduce of the same value takes the loop's step over: its label)
+                    labels[j] = labels[j].split(" folding its ")[0] + (
+                        " folding its columns" if getattr(loop_step, "columns", False) else " folding its rows")
                     epilogues.update(more)
                     if more:
                         labels[j] += ", then " + ", ".join(e.name for e in more)
