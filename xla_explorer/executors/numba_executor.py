@@ -1046,12 +1046,11 @@ class _Program:
                 label = inst.name
                 fused = _fused_reduce(inst, plan, k, steps, slot, backend, clean, fn)
                 if fused is not None:   # the loop it reads folds its rows: both steps replaced
-                    j, loop_step, reduce_step, more = fused
+                    j, loop_step, reduce_step, more, kind = fused
                     steps[j] = (_ctx_free(loop_step, steps[j][0]),) + steps[j][1:]
                     fn = _ctx_free(reduce_step, fn)
                     # (a second Reduce of the same value takes the loop's step over: its label)
-                    labels[j] = labels[j].split(" folding its ")[0] + (
-                        " folding its columns" if getattr(loop_step, "columns", False) else " folding its rows")
+                    labels[j] = labels[j].split(" folding its ")[0] + f" folding its {kind}"
                     epilogues.update(more)
                     if more:
                         labels[j] += ", then " + ", ".join(e.name for e in more)
@@ -1196,6 +1195,20 @@ def _argmax_iota(group, plan, backend, fn):
     return view, [(i, v) for i, v in zip(group.inputs, inputs) if i.opcode == "iota"]
 
 
+def _read_besides(x, plan, *readers):
+    """Whether a fused fold's loop value ``x`` is read by a step other than ``readers`` (the
+    Reduce, its epilogue) or is the result: then the loop writes it, else it need not."""
+    return x is plan.computation.root or any(
+        x in (st.group.inputs if st.group is not None else st.inst.operands)
+        for st in plan.steps if st.inst not in readers)
+
+
+def _flat_carriers(values, wants):
+    """A fused loop's operand values as the flat carrier arrays its kernel takes."""
+    return [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
+            else _as_carrier(v, w) for v, w in zip(values, wants)]
+
+
 def _picked_up(folded, reduce_fn, result_dims, final_dtype, flush_result):
     """A fused fold's Reduce step: the folds its loop's step left in ``folded`` (keyed by the
     id of the loop's value), as the Reduce's result; the Reduce's own step where the value
@@ -1214,7 +1227,8 @@ def _picked_up(folded, reduce_fn, result_dims, final_dtype, flush_result):
 def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
     """A Reduce folding the value of a fused loop along its trailing dimensions (a softmax's
     row sum of its exp) as the loop computes it (``cpu.fused.compile_reduce_loop``): (the
-    index in ``steps`` of the loop's step, its new step, the Reduce's new step), or None.
+    index in ``steps`` of the loop's step, its new step, the Reduce's new step, the
+    epilogues' step makers, which it folds: "rows" or "columns"), or None.
     The loop's step computes its value as before and the Reduce's result beside it, which
     the Reduce's step picks up (keyed by the loop's value); when the run decides otherwise
     (a thread count that cuts rows in parts) the Reduce's own step runs.
@@ -1272,8 +1286,8 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
         return None
     group = loop.group
     if B > 1:
-        return _fused_cols(inst, x, plan, steps, j, group, clean if flushing else (), cpu, A, R, B, n, dtype,
-                           init_value, code, flush_result, backend, reduce_fn)
+        return _fused_cols(inst, x, plan, j, group, clean if flushing else (), A, R, B, dtype, init_value, code,
+                           flush_result, backend, reduce_fn)
     mode = "flush" if flushing else "ieee"
     epi = _epilogue(inst, x, plan, backend, clean if flushing else (), A, R, dtype) if _EPILOGUES else None
     try:
@@ -1287,9 +1301,7 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
             return None
     plain_loop = steps[j][0]
     # the Reduce (and the epilogue) the only readers of the loop's value: it need not be written
-    keep = x is plan.computation.root or any(
-        x in (st.group.inputs if st.group is not None else st.inst.operands)
-        for st in plan.steps if st.inst is not inst and (epi is None or st.inst is not epi[4]))
+    keep = _read_besides(x, plan, inst, *([epi[4]] if epi is not None else []))
     done = {}   # the epilogue's results, keyed by the loop's value (as ``folded``)
     if epi is not None:
         esrc, e_in, _, estatic, eroot = epi
@@ -1310,8 +1322,7 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
         if P > 1 and epi is not None:
             return plain_loop(values, ctx, backend)
         out = empty(n, dtype) if keep else np.empty(0, dtype)   # (not kept: a token)
-        inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
-                  else _as_carrier(v, w) for v, w in zip(values, wants)]
+        inputs = _flat_carriers(values, wants)
         if P > 1:
             part_folds = np.empty(A * P, dtype)
             run(compiled, n, out, inputs, static, A, R, part_folds, init_value, code, keep, P=P)
@@ -1347,7 +1358,7 @@ def _fused_reduce(inst, plan, k, steps, slot, backend, clean, reduce_fn):
                 return got[1]
             return step
         epilogues[eroot] = epilogue_step
-    return j, loop_step, reduce_step, epilogues
+    return j, loop_step, reduce_step, epilogues, "rows"
 
 
 #: (a switch for A/B measurements) a row fold runs the loop reading its rows and folds
@@ -1358,20 +1369,18 @@ _EPILOGUES = True
 _COLUMN_FOLDS = True
 
 
-def _fused_cols(inst, x, plan, steps, j, group, clean, cpu, A, R, B, n, dtype, init_value, code, flush_result,
-                backend, reduce_fn):
+def _fused_cols(inst, x, plan, j, group, clean, A, R, B, dtype, init_value, code, flush_result, backend, reduce_fn):
     """``_fused_reduce`` of a Reduce over one block of dimensions that kept ones follow (x as
     [A, R, B]): the loop's step folds the columns as ``reduction._arb_pass`` does
     (``cpu.fused.compile_reduce_cols_loop``: the same parts, ``row_parts``', the same
     order, so the same bits) and the Reduce's step picks the folds up."""
-    red = cpu.reduction
+    cpu = backend._cpu
+    red, n = cpu.reduction, A * R * B
     try:
         src, compiled, static = cpu.fused.compile_reduce_cols_loop(group, clean)
     except Exception:   # (a loop Numba does not compile this way: the two steps as they were)
         return None
-    keep = x is plan.computation.root or any(
-        x in (st.group.inputs if st.group is not None else st.inst.operands)
-        for st in plan.steps if st.inst is not inst)
+    keep = _read_besides(x, plan, inst)
     wants = [_carrier_dtype(i.shape.element_type) for i in src.inputs]
     xdims, result_dims, final_dtype = x.shape.dims, inst.shape.dims, inst.shape.dtype
     empty, run, arb, parts = cpu.shape.empty, cpu.fused.run_reduce_cols_loop, red.reduce_arb, red.row_parts
@@ -1380,8 +1389,7 @@ def _fused_cols(inst, x, plan, steps, j, group, clean, cpu, A, R, B, n, dtype, i
     def loop_step(values, ctx, backend):
         P = parts(A, R, n)   # (``_arb_pass``'s cut of the columns' rows)
         out = empty(n, dtype) if keep else np.empty(0, dtype)   # (not kept: a token)
-        inputs = [v.reshape(-1) if type(v) is np.ndarray and v.dtype == w and v.flags.c_contiguous
-                  else _as_carrier(v, w) for v, w in zip(values, wants)]
+        inputs = _flat_carriers(values, wants)
         folds = np.empty(A * P * B, dtype)
         run(compiled, n, out, inputs, static, A, R, B, folds, init_value, code, keep, P)
         if P > 1:   # the parts joined: [A, P, B] over P, from init
@@ -1395,11 +1403,8 @@ def _fused_cols(inst, x, plan, steps, j, group, clean, cpu, A, R, B, n, dtype, i
         folded[id(out)] = (out, folds)
         return out
 
-    loop_step.columns = True
-
     reduce_step = _picked_up(folded, reduce_fn, result_dims, final_dtype, flush_result)
-
-    return j, loop_step, reduce_step, {}
+    return j, loop_step, reduce_step, {}, "columns"
 
 
 def _epilogue(inst, x, plan, backend, clean, A, R, dtype):

@@ -298,6 +298,15 @@ def _flushes(src):
 _FLUSH_CALL = re.compile(r"\bc?ftz(?:_pos)?(?:32|64)\(")
 
 
+def _kernels(prefix, text, name):
+    """(``{name}_par``, ``{name}_ser``) of the generated module ``text``, loaded once."""
+    compiled = _compiled.get(text)
+    if compiled is None:
+        module = load_source(prefix, text)
+        compiled = _compiled[text] = (getattr(module, f"{name}_par"), getattr(module, f"{name}_ser"))
+    return compiled
+
+
 def compile_loop(group, clean=(), narrow=False):
     """(RowLoopSource, (parallel kernel, serial kernel), run-time parameters) of a group;
     ``clean``: its inputs known to hold no denormal (not flushed again); ``narrow``: bf16
@@ -308,11 +317,7 @@ def compile_loop(group, clean=(), narrow=False):
     daz = _DAZ_HEADER if src.daz else ""
     text = _HEADER + fast + daz + f"\n{src.describe()}\n\n" + src.loop_text("loop_par", True) + "\n\n" + \
         src.loop_text("loop_ser", False)
-    compiled = _compiled.get(text)
-    if compiled is None:
-        module = load_source("fused", text)
-        compiled = _compiled[text] = (module.loop_par, module.loop_ser)
-    return src, compiled, _params(src)
+    return src, _kernels("fused", text, "loop"), _params(src)
 
 
 def _params(src):
@@ -471,11 +476,7 @@ def compile_reduce_loop(group, clean=(), epilogue=None):
     desc = src.describe() + (f"\n# then: {epilogue[0].describe()}" if epilogue else "")
     text = head + f"\n{desc}\n\n" + _reduce_loop_text(src, "red_par", True, epilogue) + "\n\n" + \
         _reduce_loop_text(src, "red_ser", False, epilogue)
-    compiled = _compiled.get(text)
-    if compiled is None:
-        module = load_source("fusedred", text)
-        compiled = _compiled[text] = (module.red_par, module.red_ser)
-    return src, compiled, _params(src)
+    return src, _kernels("fusedred", text, "red"), _params(src)
 
 
 def run_reduce_loop(compiled, n, out, inputs, static, A, R, red, init, code, keep=True, extra=(), P=1):
@@ -554,11 +555,7 @@ def compile_reduce_cols_loop(group, clean=()):
             f"# reduction.py {reduction._SELF_HASH}\nMAX_CODE = {reduction.MAX}\nMIN_CODE = {reduction.MIN}\n")
     text = head + f"\n{src.describe()}\n# its columns folded\n\n" + _reduce_cols_text(src, "cols_par", True) + \
         "\n\n" + _reduce_cols_text(src, "cols_ser", False)
-    compiled = _compiled.get(text)
-    if compiled is None:
-        module = load_source("fusedcols", text)
-        compiled = _compiled[text] = (module.cols_par, module.cols_ser)
-    return src, compiled, _params(src)
+    return src, _kernels("fusedcols", text, "cols"), _params(src)
 
 
 #: a column-fold loop with fewer parts than threads cuts its columns in blocks of at least
